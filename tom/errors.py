@@ -1,0 +1,22 @@
+"""TOM's error hierarchy.
+
+`TomError` is the base. A remote peer's mistake (`FrameError`) is kept apart from configuration errors
+(`ConfigError`: bad neighbors file, port in use, unwritable output) and local misuse (`UsageError`).
+Every message is one line a user can read; tracebacks are only for bugs.
+"""
+
+
+class TomError(Exception):
+    """Base of every error TOM raises on purpose."""
+
+
+class FrameError(TomError):
+    """A frame received from the network is malformed, too large or not allowed where it came."""
+
+
+class ConfigError(TomError):
+    """The configuration (neighbors file, address, port, output path) cannot be used."""
+
+
+class UsageError(TomError):
+    """The local user asked for something that cannot be done (e.g. sending an over-long message)."""
