@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from .errors import FrameError, UsageError
 from .frames import MAX_TEXT_CHARS, Ack, Frame, Message
-from .pid import pid_key
+from .pid import pid_key, sorted_pids
 
 EVERYONE = None
 """Destination of a frame meant for every other member of the current view."""
@@ -155,11 +155,6 @@ class Status:
     pending: tuple[PendingStatus, ...]
 
 
-def sorted_pids(pids: Iterable[str]) -> list[str]:
-    """``pids`` in the documented pid order."""
-    return sorted(pids, key=pid_key)
-
-
 class Core:
     """One peer's ordering state for a static group ``members`` (which must include ``me``)."""
 
@@ -183,7 +178,7 @@ class Core:
             raise UsageError(f"message of {len(text)} characters is over the limit of {MAX_TEXT_CHARS}")
         msg = Message(self.clock.tick(), self.me, text, sent_at)
         entry = self.queue.reserve(msg.clock, self.me)
-        entry.text, entry.sent_at = text, sent_at
+        entry.text, entry.sent_at = text, msg.sent_at
         entry.acks.add(self.me)
         self._ready.sends.append((EVERYONE, msg))
         self._deliver_ready()

@@ -61,3 +61,8 @@ def socket_host(pid: str) -> str:
     """The host of ``pid`` in the form a socket call takes (no IPv6 brackets)."""
     host = split_pid(pid)[0]
     return host[1:-1] if host.startswith("[") else host
+
+
+def sorted_pids(pids) -> list[str]:
+    """``pids`` in the documented pid order."""
+    return sorted(pids, key=pid_key)

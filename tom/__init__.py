@@ -1,0 +1,3 @@
+"""TOM: totally-ordered multicast between peers with Lamport clocks."""
+
+__version__ = "0.1.0"

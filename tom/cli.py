@@ -1,0 +1,141 @@
+"""The ``tom`` command line: ``tom peer`` runs a peer, ``tom verify`` checks output files with Spark."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from .errors import ConfigError, TomError
+
+
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is now (prompt_toolkit swaps it to print above the prompt)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def setup_logging(tag: str, verbose: bool) -> None:
+    handler = _CurrentStderr()
+    handler.setFormatter(logging.Formatter(f"tom[{tag}] %(levelname)s %(message)s"))
+    root = logging.getLogger("tom")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+def _positive_port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"port must be 1..65535, got {text!r}")
+    return int(text)
+
+
+def _delay(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 60.0:
+        raise argparse.ArgumentTypeError(f"delay must be 0..60 seconds, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tom", description="Totally-ordered multicast with Lamport clocks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    peer = sub.add_parser("peer", help="run one peer",
+                          description="Run one TOM peer: listen on PORT, connect to every neighbor, multicast "
+                                      "what you type (or stdin lines with --no-ui), append delivered messages "
+                                      "to OUTPUT as JSON Lines.")
+    peer.add_argument("neighbors", type=Path, help="neighbors file: one host:port per line")
+    peer.add_argument("output", type=Path, help="output file (JSON Lines, appended)")
+    peer.add_argument("port", type=_positive_port, help="TCP port to listen on")
+    peer.add_argument("--host", help="address to listen on (asked on a terminal if not given)")
+    peer.add_argument("--name", help="address others reach this peer by, when --host is 0.0.0.0")
+    peer.add_argument("--delay", type=_delay, default=0.0, metavar="SECONDS",
+                      help="hold every outgoing frame this long (keeps each link's order)")
+    peer.add_argument("--no-ui", action="store_true", help="headless: each stdin line is one message")
+    peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")
+
+    verify = sub.add_parser("verify", help="verify output files with Spark", add_help=False)
+    verify.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def ask_host(neighbors_path: Path, port: int) -> tuple[str, str | None]:
+    """Ask on the terminal which address to listen on (and the 'from' name for 0.0.0.0)."""
+    import socket
+
+    choices = ["0.0.0.0", "127.0.0.1"]
+    try:
+        for ai in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            if ai[4][0] not in choices:
+                choices.append(ai[4][0])
+    except OSError:
+        pass
+    print("Choose an IP address to listen on:")
+    for i, c in enumerate(choices):
+        print(f"{i}: {c}")
+    while True:
+        answer = input(": ").strip()
+        if answer.isdigit() and int(answer) < len(choices):
+            host = choices[int(answer)]
+            break
+        print(f"type a number from 0 to {len(choices) - 1}")
+    name = None
+    if host == "0.0.0.0":
+        name = input("Address to write in the 'from' field (as in the neighbors file): ").strip()
+    return host, name
+
+
+def run_peer(args: argparse.Namespace) -> int:
+    import trio
+
+    from .peer import Peer, PeerConfig, guess_host
+    from .neighbors import load_neighbors
+
+    interactive = not args.no_ui and sys.stdin.isatty() and sys.stdout.isatty()
+    setup_logging(str(args.port), args.verbose)
+    host, name = args.host, args.name
+    if host is None:
+        if interactive:
+            load_neighbors(args.neighbors)  # a bad file fails before we ask anything
+            host, name = ask_host(args.neighbors, args.port)
+        else:
+            host = guess_host(load_neighbors(args.neighbors), args.port)
+            if host is None:
+                raise ConfigError("cannot tell which neighbors entry is this peer: give --host")
+    peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive))
+    trio.run(peer.run)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "peer":
+            return run_peer(args)
+        if args.command == "verify":
+            from analysis.verify import main as verify_main
+
+            return verify_main(args.args)
+    except TomError as e:
+        print(f"tom: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The output file: JSON Lines, one record per delivered event, schema in docs/output-format.md."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from .core import Delivery
+from .errors import ConfigError
+
+SCHEMA_VERSION = 1
+
+
+def record(d: Delivery, peer: str, delivered_at: float) -> dict:
+    """The schema-v1 record of a delivered message."""
+    return {
+        "v": SCHEMA_VERSION,
+        "kind": "message",
+        "index": d.index,
+        "peer": peer,
+        "clock": d.clock,
+        "pid": d.pid,
+        "text": d.text,
+        "sent_at": d.sent_at,
+        "delivered_at": round(delivered_at, 6),
+        "view": d.view,
+    }
+
+
+class OutputFile:
+    """Appends records and flushes after each batch, so a delivered message is on disk at once."""
+
+    def __init__(self, path: str | Path, peer: str) -> None:
+        self.path = Path(path)
+        self.peer = peer
+        try:
+            if self.path.is_dir():
+                raise IsADirectoryError("it is a directory")
+            self._file = open(self.path, "a", encoding="utf-8")
+        except OSError as e:
+            reason = e.strerror or str(e)
+            raise ConfigError(f"{self.path}: cannot write the output file ({reason})") from None
+        self.written = 0
+
+    def write(self, deliveries: Iterable[Delivery], delivered_at: float) -> None:
+        dumps = json.dumps
+        lines = [dumps(record(d, self.peer, delivered_at), ensure_ascii=False, separators=(",", ":")) + "\n" for d in deliveries]
+        self._file.write("".join(lines))
+        self._file.flush()
+        self.written += len(lines)
+
+    def close(self) -> None:
+        self._file.close()

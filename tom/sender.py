@@ -1,0 +1,83 @@
+"""The sender task: routes the processor's frames to links, dials neighbors, runs one writer per link.
+
+Every frame is encoded once and queued on each destination link with release time ``now + delay``.
+The peer dials every neighbor whose pid is larger than its own, retrying with back-off until it
+answers, and again whenever the connection drops.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from .core import EVERYONE
+from .errors import FrameError
+from .frames import encode_frame
+from .links import Link, backoff, hello_bytes, read_hello
+from .listener import serve_link
+from .pid import pid_key, socket_host, split_pid
+
+log = logging.getLogger("tom.sender")
+
+CONNECT_TIMEOUT = 3.0
+
+
+async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendChannel) -> None:
+    """Keep ``link`` connected for ever: connect, handshake, read until it breaks, back off, repeat."""
+    host, port = socket_host(link.pid), split_pid(link.pid)[1]
+    attempt = 0
+    while True:
+        link.state = "connecting"
+        stream = None
+        try:
+            with trio.fail_after(CONNECT_TIMEOUT + 5):
+                with trio.fail_after(CONNECT_TIMEOUT):
+                    stream = await trio.open_tcp_stream(host, port)
+                await stream.send_all(hello_bytes(me, incarnation))
+                hello, rest = await read_hello(stream)
+            if hello.pid != link.pid:
+                raise FrameError(f"{link.pid} answered as {hello.pid}")
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, FrameError) as e:
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
+            if isinstance(e, FrameError):
+                log.warning("%s: handshake failed: %s", link.pid, e)
+            link.state = "down"
+            await trio.sleep(backoff(attempt))
+            attempt += 1
+            continue
+        attempt = 0
+        link.attach(stream, hello.incarnation)
+        log.info("connected to %s", link.pid)
+        try:
+            await serve_link(link, stream, rest, incoming)
+        finally:
+            await trio.aclose_forcefully(stream)
+
+
+async def sender(
+    outgoing: trio.MemoryReceiveChannel,
+    me: str,
+    incarnation: int,
+    links: dict[str, Link],
+    incoming: trio.MemorySendChannel,
+    delay: float = 0.0,
+) -> None:
+    """Route each batch of ``(dest, frame)`` from ``outgoing`` to the links; own the link tasks."""
+    my_key = pid_key(me)
+    everyone = list(links.values())
+    async with outgoing, trio.open_nursery() as nursery:
+        for link in everyone:
+            nursery.start_soon(link.writer)
+            if pid_key(link.pid) > my_key:
+                nursery.start_soon(dial, link, me, incarnation, incoming)
+        async for sends in outgoing:
+            release = trio.current_time() + delay
+            for dest, frame in sends:
+                data = encode_frame(frame)
+                if dest is EVERYONE:
+                    for link in everyone:
+                        link.push(release, data)
+                else:
+                    links[dest].push(release, data)

@@ -1,0 +1,154 @@
+"""The UI task: an interactive terminal (prompt_toolkit + rich), or headless lines from stdin.
+
+Interactive: the handout's menu (1 send, 2 status, 3 quit) and direct commands (``send TEXT``,
+``status``, ``quit``, ``help``). prompt_toolkit runs in a worker thread inside ``patch_stdout`` so that
+deliveries and tables print above the line being typed. Headless: every non-empty stdin line is one
+message; end of input leaves the peer serving the others until it is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from .core import Delivery, Status
+from .events import SendTexts
+from .links import Link
+
+MENU = "Choose what to do:\n1. Send a new message\n2. Print status\n3. Quit\n(or: send TEXT | status | quit | help)"
+HELP_LINE = "Commands: 1 or send TEXT, 2 or status, 3 or quit, help."
+
+
+def parse_command(line: str) -> tuple[str, str]:
+    """Map a typed line to ``(command, argument)``: send, status, quit, help, ask-text, empty, unknown."""
+    stripped = line.strip()
+    word, _, rest = stripped.partition(" ")
+    word = word.lower()
+    if not stripped:
+        return ("empty", "")
+    if word in ("1", "send", "s"):
+        return ("send", rest) if rest else ("ask-text", "")
+    if word in ("2", "status", "st") and not rest:
+        return ("status", "")
+    if word in ("3", "quit", "q", "exit") and not rest:
+        return ("quit", "")
+    if word in ("help", "?", "h", "menu") and not rest:
+        return ("help", "")
+    return ("unknown", stripped)
+
+
+def render_status(status: Status, links: dict[str, Link], now: float) -> list:
+    """Rich renderables for the status: clock, members and connections, the pending queue."""
+    head = f"[bold]{status.me}[/]  Lamport clock: [bold cyan]{status.clock}[/]  delivered: {status.delivered}  " \
+           f"view {status.view.id} ({len(status.view.members)} members)"
+    members = Table(title="Members", title_justify="left", box=None, pad_edge=False)
+    for col in ("peer", "connection", "frames in", "frames out", "queued", "last heard"):
+        members.add_column(col)
+    for pid in sorted(status.view.members, key=lambda p: (p.rpartition(":")[0], int(p.rpartition(":")[2]))):
+        if pid == status.me:
+            members.add_row(pid, "[dim]this peer[/]", "", "", "", "")
+            continue
+        link = links[pid]
+        state = {"up": "[green]up[/]", "connecting": "[yellow]connecting[/]"}.get(link.state, "[red]down[/]")
+        heard = "never" if link.last_heard is None else f"{now - link.last_heard:.1f}s ago"
+        members.add_row(pid, state, str(link.frames_in), str(link.frames_out), str(len(link.buffer)), heard)
+    pending = Table(title=f"Pending messages ({len(status.pending)})", title_justify="left", box=None, pad_edge=False)
+    for col in ("#", "frame", "ACKs", "missing ACKs from"):
+        pending.add_column(col, overflow="fold")
+    n = len(status.view.members)
+    for i, p in enumerate(status.pending[:50], 1):
+        frame = f"MESSAGE-{p.clock}-{p.pid}-{p.text}" if p.text is not None else \
+            f"[yellow](reserved by early ACK)[/] {p.clock}-{p.pid}"
+        pending.add_row(str(i), frame, f"{len(p.acks)}/{n}", ", ".join(p.missing) or "[green]none[/]")
+    if len(status.pending) > 50:
+        pending.caption = f"... and {len(status.pending) - 50} more"
+    return [head, members, pending]
+
+
+def delivery_line(d: Delivery) -> str:
+    return f"[green]delivered[/] #{d.index} [dim]({d.clock}, {d.pid})[/] {d.text}"
+
+
+class TerminalUI:
+    """The interactive terminal; `run` returns when the user quits."""
+
+    def __init__(self, me: str, status: Callable[[], Status], links: dict[str, Link],
+                 send: trio.MemorySendChannel) -> None:
+        self.me, self.status, self.links, self.send = me, status, links, send
+        self.console: Console | None = None
+
+    def on_deliver(self, deliveries: list[Delivery]) -> None:
+        if self.console is None:
+            return
+        for d in deliveries[:20]:
+            self.console.print(delivery_line(d), markup=True, highlight=False)
+        if len(deliveries) > 20:
+            self.console.print(f"[dim]... and {len(deliveries) - 20} more delivered[/]")
+
+    async def run(self) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.patch_stdout import patch_stdout
+
+        session: PromptSession = PromptSession()
+        with patch_stdout(raw=True):
+            self.console = Console(file=sys.stdout, force_terminal=True, highlight=False)
+            self.console.print(MENU)
+            try:
+                await self._loop(session)
+            finally:
+                self.console = None
+
+    async def _ask(self, session, prompt: str) -> str:
+        return await trio.to_thread.run_sync(lambda: session.prompt(prompt), abandon_on_cancel=True)
+
+    async def _loop(self, session) -> None:
+        console = self.console
+        assert console is not None
+        while True:
+            try:
+                line = await self._ask(session, f"{self.me}: ")
+            except (EOFError, KeyboardInterrupt):
+                return
+            command, arg = parse_command(line)
+            if command == "ask-text":
+                try:
+                    arg = await self._ask(session, "Enter the message to send: ")
+                except (EOFError, KeyboardInterrupt):
+                    continue
+                command = "send"
+            if command == "send":
+                await self.send.send(SendTexts([arg]))
+                console.print(f"[dim]sending:[/] {arg}", highlight=False)
+            elif command == "status":
+                for part in render_status(self.status(), self.links, trio.current_time()):
+                    console.print(part)
+            elif command == "quit":
+                console.print("Bye.")
+                return
+            elif command == "help":
+                console.print(MENU)
+            elif command == "unknown":
+                console.print(f"[red]unknown command[/] {arg!r}. {HELP_LINE}", highlight=False)
+
+
+async def headless(send: trio.MemorySendChannel, fd: int = 0) -> None:
+    """Send each non-empty line of ``fd`` as one message, in order; return at end of input."""
+    pending = b""
+    while True:
+        chunk = await trio.to_thread.run_sync(os.read, fd, 65536, abandon_on_cancel=True)
+        if not chunk:
+            break
+        data = pending + chunk
+        lines = data.split(b"\n")
+        pending = lines.pop()
+        texts = [t for t in (ln.rstrip(b"\r").decode("utf-8", "replace") for ln in lines) if t]
+        if texts:
+            await send.send(SendTexts(texts))
+    tail = pending.rstrip(b"\r").decode("utf-8", "replace")
+    if tail:
+        await send.send(SendTexts([tail]))
