@@ -83,6 +83,10 @@ class Peer:
         cfg = self.cfg
         try:
             listeners = await open_listener(cfg.host, cfg.port)
+        except BaseException:
+            self.output.close()
+            raise
+        try:
             in_tx, in_rx = trio.open_memory_channel(CHANNEL_SIZE)
             out_tx, out_rx = trio.open_memory_channel(CHANNEL_SIZE)
             ui = TerminalUI(self.me, self.core.status, self.links, in_tx) if cfg.interactive else None

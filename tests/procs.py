@@ -1,0 +1,110 @@
+"""Helpers to run real `tom peer` processes on loopback from tests; every process is stopped after."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DEADLINE = 40.0
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports that were free a moment ago."""
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def write_neighbors(path: Path, ports: list[int]) -> Path:
+    path.write_text("".join(f"127.0.0.1:{p}\n" for p in ports))
+    return path
+
+
+def tom_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tom", *args]
+
+
+class PeerProcs:
+    """A group of headless peers started with Popen; use as a context manager."""
+
+    def __init__(self, tmp: Path, n: int, delay: float = 0.0) -> None:
+        self.tmp = tmp
+        self.ports = free_ports(n)
+        self.neighbors = write_neighbors(tmp / "neighbors.txt", self.ports)
+        self.outputs = [tmp / f"out-{p}.jsonl" for p in self.ports]
+        self.logs = [tmp / f"log-{p}.txt" for p in self.ports]
+        self.delay = delay
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "PeerProcs":
+        for port, out, log in zip(self.ports, self.outputs, self.logs):
+            cmd = tom_cmd("peer", str(self.neighbors), str(out), str(port), "--host", "127.0.0.1",
+                          "--no-ui", "--delay", str(self.delay))
+            self.procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=open(log, "wb"),
+                                               stderr=subprocess.STDOUT))
+        self.wait_listening()
+        return self
+
+    def wait_listening(self, deadline: float = 20.0) -> None:
+        """Return once every peer's log says it listens (bounded by ``deadline``)."""
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            if all(log.exists() and "Started to listen" in log.read_text(errors="replace") for log in self.logs):
+                return
+            if any(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"peers did not start: {self.log_text()}")
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(5)
+
+    def send(self, i: int, lines: list[str]) -> None:
+        stdin = self.procs[i].stdin
+        assert stdin is not None
+        stdin.write("".join(f"{ln}\n" for ln in lines).encode())
+        stdin.flush()
+
+    def records(self, i: int) -> list[dict]:
+        if not self.outputs[i].exists():
+            return []
+        return [json.loads(ln) for ln in self.outputs[i].read_text().splitlines() if ln.strip()]
+
+    def wait_delivered(self, count: int, deadline: float = DEADLINE) -> None:
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            if all(len(self.records(i)) >= count for i in range(len(self.procs))):
+                return
+            time.sleep(0.1)
+        got = [len(self.records(i)) for i in range(len(self.procs))]
+        raise AssertionError(f"not all delivered {count} within {deadline}s: {got}; logs: {self.log_text()}")
+
+    def terminate(self, timeout: float = 10.0) -> list[int]:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        return [p.wait(timeout) for p in self.procs]
+
+    def log_text(self) -> str:
+        return "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')}" for log in self.logs if log.exists())
+
+
+def run_tom(*args: str, timeout: float = 20.0, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    return subprocess.run(tom_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          stdin=subprocess.DEVNULL, env=env)
