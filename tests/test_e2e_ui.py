@@ -1,0 +1,78 @@
+"""The interactive terminal as a person uses it: a real tmux pane, keys typed, the screen read."""
+
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from procs import free_ports, tom_cmd, write_neighbors
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+
+
+class Tmux:
+    def __init__(self) -> None:
+        self.socket = f"tom-test-{uuid.uuid4().hex[:8]}"
+
+    def run(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
+                              timeout=10).stdout
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-J", "-S", "-200", "-t", "ui")
+
+    def alive(self) -> bool:
+        return "ui" in self.run("list-sessions")
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", "ui", *keys)
+
+    def wait_for(self, text: str, deadline: float = 15.0) -> str:
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared on screen:\n{self.screen()}")
+
+
+def test_type_a_message_ask_status_and_quit(tmp_path):
+    ports = free_ports(2)
+    nb = write_neighbors(tmp_path / "nb.txt", ports)
+    out_a, out_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    other = subprocess.Popen(tom_cmd("peer", str(nb), str(out_b), str(ports[1]), "--host", "127.0.0.1",
+                                     "--no-ui"), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    tmux = Tmux()
+    try:
+        cmd = " ".join(tom_cmd("peer", str(nb), str(out_a), str(ports[0]), "--host", "127.0.0.1"))
+        tmux.run("new-session", "-d", "-s", "ui", "-x", "150", "-y", "50", cmd)
+        tmux.wait_for("Choose what to do")
+        tmux.wait_for("connected to")
+        tmux.keys("1", "Enter")
+        tmux.wait_for("Enter the message to send")
+        tmux.keys("Hello world!", "Enter")
+        tmux.wait_for("delivered #1")
+        tmux.keys("send second - one", "Enter")
+        tmux.wait_for("delivered #2")
+        tmux.keys("2", "Enter")
+        screen = tmux.wait_for("Lamport clock")
+        assert "Pending messages" in screen and f"127.0.0.1:{ports[1]}" in screen
+        assert "up" in screen
+        tmux.keys("bogus", "Enter")
+        tmux.wait_for("unknown command")
+        tmux.keys("3", "Enter")
+        end = time.monotonic() + 10
+        while tmux.alive() and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not tmux.alive(), "quit did not end the peer"
+        texts = [line for line in out_a.read_text().splitlines()]
+        assert len(texts) == 2 and '"text":"Hello world!"' in texts[0] and '"text":"second - one"' in texts[1]
+    finally:
+        tmux.run("kill-server")
+        other.kill()
+        other.wait(5)
