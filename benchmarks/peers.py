@@ -1,0 +1,597 @@
+"""Benchmark TOM peers as real processes on loopback.
+
+For each group size (default 3 and 5 peers) two scenarios run, each on a fresh group:
+
+* throughput: every peer gets N messages on its stdin as fast as the pipe takes them (or, with
+  ``--window W``, at most W messages per peer in flight in the group). Figures: multicasts delivered
+  at every peer per second, ``total / (max delivered_at - min sent_at)``, and the send->deliver
+  latency (``delivered_at - sent_at`` of every record at every peer) under that load;
+* light load: one message at a time, round-robin over the peers, the next one sent only once the
+  previous one is delivered at every peer. Figures: send->deliver latency p50/p99.
+
+Each run first checks that every peer delivered the same ``(clock, pid)`` sequence, with no loss, no
+duplicate and in the documented order; a run that fails this prints MISMATCH and the figures are void.
+
+Every loop is bounded in count and in time (``--deadline`` seconds per scenario); every process the
+benchmark starts is stopped (SIGTERM, then SIGKILL) on any exit, error or Ctrl-C included; everything
+lives in a temporary directory and on 127.0.0.1.
+
+``--profile`` records a py-spy profile (raw collapsed stacks) of one peer during the throughput run
+and prints the functions that cost the most (self and inclusive share of the samples).
+
+Run: ``scripts/bench [--peers 3,5] [--messages N] [--window W] [--light N] [--profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOST = "127.0.0.1"
+DEFAULT_MESSAGES = {3: 20000, 5: 10000}
+DEFAULT_OTHER = 10000
+POLL = 0.0002  # seconds between polls of the output files (light load)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    pass
+
+
+# -- processes -------------------------------------------------------------------------------------
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports that were free on 127.0.0.1 a moment ago (bound to port 0, then closed)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class Tail:
+    """Counts the complete lines of a growing file, reading only what is new."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines = 0
+        self._f = None
+
+    def poll(self) -> int:
+        if self._f is None:
+            try:
+                self._f = open(self.path, "rb")
+            except FileNotFoundError:
+                return 0
+        data = self._f.read()
+        if data:
+            self.lines += data.count(b"\n")
+        return self.lines
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+
+
+@dataclass
+class Peer:
+    port: int
+    output: Path
+    log: Path
+    proc: subprocess.Popen
+    tail: Tail
+    sent: int = 0
+
+    @property
+    def pid(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the process so far (Linux /proc)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        except (OSError, IndexError, ValueError):
+            return float("nan")
+
+    def send(self, texts: list[str]) -> None:
+        self.proc.stdin.write(("\n".join(texts) + "\n").encode())
+        self.proc.stdin.flush()
+        self.sent += len(texts)
+
+
+@dataclass
+class Group:
+    """A group of peer processes in ``workdir``; use as a context manager so they always stop."""
+
+    n: int
+    workdir: Path
+    delay: float = 0.0
+    peers: list[Peer] = field(default_factory=list)
+
+    def __enter__(self) -> Group:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        ports = free_ports(self.n)
+        neighbors = self.workdir / "neighbors"
+        neighbors.write_text("".join(f"{HOST}:{p}\n" for p in ports))
+        for port in ports:
+            out = self.workdir / f"out-{port}.jsonl"
+            log = self.workdir / f"peer-{port}.log"
+            cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(out), str(port),
+                   "--host", HOST, "--no-ui"]
+            if self.delay:
+                cmd += ["--delay", str(self.delay)]
+            with open(log, "wb") as logf:
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf,
+                                        start_new_session=True)  # our Ctrl-C is ours to handle
+            self.peers.append(Peer(port, out, log, proc, Tail(out)))
+
+    def check_alive(self) -> None:
+        for p in self.peers:
+            if p.proc.poll() is not None:
+                raise BenchError(f"peer {p.pid} exited with code {p.proc.returncode}:\n{log_tail(p.log)}")
+
+    def stop(self) -> None:
+        for p in self.peers:
+            try:
+                if p.proc.stdin:
+                    p.proc.stdin.close()
+            except OSError:
+                pass
+            if p.proc.poll() is None:
+                try:
+                    p.proc.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        end = time.monotonic() + 5.0
+        for p in self.peers:
+            try:
+                p.proc.wait(timeout=max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.proc.kill()
+                p.proc.wait(timeout=5.0)
+            p.tail.close()
+
+    def counts(self) -> list[int]:
+        return [p.tail.poll() for p in self.peers]
+
+    def wait_delivered(self, expected: int, deadline: float, sleep: float = POLL) -> None:
+        """Wait until every peer's output holds ``expected`` lines, or fail at ``deadline``."""
+        polls = 0
+        while True:
+            counts = self.counts()
+            if min(counts) >= expected:
+                return
+            if time.monotonic() > deadline:
+                raise BenchError(f"timed out waiting for {expected} deliveries at every peer; have {counts}")
+            polls += 1
+            if polls % 256 == 0:
+                self.check_alive()
+            time.sleep(sleep)
+
+    def warm_up(self, deadline: float) -> None:
+        """One message from every peer, delivered everywhere: all links of the mesh are up."""
+        for i, p in enumerate(self.peers):
+            p.send([f"warmup {i}"])
+        self.wait_delivered(self.n, deadline, sleep=0.005)
+
+
+def log_tail(path: Path, n: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+# -- records and checks ----------------------------------------------------------------------------
+
+
+def pid_key(pid: str) -> tuple[str, int]:
+    host, _, port = pid.rpartition(":")
+    return host, int(port)
+
+
+def read_records(path: Path) -> list[dict]:
+    records = []
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                raise BenchError(f"{path.name}: line {n} is not JSON: {line[:80]!r}") from None
+    return records
+
+
+def verify(group: Group, expected: int) -> tuple[bool, str, list[list[dict]]]:
+    """Same ``(clock, pid)`` sequence at every peer, ``expected`` messages, in order, no duplicate."""
+    per_peer = [[r for r in read_records(p.output) if r.get("kind") == "message"] for p in group.peers]
+    problems = []
+    seqs = [[(r["clock"], r["pid"]) for r in recs] for recs in per_peer]
+    first = seqs[0]
+    for p, seq in zip(group.peers, seqs):
+        if len(seq) != expected:
+            problems.append(f"{p.pid} delivered {len(seq)} messages, expected {expected}")
+        if seq != first:
+            i = next((i for i, (a, b) in enumerate(zip(first, seq)) if a != b), min(len(first), len(seq)))
+            problems.append(f"{p.pid} differs from {group.peers[0].pid} at position {i}")
+        keys = [(c, pid_key(q)) for c, q in seq]
+        if any(a >= b for a, b in zip(keys, keys[1:])):
+            problems.append(f"{p.pid}: (clock, pid) not strictly increasing")
+    texts = collections.Counter(r["text"] for r in per_peer[0])
+    dups = [t for t, c in texts.items() if c > 1]
+    if dups:
+        problems.append(f"{len(dups)} texts delivered more than once, e.g. {dups[0]!r}")
+    return (not problems), "; ".join(problems[:4]), per_peer
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list."""
+    if not sorted_values:
+        return float("nan")
+    k = max(0, min(len(sorted_values) - 1, int(round(q / 100 * len(sorted_values) + 0.5)) - 1))
+    return sorted_values[k]
+
+
+def latencies(per_peer: list[list[dict]], prefix: str) -> tuple[list[float], list[float]]:
+    """Per delivery (every record at every peer) and per message (slowest peer), sorted, seconds."""
+    every, worst = [], {}
+    for recs in per_peer:
+        for r in recs:
+            if r["text"].startswith(prefix):
+                lat = r["delivered_at"] - r["sent_at"]
+                every.append(lat)
+                key = (r["clock"], r["pid"])
+                worst[key] = max(worst.get(key, lat), lat)
+    return sorted(every), sorted(worst.values())
+
+
+# -- profiling -------------------------------------------------------------------------------------
+
+
+def start_profiler(pid: int, out: Path, rate: int) -> subprocess.Popen | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("  (py-spy not found: pip install py-spy into the venv; no profile)")
+        return None
+    cmd = [spy, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", str(rate),
+           "--nonblocking", "--idle", "--threads"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(0.5)  # let it attach
+    if proc.poll() is not None:
+        print(f"  (py-spy failed: {proc.stderr.read().decode(errors='replace').strip()[:300]})")
+        return None
+    return proc
+
+
+def stop_profiler(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+IDLE_FRAMES = ("epoll", "select (selectors.py", "get_events", "_read_chunk_from", "wait (threading.py",
+               "_thread_fn", "worker_thread_fn", "read (<frozen", "_work (", "_handle_job")
+
+
+def summarize_profile(raw: Path, top: int = 25) -> None:
+    """Print self and inclusive shares of the main thread's busy samples from py-spy raw output."""
+    if not raw.exists():
+        print("  (no profile written)")
+        return
+    stacks: list[tuple[list[str], int]] = []
+    for line in raw.read_text(errors="replace").splitlines():
+        body, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        frames = body.split(";")
+        stacks.append((frames, int(count)))
+    if not stacks:
+        print("  (empty profile)")
+        return
+    # the main thread is the one whose stacks hold trio's run loop
+    main_threads = {s[0] for s, _ in stacks if any("unrolled_run" in f for f in s)}
+    main = [(f, c) for f, c in stacks if f[0] in main_threads]
+    total_main = sum(c for _, c in main)
+    idle = sum(c for f, c in main if "get_events" in f[-1] or "epoll" in f[-1] or "get_events" in ";".join(f[-3:]))
+    busy = [(f, c) for f, c in main if not ("get_events" in ";".join(f[-3:]) or "epoll" in f[-1])]
+    total_busy = sum(c for _, c in busy)
+    others = sum(c for f, c in stacks if f[0] not in main_threads)
+    print(f"  profile: {raw}")
+    print(f"  main thread samples: {total_main} (waiting in epoll: {idle} = {100 * idle / max(1, total_main):.0f}%), "
+          f"busy: {total_busy}; other threads' samples (incl. idle): {others}")
+
+    def name(frame: str) -> str:
+        # "func (path/to/file.py:123)" -> "func (file.py)"
+        fn, _, loc = frame.partition(" (")
+        loc = loc.rstrip(")")
+        file = loc.rsplit("/", 1)[-1].split(":")[0]
+        return f"{fn} ({file})"
+
+    self_c: collections.Counter[str] = collections.Counter()
+    incl_c: collections.Counter[str] = collections.Counter()
+    for frames, c in busy:
+        names = [name(f) for f in frames[1:]]  # frames[0] is the thread
+        if names:
+            self_c[names[-1]] += c
+        for n in set(names):
+            incl_c[n] += c
+    print(f"  {'self %':>7} {'incl %':>7}  function (of busy main-thread samples)")
+    shown = set()
+    for n, c in self_c.most_common(top):
+        shown.add(n)
+        print(f"  {100 * c / total_busy:7.1f} {100 * incl_c[n] / total_busy:7.1f}  {n}")
+    print(f"  -- top inclusive --")
+    for n, c in incl_c.most_common(top + 15):
+        if 100 * c / total_busy >= 2.0:
+            print(f"  {100 * self_c[n] / total_busy:7.1f} {100 * c / total_busy:7.1f}  {n}")
+
+
+# -- scenarios -------------------------------------------------------------------------------------
+
+
+def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: float,
+               profile: Path | None, rate: int) -> dict:
+    deadline = time.monotonic() + deadline_s
+    with Group(n, workdir) as group:
+        group.warm_up(deadline)
+        base = n  # warm-up deliveries
+        total = n * per_peer
+        blobs = [("".join(f"t{i}.{k}\n" for k in range(per_peer))).encode() for i in range(n)]
+        spy = start_profiler(group.peers[0].proc.pid, profile, rate) if profile else None
+        progress = {"min": base}
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def feed(peer: Peer, blob: bytes) -> None:
+            try:
+                if window <= 0:
+                    peer.proc.stdin.write(blob)
+                    peer.proc.stdin.flush()
+                    return
+                lines = blob.splitlines(keepends=True)
+                chunk = max(1, min(256, window // 2 or 1))
+                sent = 0
+                while sent < len(lines) and not stop.is_set():
+                    # group-wide: messages sent minus messages delivered at the slowest peer
+                    in_flight = (sent * n) - (progress["min"] - base)
+                    if in_flight + chunk * n > window * n:
+                        time.sleep(0.0005)
+                        continue
+                    peer.proc.stdin.write(b"".join(lines[sent:sent + chunk]))
+                    peer.proc.stdin.flush()
+                    sent += chunk
+            except BaseException as e:  # reported by the main thread
+                errors.append(e)
+
+        cpu0 = [p.cpu_seconds() for p in group.peers]
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=feed, args=(p, b), daemon=True) for p, b in zip(group.peers, blobs)]
+        try:
+            for t in threads:
+                t.start()
+            polls = 0
+            while True:
+                counts = group.counts()
+                progress["min"] = min(counts)
+                if progress["min"] >= base + total:
+                    break
+                if errors:
+                    raise BenchError(f"feeding stdin failed: {errors[0]!r}")
+                if time.monotonic() > deadline:
+                    raise BenchError(f"throughput: timed out; deliveries per peer {[c - base for c in counts]} "
+                                     f"of {total}")
+                polls += 1
+                if polls % 20 == 0:
+                    group.check_alive()
+                time.sleep(0.005)
+            wall = time.monotonic() - t0
+            cpu1 = [p.cpu_seconds() for p in group.peers]
+        finally:
+            stop.set()
+            stop_profiler(spy)
+        for t in threads:
+            t.join(timeout=1.0)
+        ok, why, recs = verify(group, n + total)
+    sent_at = [r["sent_at"] for r in recs[0] if r["text"].startswith("t")]
+    last = max(r["delivered_at"] for peer in recs for r in peer if r["text"].startswith("t"))
+    elapsed = last - min(sent_at)
+    every, _ = latencies(recs, "t")
+    return {
+        "ok": ok, "why": why, "total": total, "elapsed": elapsed, "rate": total / elapsed,
+        "p50": percentile(every, 50), "p99": percentile(every, 99), "max": every[-1],
+        "cpu": [(b - a) / wall for a, b in zip(cpu0, cpu1)],
+        "cpu_us": 1e6 * sum(b - a for a, b in zip(cpu0, cpu1)) / total / n,
+    }
+
+
+def light(n: int, count: int, workdir: Path, deadline_s: float) -> dict:
+    deadline = time.monotonic() + deadline_s
+    with Group(n, workdir) as group:
+        group.warm_up(deadline)
+        expected = n
+        for k in range(count):
+            group.peers[k % n].send([f"l{k}"])
+            expected += 1
+            group.wait_delivered(expected, deadline)
+        ok, why, recs = verify(group, expected)
+    every, worst = latencies(recs, "l")
+    at_origin = sorted(r["delivered_at"] - r["sent_at"] for peer in recs for r in peer
+                       if r["text"].startswith("l") and r["pid"] == r["peer"])
+    elsewhere = sorted(r["delivered_at"] - r["sent_at"] for peer in recs for r in peer
+                       if r["text"].startswith("l") and r["pid"] != r["peer"])
+    return {
+        "origin_p50": percentile(at_origin, 50), "others_p50": percentile(elsewhere, 50),
+        "ok": ok, "why": why, "count": count,
+        "p50": percentile(every, 50), "p99": percentile(every, 99),
+        "all_p50": percentile(worst, 50), "all_p99": percentile(worst, 99),
+    }
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+def busy_cpus(interval: float = 0.5) -> float:
+    """CPUs busy over ``interval`` seconds (from /proc/stat), before we start anything."""
+    def sample() -> tuple[int, int]:
+        try:
+            v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return 0, 0
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return sum(v) - idle, sum(v)
+    b0, t0 = sample()
+    time.sleep(interval)
+    b1, t1 = sample()
+    return (b1 - b0) / max(1, t1 - t0) * (os.cpu_count() or 1)
+
+
+def ms(x: float) -> str:
+    return f"{1000 * x:8.3f}"
+
+
+def _sigterm(_sig, _frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--peers", default="3,5", help="group sizes, comma-separated (default 3,5)")
+    ap.add_argument("--messages", type=int, default=None,
+                    help="throughput: messages per peer (default 20000 for 3 peers, 10000 otherwise)")
+    ap.add_argument("--window", type=int, default=0,
+                    help="throughput: at most W messages per peer in flight in the group (0: as fast as "
+                         "the pipe takes them, the default)")
+    ap.add_argument("--light", type=int, default=300, help="light load: number of messages (default 300)")
+    ap.add_argument("--deadline", type=float, default=120.0, help="seconds allowed per scenario (default 120)")
+    ap.add_argument("--only", choices=["throughput", "light"], help="run one scenario only")
+    ap.add_argument("--profile", action="store_true",
+                    help="record a py-spy profile of one peer during each throughput run and summarize it")
+    ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second (default 250)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory (outputs, logs, profiles)")
+    args = ap.parse_args(argv)
+    try:
+        sizes = [int(x) for x in args.peers.split(",") if x.strip()]
+    except ValueError:
+        ap.error("--peers takes comma-separated integers, e.g. 3,5")
+    if not sizes or any(not 2 <= s <= 32 for s in sizes):
+        ap.error("group sizes must be 2..32")
+    if args.messages is not None and not 1 <= args.messages <= 10_000_000:
+        ap.error("--messages must be 1..10000000")
+    if not 1 <= args.light <= 100_000:
+        ap.error("--light must be 1..100000")
+
+    signal.signal(signal.SIGTERM, _sigterm)
+    tmp = Path(tempfile.mkdtemp(prefix="tom-bench-"))
+    print(f"TOM benchmark: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, loopback {HOST}, "
+          f"workdir {tmp}")
+    busy = busy_cpus()
+    if busy > 0.3:
+        print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")
+    rows = []
+    status = 0
+    try:
+        for n in sizes:
+            per_peer = args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
+            row = {"n": n}
+            if args.only in (None, "throughput"):
+                what = f"window {args.window}/peer" if args.window else "unbounded"
+                print(f"\n[{n} peers] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
+                prof = tmp / f"profile-{n}p.txt" if args.profile else None
+                try:
+                    t = throughput(n, per_peer, args.window, tmp / f"tp{n}", args.deadline, prof, args.rate)
+                except BenchError as e:
+                    print(f"  FAILED: {e}")
+                    t, status = None, 1
+                if t:
+                    print(f"  {t['total']} multicasts in {t['elapsed']:.3f} s -> {t['rate']:,.0f}/s delivered at "
+                          f"every peer; latency p50 {ms(t['p50']).strip()} ms, p99 {ms(t['p99']).strip()} ms, "
+                          f"max {ms(t['max']).strip()} ms; order {'OK' if t['ok'] else 'MISMATCH: ' + t['why']}")
+                    print("  peer CPU: " + ", ".join(f"{100 * c:.0f}%" for c in t["cpu"])
+                          + f" of one core each; {t['cpu_us']:.1f} CPU-us per multicast per peer")
+                    status |= 0 if t["ok"] else 1
+                    if prof:
+                        summarize_profile(prof)
+                row["tp"] = t
+            if args.only in (None, "light"):
+                print(f"[{n} peers] light load: {args.light} messages, one at a time ...", flush=True)
+                try:
+                    lt = light(n, args.light, tmp / f"light{n}", args.deadline)
+                except BenchError as e:
+                    print(f"  FAILED: {e}")
+                    lt, status = None, 1
+                if lt:
+                    print(f"  latency p50 {ms(lt['p50']).strip()} ms, p99 {ms(lt['p99']).strip()} ms "
+                          f"(last peer: p50 {ms(lt['all_p50']).strip()}, p99 {ms(lt['all_p99']).strip()}; "
+                          f"p50 at origin {ms(lt['origin_p50']).strip()}, at others {ms(lt['others_p50']).strip()}); "
+                          f"order {'OK' if lt['ok'] else 'MISMATCH: ' + lt['why']}")
+                    status |= 0 if lt["ok"] else 1
+                row["lt"] = lt
+            rows.append(row)
+    except KeyboardInterrupt:
+        print("\ninterrupted: peers stopped")
+        return 130
+    finally:
+        if args.keep or args.profile:
+            print(f"\nkept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    print("\n" + "=" * 117)
+    print(f"{'peers':>5} | {'msgs/peer':>9} | {'multicasts/s':>12} | {'load p50 ms':>11} | {'load p99 ms':>11} | "
+          f"{'light p50 ms':>12} | {'light p99 ms':>12} | {'CPU us/mc/peer':>14} | order")
+    print("-" * 117)
+    for row in rows:
+        t, lt = row.get("tp"), row.get("lt")
+        n = row["n"]
+        cells = [f"{n:>5}"]
+        cells.append(f"{(args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)) if 'tp' in row else '-':>9}")
+        cells.append(f"{t['rate']:>12,.0f}" if t else f"{'-' if 'tp' not in row else 'FAILED':>12}")
+        cells.append(f"{ms(t['p50']):>11}" if t else f"{'-':>11}")
+        cells.append(f"{ms(t['p99']):>11}" if t else f"{'-':>11}")
+        cells.append(f"{ms(lt['p50']):>12}" if lt else f"{'-' if 'lt' not in row else 'FAILED':>12}")
+        cells.append(f"{ms(lt['p99']):>12}" if lt else f"{'-':>12}")
+        cells.append(f"{t['cpu_us']:>14.1f}" if t else f"{'-':>14}")
+        oks = [x["ok"] for x in (t, lt) if x]
+        failed = ("tp" in row and t is None) or ("lt" in row and lt is None)
+        cells.append("FAILED" if failed else ("OK" if all(oks) else "MISMATCH"))
+        print(" | ".join(cells))
+    print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
