@@ -125,6 +125,7 @@ class Group:
     n: int
     workdir: Path
     delay: float = 0.0
+    src: Path | None = None
     peers: list[Peer] = field(default_factory=list)
 
     def __enter__(self) -> Group:
@@ -150,8 +151,12 @@ class Group:
                    "--host", HOST, "--no-ui"]
             if self.delay:
                 cmd += ["--delay", str(self.delay)]
+            env = dict(os.environ)
+            if self.src is not None:  # run the peers from another source tree (e.g. a git worktree)
+                env["PYTHONPATH"] = str(self.src) + os.pathsep + env.get("PYTHONPATH", "")
             with open(log, "wb") as logf:
-                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf,
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,
+                                        cwd=self.src or None,
                                         start_new_session=True)  # our Ctrl-C is ours to handle
             self.peers.append(Peer(port, out, log, proc, Tail(out)))
 
@@ -161,12 +166,9 @@ class Group:
                 raise BenchError(f"peer {p.pid} exited with code {p.proc.returncode}:\n{log_tail(p.log)}")
 
     def stop(self) -> None:
+        # signal first: a feeder thread blocked writing to a stdin pipe then fails (EPIPE) instead of
+        # holding the pipe's lock while we close it
         for p in self.peers:
-            try:
-                if p.proc.stdin:
-                    p.proc.stdin.close()
-            except OSError:
-                pass
             if p.proc.poll() is None:
                 try:
                     p.proc.send_signal(signal.SIGTERM)
@@ -180,6 +182,12 @@ class Group:
                 p.proc.kill()
                 p.proc.wait(timeout=5.0)
             p.tail.close()
+        for p in self.peers:
+            try:
+                if p.proc.stdin:
+                    p.proc.stdin.close()
+            except (OSError, ValueError):
+                pass
 
     def counts(self) -> list[int]:
         return [p.tail.poll() for p in self.peers]
@@ -364,9 +372,9 @@ def summarize_profile(raw: Path, top: int = 25) -> None:
 
 
 def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: float,
-               profile: Path | None, rate: int) -> dict:
+               profile: Path | None, rate: int, src: Path | None = None) -> dict:
     deadline = time.monotonic() + deadline_s
-    with Group(n, workdir) as group:
+    with Group(n, workdir, src=src) as group:
         group.warm_up(deadline)
         base = n  # warm-up deliveries
         total = n * per_peer
@@ -438,15 +446,20 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
     }
 
 
-def light(n: int, count: int, workdir: Path, deadline_s: float) -> dict:
+def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None = None,
+          profile: Path | None = None, rate: int = 250) -> dict:
     deadline = time.monotonic() + deadline_s
-    with Group(n, workdir) as group:
+    with Group(n, workdir, src=src) as group:
         group.warm_up(deadline)
+        spy = start_profiler(group.peers[0].proc.pid, profile, rate) if profile else None
         expected = n
-        for k in range(count):
-            group.peers[k % n].send([f"l{k}"])
-            expected += 1
-            group.wait_delivered(expected, deadline)
+        try:
+            for k in range(count):
+                group.peers[k % n].send([f"l{k}"])
+                expected += 1
+                group.wait_delivered(expected, deadline)
+        finally:
+            stop_profiler(spy)
         ok, why, recs = verify(group, expected)
     every, worst = latencies(recs, "l")
     at_origin = sorted(r["delivered_at"] - r["sent_at"] for peer in recs for r in peer
@@ -499,8 +512,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds allowed per scenario (default 120)")
     ap.add_argument("--only", choices=["throughput", "light"], help="run one scenario only")
     ap.add_argument("--profile", action="store_true",
-                    help="record a py-spy profile of one peer during each throughput run and summarize it")
+                    help="record a py-spy profile of one peer during each run and summarize it (perturbs the "
+                         "figures: profile and measure in separate runs)")
     ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second (default 250)")
+    ap.add_argument("--src", type=Path, help="run the peers' tom package from this source tree (e.g. a git "
+                                              "worktree of another commit) instead of the installed one")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (outputs, logs, profiles)")
     args = ap.parse_args(argv)
     try:
@@ -514,10 +530,15 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.light <= 100_000:
         ap.error("--light must be 1..100000")
 
+    if args.src is not None:
+        args.src = args.src.resolve()
+        if not (args.src / "tom" / "__init__.py").exists():
+            ap.error(f"--src {args.src}: no tom package there")
     signal.signal(signal.SIGTERM, _sigterm)
     tmp = Path(tempfile.mkdtemp(prefix="tom-bench-"))
     print(f"TOM benchmark: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, loopback {HOST}, "
-          f"workdir {tmp}")
+          f"workdir {tmp}"
+          + (f", peers from {args.src}" if args.src else ""))
     busy = busy_cpus()
     if busy > 0.3:
         print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")
@@ -532,7 +553,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n[{n} peers] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
                 prof = tmp / f"profile-{n}p.txt" if args.profile else None
                 try:
-                    t = throughput(n, per_peer, args.window, tmp / f"tp{n}", args.deadline, prof, args.rate)
+                    t = throughput(n, per_peer, args.window, tmp / f"tp{n}", args.deadline, prof, args.rate,
+                                   args.src)
                 except BenchError as e:
                     print(f"  FAILED: {e}")
                     t, status = None, 1
@@ -542,6 +564,9 @@ def main(argv: list[str] | None = None) -> int:
                           f"max {ms(t['max']).strip()} ms; order {'OK' if t['ok'] else 'MISMATCH: ' + t['why']}")
                     print("  peer CPU: " + ", ".join(f"{100 * c:.0f}%" for c in t["cpu"])
                           + f" of one core each; {t['cpu_us']:.1f} CPU-us per multicast per peer")
+                    cores = os.cpu_count() or 1
+                    print(f"  CPU-bound ceiling: {1e6 / t['cpu_us']:,.0f}/s with a core per peer, "
+                          f"{1e6 * min(cores, n) / n / t['cpu_us']:,.0f}/s on this machine's {cores} CPUs")
                     status |= 0 if t["ok"] else 1
                     if prof:
                         summarize_profile(prof)
@@ -549,7 +574,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.only in (None, "light"):
                 print(f"[{n} peers] light load: {args.light} messages, one at a time ...", flush=True)
                 try:
-                    lt = light(n, args.light, tmp / f"light{n}", args.deadline)
+                    lprof = tmp / f"profile-light-{n}p.txt" if args.profile else None
+                    lt = light(n, args.light, tmp / f"light{n}", args.deadline, args.src, lprof, args.rate)
                 except BenchError as e:
                     print(f"  FAILED: {e}")
                     lt, status = None, 1
@@ -559,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"p50 at origin {ms(lt['origin_p50']).strip()}, at others {ms(lt['others_p50']).strip()}); "
                           f"order {'OK' if lt['ok'] else 'MISMATCH: ' + lt['why']}")
                     status |= 0 if lt["ok"] else 1
+                    if lprof:
+                        summarize_profile(lprof, top=15)
                 row["lt"] = lt
             rows.append(row)
     except KeyboardInterrupt:
