@@ -10,7 +10,7 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from tom.core import EVERYONE, Core, Delivery
+from tom.core import Core, Delivery
 from tom.frames import Frame, format_frame, parse_frame
 
 
@@ -41,9 +41,8 @@ class Network:
     def _flush(self, pid: str) -> None:
         ready = self.cores[pid].ready()
         self.delivered[pid].extend(ready.deliveries)
-        for dest, frame in ready.sends:
-            targets = [p for p in self.cores[pid].view.members if p != pid] if dest is EVERYONE else [dest]
-            for t in targets:
+        for dests, frame in ready.sends:
+            for t in dests:
                 self.transmit(pid, t, frame)
 
     def transmit(self, src: str, dst: str, frame: Frame) -> None:

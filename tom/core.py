@@ -1,34 +1,61 @@
-"""The pure total-order core: Lamport clock, pending queue, delivery rule.
+"""The pure total-order core: Lamport clock, pending queue, delivery rule, views.
 
-No I/O, no clock reads, no randomness, no printing. The shell feeds frames in (`Core.receive`) and
-local sends (`Core.broadcast`), then takes what to send and what to deliver with `Core.ready`.
+No I/O, no clock reads, no randomness, no printing. The shell feeds in frames (`Core.receive`),
+connections (`Core.connected`), local sends (`Core.broadcast`, `Core.leave`) and elapsed time
+(`Core.tick`), then takes what to send and what to deliver with `Core.ready`.
 
-Invariants (static group; every member of the view acknowledges every message, sender included):
+Ordering within a view (every member acknowledges every message, the sender included):
 
-* the pending queue is ordered by ``(clock, pid_key(pid))`` — the documented total order;
+* the pending queue is ordered by ``(clock, pid_key(pid))``;
 * an entry's ``acks`` is the *set* of members that hold the message, so a repeated ACK never counts
-  twice; the origin's ACK is implied by its MESSAGE (and recorded in-process at the origin);
+  twice; the origin's ACK is implied by its MESSAGE;
 * only the head leaves the queue, and only once its body is known and every member of the view is in
   its ``acks``; releasing a stuck head releases every ready entry behind it in the same step;
-* every key at or below ``delivered_key`` is final: frames about it are stale and ignored, so a late
-  duplicate can never reserve an entry that would block the queue for ever.
+* every key at or below ``delivered_key`` is final: frames about it are stale and ignored.
 
 Correctness rests on FIFO links: a member's ACK for (c, q) is sent after its clock passed c, so every
 message it sends later sorts after (c, q), and every message it sent earlier arrived before that ACK.
+
+Views (virtual synchrony): the group changes only through a *flush* run by the coordinator, the
+smallest member not suspected. It sends PROPOSE(v+1); every old member that is not being removed
+stops multicasting, forwards (RELAY) the pending messages of removed members, and sends a FLUSH
+marker to the others. Once a member holds the markers of all of them it holds every message of view
+v that any of them holds, so it can deliver the rest of view v needing only their ACKs (and drop
+entries whose body none of them holds). It then reports FLUSHED; when all have, the coordinator sends
+INSTALL(v+1, clock C) and every member — and every joiner — delivers the view event at
+``(C + 1, coordinator)``, after all of view v and before all of view v+1, and forwards INSTALL once so
+that a coordinator crash cannot leave it half known. A member announces each view it installs with a
+HEARTBEAT on every link before any frame of that view, so a frame is always attributed to the
+right view. A new attempt (a higher ``attempt``) replaces a flush stalled by a further failure.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .errors import FrameError, UsageError
-from .frames import MAX_TEXT_CHARS, Ack, Frame, Message
+from .frames import (
+    MAX_TEXT_CHARS,
+    Ack,
+    Flush,
+    Flushed,
+    Frame,
+    Heartbeat,
+    Install,
+    Join,
+    Leave,
+    Message,
+    Propose,
+    Relay,
+    Removed,
+)
 from .pid import pid_key, sorted_pids
 
-EVERYONE = None
-"""Destination of a frame meant for every other member of the current view."""
+
+NO_INCARNATION = 0
+"""Incarnation of a static member: any incarnation is accepted."""
 
 
 class LamportClock:
@@ -60,12 +87,6 @@ class Entry:
     text: str | None = None
     sent_at: float | None = None
     acks: set[str] = field(default_factory=set)
-
-    @property
-    def frame(self) -> Message | None:
-        if self.text is None:
-            return None
-        return Message(self.clock, self.pid, self.text, self.sent_at)
 
 
 class PendingQueue:
@@ -108,10 +129,12 @@ class PendingQueue:
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """A numbered membership: the peers whose ACKs a message delivered in this view needs."""
+    """A numbered membership: the members (pid -> incarnation) whose ACKs a message in it needs."""
 
     id: int
     members: frozenset[str]
+    incarnations: Mapping[str, int]
+    coordinator: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,15 +149,32 @@ class Delivery:
     view: int
 
 
+@dataclass(frozen=True, slots=True)
+class ViewDelivery:
+    """A view change delivered as the ``index``-th event, ordered at ``(clock, pid)``."""
+
+    index: int
+    clock: int
+    pid: str
+    view: int
+    members: tuple[str, ...]
+    joined: tuple[str, ...]
+    left: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class Ready:
-    """What the shell must do: send ``sends`` (dest pid, or `EVERYONE`), then persist ``deliveries``."""
+    """What the shell must do: send ``sends`` (to each pid of the tuple), persist ``deliveries``,
+    and act on ``notices`` (``"left"``: this peer's leave is delivered; ``"removed"``: the group went
+    on without this peer)."""
 
-    sends: list[tuple[str | None, Frame]] = field(default_factory=list)
-    deliveries: list[Delivery] = field(default_factory=list)
+    sends: list[tuple[tuple[str, ...], Frame]] = field(default_factory=list)
+    deliveries: list[Delivery | ViewDelivery] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.sends or self.deliveries)
+        return bool(self.sends or self.deliveries or self.notices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,66 +189,271 @@ class PendingStatus:
 @dataclass(frozen=True, slots=True)
 class Status:
     me: str
+    mode: str
     clock: int
-    view: View
+    view: View | None
     delivered: int
     pending: tuple[PendingStatus, ...]
+    suspected: tuple[str, ...]
+    last_heard: Mapping[str, float]
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Failure-detection settings, in the same seconds as `Core.tick`'s ``now``."""
+
+    heartbeat: float = 1.0
+    suspect_after: float = 5.0
+    verify_after: float = 1.0
+    form_after: float = 2.5
+
+
+@dataclass(slots=True)
+class Flushing:
+    """The view change under way: ``proposal`` and the FLUSH markers / FLUSHED reports seen so far."""
+
+    proposal: Propose
+    flush_set: frozenset[str]
+    removed: frozenset[str]
+    markers: set[str] = field(default_factory=set)
+    flushed: dict[str, int] = field(default_factory=dict)
+    done: bool = False
 
 
 class Core:
-    """One peer's ordering state for a static group ``members`` (which must include ``me``)."""
+    """One peer's ordering and membership state.
 
-    def __init__(self, me: str, members: Iterable[str]) -> None:
-        members = frozenset(members)
-        if me not in members:
-            raise UsageError(f"{me} is not a member of the group")
+    `Core.static` starts as a member of a fixed group (the handout's mode: no joins, no failure
+    detection); `Core.joining` starts outside any group and joins (or forms) one.
+    """
+
+    def __init__(self, me: str, members: Iterable[str] = (), *, incarnation: int = NO_INCARNATION,
+                 static: bool = True, timing: Timing = Timing(), now: float = 0.0) -> None:
         self.me = me
+        self.incarnation = incarnation
+        self.static = static
+        self.timing = timing
         self.clock = LamportClock()
-        self.view = View(1, members)
         self.queue = PendingQueue()
         self.delivered = 0
         self.delivered_key: tuple[int, tuple[str, int]] = (-1, ("", 0))
+        self.now = now
+        self.started_at = now
         self._ready = Ready()
+        self.view: View | None = None
+        self.mode = "joining"
+        members = frozenset(members)
+        self.everyone: tuple[str, ...] = ()  # the other members of the view: where multicasts go
+        if static:
+            if me not in members:
+                raise UsageError(f"{me} is not a member of the group")
+            self._set_view(View(1, members, {p: NO_INCARNATION for p in members}))
+            self.mode = "normal"
+        self.links: dict[str, int] = {}  # connected peers -> their incarnation
+        self.peer_view: dict[str, int] = {}  # view each peer last announced on its link
+        self.last_heard: dict[str, float] = {}
+        self.suspected: dict[str, float] = {}  # pid -> since when
+        self.joins: dict[str, tuple[int, float]] = {}  # join requests: pid -> (incarnation, when)
+        self.leaves: dict[str, float] = {}
+        self.flush: Flushing | None = None
+        self._early_markers: dict[tuple[int, int, str], set[str]] = {}
+        self._max_attempt = -1  # highest attempt seen for the next view
+        self.last_install: Install | None = None
+        self.leaving = False
+        self._held_texts: list[tuple[str, float | None]] = []
+        self._early: list[tuple[str, Frame]] = []
+        self._last_heartbeat = float("-inf")
+        self._proposed_at = float("-inf")
+        self._removed_told: dict[str, float] = {}
+
+    @classmethod
+    def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0) -> "Core":
+        return cls(me, incarnation=incarnation, static=False, timing=timing, now=now)
 
     # -- inputs --------------------------------------------------------------------------------
 
-    def broadcast(self, text: str, sent_at: float | None = None) -> Message:
-        """Multicast ``text`` from this peer; return the MESSAGE frame (also queued in `ready`)."""
+    def broadcast(self, text: str, sent_at: float | None = None) -> Message | None:
+        """Multicast ``text``; held (returns None) while no view is installed or a flush runs."""
         if len(text) > MAX_TEXT_CHARS:
             raise UsageError(f"message of {len(text)} characters is over the limit of {MAX_TEXT_CHARS}")
+        if self.mode in ("left", "removed"):
+            raise UsageError(f"this peer has {self.mode} the group")
+        if self.leaving:
+            raise UsageError("this peer is leaving the group")
+        if self.mode != "normal":
+            self._held_texts.append((text, sent_at))
+            return None
+        return self._multicast(text, sent_at)
+
+    def _multicast(self, text: str, sent_at: float | None) -> Message:
         msg = Message(self.clock.tick(), self.me, text, sent_at)
         entry = self.queue.reserve(msg.clock, self.me)
         entry.text, entry.sent_at = text, msg.sent_at
         entry.acks.add(self.me)
-        self._ready.sends.append((EVERYONE, msg))
+        self._ready.sends.append((self.everyone, msg))
         self._deliver_ready()
         return msg
 
+    def _set_view(self, view: View) -> None:
+        self.view = view
+        self.everyone = tuple(p for p in sorted_pids(view.members) if p != self.me)
+
+    def leave(self) -> None:
+        """Ask to leave; the peer stays until its leave is delivered (notice ``"left"``)."""
+        if self.mode in ("left", "removed") or self.leaving:
+            return
+        if self.static or self.view is None:
+            self.mode = "left"
+            self._ready.notices.append("left")
+            return
+        self.leaving = True
+        if self.mode == "normal":
+            self._request_leave()
+        # otherwise the request goes out once the held texts are sent, at the next install
+
+    def connected(self, pid: str, incarnation: int) -> None:
+        """A connection to ``pid`` (running as ``incarnation``) is up."""
+        old = self.links.get(pid)
+        self.links[pid] = incarnation
+        self.last_heard[pid] = self.now
+        if old != incarnation:
+            self.peer_view.pop(pid, None)
+        view = self.view
+        if (view is not None and not self.static and pid in view.members
+                and view.incarnations[pid] not in (incarnation, NO_INCARNATION)):
+            # a restart: the member's old incarnation is certainly gone
+            self.suspected[pid] = self.now - self.timing.verify_after
+            self._maybe_propose()
+        if self.mode == "joining":
+            self._ready.sends.append(((pid,), Join(self.me, self.incarnation)))
+
+    def disconnected(self, pid: str) -> None:
+        """The connection to ``pid`` is down (it may come back: silence decides, not this)."""
+        self.links.pop(pid, None)
+
+    def tick(self, now: float) -> None:
+        """Time passed: send heartbeats, suspect silent members, drive joins and view changes."""
+        self.now = now
+        t = self.timing
+        if now - self._last_heartbeat >= t.heartbeat:
+            self._last_heartbeat = now
+            self._send_heartbeats()
+            if self.mode == "joining" and self.links:
+                self._ready.sends.append((tuple(self.links), Join(self.me, self.incarnation)))
+            elif self.leaving and self.mode == "normal":
+                self._request_leave()
+        if self.static:
+            return
+        for pid, (_, when) in list(self.joins.items()):
+            if now - when > 3 * t.heartbeat + t.suspect_after:
+                del self.joins[pid]
+        if self.mode == "joining":
+            self._maybe_form()
+            return
+        view = self.view
+        if view is None or self.mode in ("left", "removed"):
+            return
+        for pid in view.members:
+            if pid != self.me and pid not in self.suspected:
+                if not self._member_link(pid):
+                    # connected as another incarnation: this member restarted, its old self is gone
+                    self.suspected[pid] = now - t.verify_after
+                elif now - self.last_heard.get(pid, self.started_at) >= t.suspect_after:
+                    self.suspected[pid] = now
+        self._maybe_propose()
+
     def receive(self, src: str, frame: Frame) -> None:
-        """Handle ``frame`` received from member ``src``; raise FrameError (state untouched) if bad."""
-        if src not in self.view.members or src == self.me:
-            raise FrameError(f"frame from {src}, which is not a member")
+        """Handle ``frame`` from connected peer ``src``; raise FrameError (state untouched) if bad."""
+        if src == self.me:
+            raise FrameError("frame from this peer's own pid")
+        if src not in self.links and not self.static:
+            raise FrameError(f"frame from {src}, which is not connected")
+        self.last_heard[src] = self.now
+        if src in self.suspected and self._member_link(src):
+            del self.suspected[src]  # (a new incarnation speaking does not clear its old one)
         t = type(frame)
-        if t is Ack:
-            self._on_ack(src, frame)  # type: ignore[arg-type]
-        elif t is Message:
-            self._on_message(src, frame)  # type: ignore[arg-type]
+        if t is Ack or t is Message or t is Relay:
+            self._on_ordered(src, frame, t)
+        elif t is Heartbeat:
+            if frame.view > self.peer_view.get(src, -1):  # type: ignore[attr-defined]
+                self.peer_view[src] = frame.view  # type: ignore[attr-defined]
+        elif t is Join:
+            self._on_join(src, frame)  # type: ignore[arg-type]
+        elif t is Leave:
+            if frame.pid != src:  # type: ignore[attr-defined]
+                raise FrameError(f"{src} asked to remove {frame.pid}")  # type: ignore[attr-defined]
+            if not self.static:
+                self.leaves[src] = self.now
+                self._maybe_propose()
+        elif t is Propose:
+            self._on_propose(src, frame)  # type: ignore[arg-type]
+        elif t is Flush:
+            self._on_flush(src, frame)  # type: ignore[arg-type]
+        elif t is Flushed:
+            self._on_flushed(src, frame)  # type: ignore[arg-type]
+        elif t is Install:
+            self._on_install(src, frame)  # type: ignore[arg-type]
+        elif t is Removed:
+            self._on_removed(src, frame)  # type: ignore[arg-type]
         else:
             raise FrameError(f"unexpected {t.__name__} from {src}")
 
     def ready(self) -> Ready:
-        """Take everything to send and to deliver since the last call."""
+        """Take everything to send, to deliver and to notice since the last call."""
         out, self._ready = self._ready, Ready()
         return out
 
-    # -- rules ---------------------------------------------------------------------------------
+    # -- ordered traffic -----------------------------------------------------------------------
+
+    def _member_link(self, src: str) -> bool:
+        view = self.view
+        if view is None or src not in view.members:
+            return False
+        inc = view.incarnations[src]
+        return inc == NO_INCARNATION or self.links.get(src, inc) == inc
+
+    def _on_ordered(self, src: str, frame: Frame, t: type) -> None:
+        view = self.view
+        if view is None:
+            self._hold(src, frame)
+            return
+        announced = self.peer_view.get(src, view.id)
+        if announced > view.id:
+            self._hold(src, frame)  # a frame of a view this peer has not installed yet
+            return
+        if announced < view.id or self.mode in ("left", "removed"):
+            return  # the sender is behind: what it still sends of an old view is stale
+        if not self._member_link(src):
+            if self.static:
+                raise FrameError(f"frame from {src}, which is not a member")
+            self._tell_removed(src)
+            return
+        flush = self.flush
+        if flush is not None and src in flush.removed:
+            return  # cut off: what a removed member sends after the flush started is not delivered
+        if t is Ack:
+            self._on_ack(src, frame)  # type: ignore[arg-type]
+        elif t is Message:
+            if frame.pid != src:  # type: ignore[attr-defined]
+                raise FrameError(f"{src} relayed a message of {frame.pid} outside a flush")  # type: ignore[attr-defined]
+            self._on_message(src, frame, relayed=False)  # type: ignore[arg-type]
+        else:
+            # A relay is safe whenever it comes: had this peer delivered anything after it, it would
+            # hold it already (it had the origin's ACK for that, and links are FIFO).
+            if frame.pid not in view.members:  # type: ignore[attr-defined]
+                raise FrameError(f"RELAY from {src} of {frame.pid}, which is not a member")  # type: ignore[attr-defined]
+            self._on_message(src, frame, relayed=True)  # type: ignore[arg-type]
+
+    def _hold(self, src: str, frame: Frame) -> None:
+        if len(self._early) >= 1_000_000:
+            raise FrameError("too many frames waiting for a view")
+        self._early.append((src, frame))
 
     def _stale(self, clock: int, pid: str) -> bool:
         return (clock, pid_key(pid)) <= self.delivered_key
 
-    def _on_message(self, src: str, msg: Message) -> None:
-        if msg.pid != src:
-            raise FrameError(f"{src} relayed a message of {msg.pid}")
+    def _on_message(self, src: str, msg: Message | Relay, relayed: bool) -> None:
         if self._stale(msg.clock, msg.pid):
             return
         entry = self.queue.reserve(msg.clock, msg.pid)
@@ -216,13 +461,14 @@ class Core:
             return  # duplicate
         self.clock.observe(msg.clock)
         entry.text, entry.sent_at = msg.text, msg.sent_at
+        entry.acks.add(msg.pid)
         entry.acks.add(src)
         entry.acks.add(self.me)
-        self._ready.sends.append((EVERYONE, Ack(msg.clock, msg.pid)))
+        self._ready.sends.append((self.everyone, Ack(msg.clock, msg.pid)))
         self._deliver_ready()
 
     def _on_ack(self, src: str, ack: Ack) -> None:
-        if ack.pid not in self.view.members:
+        if ack.pid not in self.view.members:  # type: ignore[union-attr]
             raise FrameError(f"{src} acknowledged a message of {ack.pid}, which is not a member")
         if self._stale(ack.clock, ack.pid):
             return
@@ -233,28 +479,312 @@ class Core:
             self._deliver_ready()
 
     def _deliver_ready(self) -> None:
-        queue, members, out = self.queue, self.view.members, self._ready.deliveries
+        if self.mode not in ("normal", "flushing"):
+            return
+        view = self.view
+        assert view is not None
+        queue, out = self.queue, self._ready.deliveries
+        required: frozenset[str] = view.members
+        flush = self.flush
+        final = flush is not None and not flush.done and flush.markers >= flush.flush_set
+        if final:
+            required = flush.flush_set  # type: ignore[union-attr]
         while True:
             head = queue.head()
-            if head is None or head.text is None or not members <= head.acks:
-                return
+            if head is None:
+                break
+            if head.text is None:
+                if final:
+                    queue.pop()  # no survivor holds the body: delivered by none
+                    continue
+                break
+            if not required <= head.acks:
+                break
             queue.pop()
             self.delivered += 1
             self.delivered_key = (head.clock, pid_key(head.pid))
-            out.append(Delivery(self.delivered, head.clock, head.pid, head.text, head.sent_at, self.view.id))
+            out.append(Delivery(self.delivered, head.clock, head.pid, head.text, head.sent_at, view.id))
+        if final and not queue:
+            self._flushed()
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def _send_heartbeats(self) -> None:
+        if self.links:
+            beat = Heartbeat(self.view.id if self.view is not None and self.mode != "joining" else 0)
+            self._ready.sends.append((tuple(self.links), beat))
+
+    def _request_leave(self) -> None:
+        self.leaves[self.me] = self.now
+        coordinator = self._coordinator()
+        if coordinator is not None and coordinator != self.me:
+            self._ready.sends.append(((coordinator,), Leave(self.me)))
+        self._maybe_propose()
+
+    def _tell_removed(self, src: str) -> None:
+        if self.view is None or self.static:
+            return
+        if self.now - self._removed_told.get(src, float("-inf")) >= self.timing.heartbeat:
+            self._removed_told[src] = self.now
+            self._ready.sends.append(((src,), Removed(self.view.id)))
+
+    def _on_removed(self, src: str, frame: Removed) -> None:
+        view = self.view
+        if view is None or self.static or not self._member_link(src) or frame.view <= view.id:
+            return
+        self._become_removed(f"{src} is in view {frame.view} without this peer")
+
+    def _become_removed(self, why: str) -> None:
+        if self.mode not in ("left", "removed"):
+            self.mode = "removed"
+            self.flush = None
+            self._ready.notices.append("removed")
+
+    def _on_join(self, src: str, join: Join) -> None:
+        if join.pid != src or self.links.get(src) != join.incarnation:
+            raise FrameError(f"JOIN for {join.pid}/{join.incarnation} on the link of {src}")
+        if self.static:
+            return
+        self.joins[src] = (join.incarnation, self.now)
+        view = self.view
+        if view is not None and src in view.members and view.incarnations[src] == join.incarnation:
+            # already a member: it missed the INSTALL; resend it
+            if self.last_install is not None and self.mode == "normal":
+                self._ready.sends.append(((src,), self.last_install))
+            return
+        self._maybe_propose()
+
+    def _maybe_form(self) -> None:
+        """Form a group of one if nobody with a group answered and no smaller joining peer is here."""
+        if self.now - self.started_at < self.timing.form_after:
+            return
+        if any(self.peer_view.get(p, 0) > 0 for p in self.links):
+            return  # a group exists: keep asking to join it
+        if any(p not in self.peer_view for p in self.links):
+            return  # connected but not heard yet
+        if any(pid_key(p) < pid_key(self.me) for p in self.links):
+            return  # the smallest joining peer forms the group, the others join it
+        self._install(Install(1, 0, self.me, self.clock.time, ((self.me, self.incarnation),),
+                              (self.me,), (), ()))
+
+    def _verified(self) -> set[str]:
+        """Members suspected for longer than the verification period."""
+        limit = self.now - self.timing.verify_after
+        return {p for p, since in self.suspected.items() if since <= limit}
+
+    def _coordinator(self) -> str | None:
+        view = self.view
+        if view is None:
+            return None
+        alive = [p for p in view.members if p not in self._verified()]
+        return min(alive, key=pid_key) if alive else None
+
+    def _maybe_propose(self) -> None:
+        view = self.view
+        if self.static or view is None or self.mode not in ("normal", "flushing", "flushed"):
+            return
+        if self._coordinator() != self.me:
+            return
+        verified = self._verified() & view.members
+        flush = self.flush
+        if flush is None:
+            joins = {p: inc for p, (inc, _) in self.joins.items()
+                     if p in self.links and self.links[p] == inc and view.incarnations.get(p) != inc}
+            leaves = set(self.leaves) & view.members
+            restarted = {p for p in joins if p in view.members}
+            if restarted - verified:
+                return  # the old incarnation of a restarted peer must be removed first (it is suspected)
+            if not (joins or leaves or verified):
+                return
+            removed = verified
+            members = {p: i for p, i in view.incarnations.items() if p not in removed and p not in leaves}
+            members.update(joins)
+            attempt = self._max_attempt + 1
+        else:
+            p = flush.proposal
+            if p.coordinator == self.me and self.now - self._proposed_at >= self.timing.heartbeat:
+                self._resend_proposal()
+            if not (verified & flush.flush_set or p.coordinator in verified):
+                return
+            removed = set(flush.removed) | verified
+            members = {m: i for m, i in p.members if m not in removed}
+            attempt = self._max_attempt + 1
+        proposal = Propose(
+            view.id + 1, attempt, self.me,
+            tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0]))),
+            tuple(sorted(((p, view.incarnations[p]) for p in removed), key=lambda kv: pid_key(kv[0]))),
+        )
+        self._proposed_at = self.now
+        self._on_propose(self.me, proposal)
+        self._resend_proposal(proposal)
+
+    def _resend_proposal(self, proposal: Propose | None = None) -> None:
+        """(Re)send this coordinator's proposal: a member may have ignored it while it still followed
+        a coordinator it had not yet found dead."""
+        view = self.view
+        if proposal is None:
+            if self.flush is None:
+                return
+            proposal = self.flush.proposal
+        self._proposed_at = self.now
+        targets = (set(view.members) | {m for m, _ in proposal.members}) - {self.me}  # type: ignore[union-attr]
+        self._ready.sends.append((tuple(sorted_pids(targets)), proposal))
+
+    def _on_propose(self, src: str, p: Propose) -> None:
+        view = self.view
+        if view is None or self.static or self.mode in ("left", "removed"):
+            return
+        if p.view == view.id and self.last_install is not None and src != self.me:
+            self._ready.sends.append(((src,), self.last_install))  # it missed our INSTALL: here it is
+            return
+        if p.view != view.id + 1 or p.coordinator != src:
+            return
+        flush = self.flush
+        self._max_attempt = max(self._max_attempt, p.attempt)
+        if flush is not None:
+            current = flush.proposal
+            if (p.attempt, p.coordinator) == (current.attempt, current.coordinator):
+                return  # the same proposal again
+            # follow a newer attempt, or whoever this peer now takes for the coordinator
+            if p.attempt <= current.attempt and not (src == self._coordinator() != current.coordinator):
+                return
+        removed = frozenset(pid for pid, _ in p.removed)
+        if self.me in removed:
+            self._become_removed(f"{src} removed this peer")
+            return
+        flush_set = frozenset(view.members - removed)
+        if self.me not in flush_set:
+            return
+        early = self._early_markers.pop((p.view, p.attempt, p.coordinator), set())
+        self.flush = Flushing(p, flush_set, removed, {self.me} | (early & flush_set))
+        self.mode = "flushing"
+        sends = self._ready.sends
+        others = tuple(sorted_pids(flush_set - {self.me}))
+        for entry in self.queue:
+            if entry.text is not None and entry.pid in removed:
+                sends.append((others, Relay(entry.clock, entry.pid, entry.text, entry.sent_at)))
+        sends.append((others, Flush(p.view, p.attempt, p.coordinator)))
+        self._deliver_ready()
+
+    def _on_flush(self, src: str, f: Flush) -> None:
+        flush = self.flush
+        p = flush.proposal if flush is not None else None
+        if p is None or (f.view, f.attempt, f.coordinator) != (p.view, p.attempt, p.coordinator):
+            view = self.view
+            if view is not None and f.view == view.id + 1 and len(self._early_markers) < 256:
+                # its proposal has not reached this peer yet (it came on another link)
+                self._early_markers.setdefault((f.view, f.attempt, f.coordinator), set()).add(src)
+            return
+        if src in flush.flush_set:
+            flush.markers.add(src)
+            self._deliver_ready()
+
+    def _flushed(self) -> None:
+        flush = self.flush
+        assert flush is not None
+        flush.done = True
+        self.mode = "flushed"
+        p = flush.proposal
+        report = Flushed(p.view, p.attempt, self.clock.time)
+        if p.coordinator == self.me:
+            self._on_flushed(self.me, report)
+        else:
+            self._ready.sends.append(((p.coordinator,), report))
+
+    def _on_flushed(self, src: str, f: Flushed) -> None:
+        flush = self.flush
+        if flush is None or flush.proposal.coordinator != self.me:
+            return
+        p = flush.proposal
+        if (f.view, f.attempt) != (p.view, p.attempt) or src not in flush.flush_set:
+            return
+        flush.flushed[src] = f.clock
+        if set(flush.flushed) >= flush.flush_set:
+            view = self.view
+            assert view is not None
+            new = {m for m, _ in p.members}
+            install = Install(
+                p.view, p.attempt, self.me, max(flush.flushed.values()), p.members,
+                tuple(sorted_pids(new - view.members)),
+                tuple(sorted_pids(view.members - new - flush.removed)),
+                tuple(sorted_pids(flush.removed)),
+            )
+            self._install(install)
+
+    def _on_install(self, src: str, i: Install) -> None:
+        view = self.view
+        if self.static or self.mode in ("left", "removed"):
+            return
+        if view is None:
+            if dict(i.members).get(self.me) != self.incarnation:
+                return
+        elif i.view != view.id + 1 or self.mode not in ("flushing", "flushed"):
+            return
+        self._install(i)
+
+    def _install(self, i: Install) -> None:
+        old = self.view
+        members = dict(i.members)
+        self.clock.time = max(self.clock.time, i.clock + 1)
+        self.delivered += 1
+        self.delivered_key = (i.clock + 1, pid_key(i.coordinator))
+        self._ready.deliveries.append(ViewDelivery(
+            self.delivered, i.clock + 1, i.coordinator, i.view, tuple(sorted_pids(members)),
+            i.joined, i.left, i.removed))
+        self._set_view(View(i.view, frozenset(members), members, i.coordinator))
+        self.last_install = i
+        self.flush = None
+        self._early_markers.clear()
+        self._max_attempt = -1
+        for pid in list(self.suspected):
+            if pid not in members:
+                del self.suspected[pid]
+        for pid in members:
+            self.joins.pop(pid, None)
+            self.last_heard.setdefault(pid, self.now)
+            if pid not in (old.members if old is not None else ()):
+                self.last_heard[pid] = self.now
+        for pid in list(self.leaves):
+            if pid not in members:
+                del self.leaves[pid]
+        # forward the decision once, so that it survives the coordinator; then announce the view
+        told = tuple(sorted_pids((set(members) | set(i.left)) - {self.me, i.coordinator}))
+        if told:
+            self._ready.sends.append((told, i))
+        if self.me not in members:
+            self.mode = "left" if self.me in i.left else "removed"
+            self._ready.notices.append(self.mode)
+            return
+        self.mode = "normal"
+        # the view announcement must precede this view's frames on every link, connected or not
+        announce = tuple(sorted_pids(set(self.links) | set(self.everyone)))
+        if announce:
+            self._ready.sends.append((announce, Heartbeat(i.view)))
+        early, self._early = self._early, []
+        for src, frame in early:
+            if src in self.links:
+                try:
+                    self.receive(src, frame)
+                except FrameError:
+                    pass
+        held, self._held_texts = self._held_texts, []
+        for text, sent_at in held:
+            self._multicast(text, sent_at)
+        if self.leaving:
+            self._request_leave()
+        self._maybe_propose()
 
     # -- inspection ----------------------------------------------------------------------------
 
     def status(self) -> Status:
-        members = sorted_pids(self.view.members)
+        view = self.view
+        members = sorted_pids(view.members) if view is not None else []
         pending = tuple(
-            PendingStatus(
-                e.clock,
-                e.pid,
-                e.text,
-                tuple(p for p in members if p in e.acks),
-                tuple(p for p in members if p not in e.acks),
-            )
+            PendingStatus(e.clock, e.pid, e.text,
+                          tuple(p for p in members if p in e.acks),
+                          tuple(p for p in members if p not in e.acks))
             for e in self.queue
         )
-        return Status(self.me, self.clock.time, self.view, self.delivered, pending)
+        return Status(self.me, self.mode, self.clock.time, view, self.delivered, pending,
+                      tuple(sorted_pids(self.suspected)), dict(self.last_heard), self.now)
+

@@ -10,6 +10,14 @@ TOM adds:
 
     MESSAGE@<sent_at>-<clock>-<pid>-<text>      the same, with the origin's send time (Unix seconds)
     HELLO-<pid>-<incarnation>                   first frame on a new connection: who is speaking
+    HEARTBEAT-<view>                            "I am alive, in view <view>" (0: not in a group yet)
+    RELAY[@<sent_at>]-<clock>-<pid>-<text>      a removed member's message, forwarded during a flush
+    JOIN-<pid>-<incarnation>                    please add me to the group
+    LEAVE-<pid>                                 please take me out of the group
+    FLUSH-<view>-<attempt>-<coordinator>        marker: I sent everything I will send before <view>
+    FLUSHED-<view>-<attempt>-<clock>            to the coordinator: my old view is fully delivered
+    REMOVED-<view>                              you are not a member of my view <view>
+    PROPOSE-<json>, INSTALL-<json>              a view change proposed, a view change decided
 
 In ``text`` a backslash, a newline and a carriage return travel as ``\\\\``, ``\\n`` and ``\\r``, so a
 frame never spans lines; `parse_frame(format_frame(f)) == f` for every valid frame. The acker of an
@@ -18,6 +26,7 @@ ACK is not in the frame: it is the peer named by the connection's HELLO.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -110,6 +119,162 @@ class Hello(Frame):
             raise FrameError(f"bad incarnation {self.incarnation!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class Relay(Frame):
+    """A message of (removed) member ``pid``, forwarded by a survivor during a flush."""
+
+    clock: int
+    pid: str
+    text: str
+    sent_at: float | None = None
+
+    def __post_init__(self) -> None:
+        Message.__post_init__(self)  # type: ignore[arg-type]
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.clock, self.pid)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat(Frame):
+    """The sender is alive and has view ``view`` installed (0: not a member of any group yet)."""
+
+    view: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+
+
+@dataclass(frozen=True, slots=True)
+class Join(Frame):
+    """Request: add ``pid`` (running as ``incarnation``) to the group."""
+
+    pid: str
+    incarnation: int
+
+    def __post_init__(self) -> None:
+        _check_pid(self.pid)
+        _check_count(self.incarnation, "incarnation")
+
+
+@dataclass(frozen=True, slots=True)
+class Leave(Frame):
+    """Request: take ``pid`` out of the group."""
+
+    pid: str
+
+    def __post_init__(self) -> None:
+        _check_pid(self.pid)
+
+
+@dataclass(frozen=True, slots=True)
+class Flush(Frame):
+    """Marker for ``coordinator``'s proposal ``(view, attempt)``: the sender has sent every frame
+    it will send in the view before ``view``."""
+
+    view: int
+    attempt: int
+    coordinator: str
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+        _check_count(self.attempt, "attempt")
+        _check_pid(self.coordinator)
+
+
+@dataclass(frozen=True, slots=True)
+class Flushed(Frame):
+    """To the coordinator: the sender delivered all of the old view; its Lamport clock is ``clock``."""
+
+    view: int
+    attempt: int
+    clock: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+        _check_count(self.attempt, "attempt")
+        _check_clock(self.clock)
+
+
+@dataclass(frozen=True, slots=True)
+class Removed(Frame):
+    """The receiver is not a member of the sender's view ``view``."""
+
+    view: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+
+
+def _check_members(members: tuple[tuple[str, int], ...], what: str) -> None:
+    if type(members) is not tuple:
+        raise FrameError(f"{what} must be a tuple")
+    for item in members:
+        if type(item) is not tuple or len(item) != 2:
+            raise FrameError(f"bad {what} entry {item!r}")
+        _check_pid(item[0])
+        _check_count(item[1], "incarnation")
+
+
+@dataclass(frozen=True, slots=True)
+class Propose(Frame):
+    """The coordinator proposes view ``view`` (try ``attempt``) replacing view ``view - 1``.
+
+    ``members`` is the new view as ``(pid, incarnation)`` pairs; ``removed`` are members of the old
+    view taken out as failed. Every old member not removed flushes; ``members`` minus the old view
+    are joining, the old view minus ``members`` minus ``removed`` are leaving.
+    """
+
+    view: int
+    attempt: int
+    coordinator: str
+    members: tuple[tuple[str, int], ...]
+    removed: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+        _check_count(self.attempt, "attempt")
+        _check_pid(self.coordinator)
+        _check_members(self.members, "members")
+        _check_members(self.removed, "removed")
+
+
+@dataclass(frozen=True, slots=True)
+class Install(Frame):
+    """Decided: view ``view`` with ``members`` starts after Lamport time ``clock``.
+
+    ``joined``, ``left`` and ``removed`` list the pids that changed; the view event is ordered at
+    ``(clock + 1, coordinator)``, after everything of the old view and before everything of the new.
+    """
+
+    view: int
+    attempt: int
+    coordinator: str
+    clock: int
+    members: tuple[tuple[str, int], ...]
+    joined: tuple[str, ...]
+    left: tuple[str, ...]
+    removed: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+        _check_count(self.attempt, "attempt")
+        _check_pid(self.coordinator)
+        _check_clock(self.clock)
+        _check_members(self.members, "members")
+        for group in (self.joined, self.left, self.removed):
+            if type(group) is not tuple:
+                raise FrameError("change lists must be tuples")
+            for pid in group:
+                _check_pid(pid)
+
+
+def _check_count(value: int, what: str) -> None:
+    if type(value) is not int or not 0 <= value <= MAX_CLOCK:
+        raise FrameError(f"bad {what} {value!r}")
+
+
 # -- text escaping -------------------------------------------------------------------------------
 
 _UNESCAPE = {"\\\\": "\\", "\\n": "\n", "\\r": "\r"}
@@ -153,9 +318,28 @@ def format_frame(frame: Frame) -> str:
         m: Message = frame  # type: ignore[assignment]
         head = "MESSAGE" if m.sent_at is None else f"MESSAGE@{m.sent_at:.6f}"
         return f"{head}-{m.clock}-{m.pid}-{escape_text(m.text)}"
+    if t is Heartbeat:
+        return f"HEARTBEAT-{frame.view}"  # type: ignore[attr-defined]
+    if t is Relay:
+        r: Relay = frame  # type: ignore[assignment]
+        head = "RELAY" if r.sent_at is None else f"RELAY@{r.sent_at:.6f}"
+        return f"{head}-{r.clock}-{r.pid}-{escape_text(r.text)}"
     if t is Hello:
         h: Hello = frame  # type: ignore[assignment]
         return f"HELLO-{h.pid}-{h.incarnation}"
+    if t is Join:
+        return f"JOIN-{frame.pid}-{frame.incarnation}"  # type: ignore[attr-defined]
+    if t is Leave:
+        return f"LEAVE-{frame.pid}"  # type: ignore[attr-defined]
+    if t is Flush:
+        return f"FLUSH-{frame.view}-{frame.attempt}-{frame.coordinator}"  # type: ignore[attr-defined]
+    if t is Flushed:
+        return f"FLUSHED-{frame.view}-{frame.attempt}-{frame.clock}"  # type: ignore[attr-defined]
+    if t is Removed:
+        return f"REMOVED-{frame.view}"  # type: ignore[attr-defined]
+    if t is Propose or t is Install:
+        body = {k: getattr(frame, k) for k in frame.__dataclass_fields__}  # type: ignore[attr-defined]
+        return f"{t.__name__.upper()}-{json.dumps(body, separators=(',', ':'))}"
     raise TypeError(f"not a frame: {frame!r}")
 
 
@@ -180,6 +364,36 @@ def _split_pid(rest: str) -> tuple[str, str]:
     return rest[:dash], rest[dash + 1 :]
 
 
+def _fields(rest: str, n: int) -> list[str]:
+    parts = rest.split("-")
+    if len(parts) != n:
+        raise FrameError(f"expected {n} fields")
+    return parts
+
+
+def _parse_json_frame(cls: type, rest: str) -> Frame:
+    try:
+        body = json.loads(rest)
+    except ValueError:
+        raise FrameError("bad JSON body") from None
+    if type(body) is not dict or set(body) != set(cls.__dataclass_fields__):
+        raise FrameError(f"{cls.__name__.upper()} needs fields {sorted(cls.__dataclass_fields__)}")
+    for key in ("members", "removed") if cls is Propose else ("members",):
+        value = body[key]
+        if type(value) is not list or not all(type(m) is list for m in value):
+            raise FrameError(f"bad {key}")
+        body[key] = tuple(tuple(m) for m in value)
+    if cls is Install:
+        for key in ("joined", "left", "removed"):
+            if type(body[key]) is not list:
+                raise FrameError(f"bad {key}")
+            body[key] = tuple(body[key])
+    try:
+        return cls(**body)
+    except TypeError as e:
+        raise FrameError(str(e)) from None
+
+
 def parse_frame(line: str) -> Frame:
     """Parse one line (without its newline) into a Frame; raise FrameError if it is not one."""
     if len(line) > MAX_FRAME_BYTES:
@@ -193,10 +407,12 @@ def parse_frame(line: str) -> Frame:
             if not sep:
                 raise FrameError("ACK needs clock and pid")
             return Ack(_int(clock, "clock"), pid)
-        if kind == "MESSAGE" or kind.startswith("MESSAGE@"):
+        if kind == "HEARTBEAT":
+            return Heartbeat(_int(rest, "view"))
+        if kind in ("MESSAGE", "RELAY") or kind.startswith(("MESSAGE@", "RELAY@")):
+            base, _, stamp = kind.partition("@")
             sent_at = None
-            if kind != "MESSAGE":
-                stamp = kind[8:]
+            if stamp or _:
                 if not stamp.replace(".", "", 1).isdigit() or not stamp.isascii():
                     raise FrameError(f"bad send time {stamp[:30]!r}")
                 sent_at = float(stamp)
@@ -204,12 +420,28 @@ def parse_frame(line: str) -> Frame:
                     raise FrameError(f"bad send time {kind[8:]!r}")
             clock, sep, rest = rest.partition("-")
             if not sep:
-                raise FrameError("MESSAGE needs clock, pid and text")
+                raise FrameError(f"{base} needs clock, pid and text")
             pid, text = _split_pid(rest)
-            return Message(_int(clock, "clock"), pid, unescape_text(text), sent_at)
-        if kind == "HELLO":
+            cls = Message if base == "MESSAGE" else Relay
+            return cls(_int(clock, "clock"), pid, unescape_text(text), sent_at)
+        if kind == "HELLO" or kind == "JOIN":
             pid, inc = rest.rsplit("-", 1) if "-" in rest else (rest, "")
-            return Hello(pid, _int(inc, "incarnation"))
+            return (Hello if kind == "HELLO" else Join)(pid, _int(inc, "incarnation"))
+        if kind == "LEAVE":
+            return Leave(rest)
+        if kind == "REMOVED":
+            return Removed(_int(rest, "view"))
+        if kind == "FLUSH":
+            view, sep, rest = rest.partition("-")
+            attempt, sep2, coordinator = rest.partition("-")
+            if not (sep and sep2):
+                raise FrameError("FLUSH needs view, attempt and coordinator")
+            return Flush(_int(view, "view"), _int(attempt, "attempt"), coordinator)
+        if kind == "FLUSHED":
+            view, attempt, clock = _fields(rest, 3)
+            return Flushed(_int(view, "view"), _int(attempt, "attempt"), _int(clock, "clock"))
+        if kind == "PROPOSE" or kind == "INSTALL":
+            return _parse_json_frame(Propose if kind == "PROPOSE" else Install, rest)
     except FrameError as e:
         raise FrameError(f"{e} in {line[:80]!r}") from None
     raise FrameError(f"unknown frame kind {kind[:20]!r}")

@@ -11,7 +11,6 @@ import logging
 
 import trio
 
-from .core import EVERYONE
 from .errors import FrameError
 from .frames import encode_frame
 from .links import Link, backoff, hello_bytes, read_hello
@@ -74,10 +73,7 @@ async def sender(
                 nursery.start_soon(dial, link, me, incarnation, incoming)
         async for sends in outgoing:
             release = trio.current_time() + delay
-            for dest, frame in sends:
+            for dests, frame in sends:
                 data = encode_frame(frame)
-                if dest is EVERYONE:
-                    for link in everyone:
-                        link.push(release, data)
-                else:
+                for dest in dests:
                     links[dest].push(release, data)

@@ -1,0 +1,312 @@
+"""A seeded simulation of dynamic groups: joins, leaves, crashes, restarts, broken connections.
+
+Everything — start times, delays, faults, workload — is drawn from one seed, so a failing seed replays
+exactly. Links are FIFO while connected; a connection that breaks loses nothing (the link layer
+re-sends what was not confirmed) but may deliver the last frames twice. A crash ends a peer at once;
+of the frames it had in flight, each link keeps only a prefix (a crash mid-broadcast).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+
+from tom.core import Core, Delivery, Timing, ViewDelivery
+from tom.errors import UsageError
+from tom.frames import Frame, format_frame, parse_frame
+from tom.pid import pid_key
+
+TICK = 0.25
+
+
+@dataclass
+class Node:
+    pid: str
+    core: Core
+    incarnation: int
+    alive: bool = True
+    gone: str = ""  # "", "crashed", "left", "removed"
+    delivered: list = field(default_factory=list)
+    sent: list = field(default_factory=list)  # texts this incarnation handed to broadcast
+
+
+@dataclass
+class Sim:
+    seed: int
+    n: int
+    rng: random.Random
+    max_delay: float
+    timing: Timing = field(default_factory=Timing)
+    now: float = 0.0
+    nodes: dict[str, Node] = field(default_factory=dict)  # current incarnation per pid
+    history: list[Node] = field(default_factory=list)  # every incarnation ever started
+    _events: list = field(default_factory=list)
+    _seq: int = 0
+    _link_free: dict = field(default_factory=dict)
+    _backlog: dict = field(default_factory=dict)  # (src, dst) -> frames waiting for the connection
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def pids(self) -> list[str]:
+        return [f"127.0.0.1:{5000 + i}" for i in range(self.n)]
+
+    def push(self, at: float, *item) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (at, self._seq, item))
+
+    # -- topology --------------------------------------------------------------------------------
+
+    def start(self, pid: str) -> None:
+        old = self.nodes.get(pid)
+        if old is not None and old.alive:
+            self.crash(pid)  # a restart: the old incarnation dies first
+        inc = len(self.history) + 1
+        node = Node(pid, Core.joining(pid, inc, self.timing, now=self.now), inc)
+        self.nodes[pid] = node
+        self.history.append(node)
+        self.log.append(f"{self.now:.2f} start {pid}/{inc}")
+        for other in self.nodes.values():
+            if other is not node and other.alive:
+                self.push(self.now + self.rng.uniform(0.001, 0.05), "connect", pid, other.pid, inc, other.incarnation)
+
+    def connect(self, a: str, b: str, inc_a: int, inc_b: int) -> None:
+        na, nb = self.nodes.get(a), self.nodes.get(b)
+        if not (na and nb and na.alive and nb.alive and na.incarnation == inc_a and nb.incarnation == inc_b):
+            return
+        na.core.connected(b, inc_b)
+        nb.core.connected(a, inc_a)
+        self.flush(na)
+        self.flush(nb)
+        self.push(self.now, "drain", a, b)
+        self.push(self.now, "drain", b, a)
+
+    def drain(self, src: str, dst: str) -> None:
+        """Deliver, in order, the frames that waited for the connection src->dst."""
+        backlog = self._backlog.pop((src, dst), [])
+        for frame, inc in backlog:
+            self.deliver_frame(src, dst, frame, inc)
+
+    def crash(self, pid: str) -> None:
+        node = self.nodes.get(pid)
+        if not node or not node.alive:
+            return
+        node.alive, node.gone = False, "crashed"
+        self.log.append(f"{self.now:.2f} crash {pid}")
+        # in-flight frames from it: each link keeps a random prefix
+        cut: dict[str, float] = {}
+        kept = []
+        for at, seq, item in sorted(self._events):
+            if item[0] == "frame" and item[1] == pid and item[5] == node.incarnation:
+                dst = item[2]
+                if dst not in cut:
+                    cut[dst] = at if self.rng.random() < 0.5 else float("inf")
+                if at > cut[dst]:
+                    continue
+            kept.append((at, seq, item))
+        self._events = kept
+        heapq.heapify(self._events)
+        for other in self.nodes.values():
+            if other.alive:
+                other.core.disconnected(pid)
+
+    def leave(self, pid: str) -> None:
+        node = self.nodes.get(pid)
+        if node and node.alive:
+            self.log.append(f"{self.now:.2f} leave {pid}")
+            node.core.leave()
+            self.flush(node)
+
+    def break_link(self, a: str, b: str) -> None:
+        """The connection a<->b drops and comes back: frames wait, the last ones may come twice."""
+        na, nb = self.nodes.get(a), self.nodes.get(b)
+        if not (na and nb and na.alive and nb.alive):
+            return
+        self.log.append(f"{self.now:.2f} break {a}<->{b}")
+        na.core.disconnected(b)
+        nb.core.disconnected(a)
+        pause = self.rng.uniform(0.1, 3.0)
+        for x, y in ((a, b), (b, a)):
+            self._link_free[(x, y)] = max(self._link_free.get((x, y), 0.0), self.now) + pause
+        self.push(self.now + pause, "reconnect", a, b, na.incarnation, nb.incarnation)
+
+    def reconnect(self, a: str, b: str, inc_a: int, inc_b: int) -> None:
+        na, nb = self.nodes.get(a), self.nodes.get(b)
+        if not (na and nb and na.alive and nb.alive and na.incarnation == inc_a and nb.incarnation == inc_b):
+            return
+        self.connect(a, b, inc_a, inc_b)
+
+    # -- traffic -----------------------------------------------------------------------------------
+
+    def flush(self, node: Node) -> None:
+        ready = node.core.ready()
+        node.delivered.extend(ready.deliveries)
+        for notice in ready.notices:
+            if notice in ("left", "removed"):
+                node.alive, node.gone = False, notice
+                self.log.append(f"{self.now:.2f} {node.pid} {notice}")
+        for dests, frame in ready.sends:
+            for dst in dests:
+                self.transmit(node, dst, frame)
+
+    def transmit(self, node: Node, dst: str, frame: Frame) -> None:
+        key = (node.pid, dst)
+        at = max(self.now + self.rng.uniform(0.0005, self.max_delay), self._link_free.get(key, 0.0))
+        self._link_free[key] = at
+        self.push(at, "frame", node.pid, dst, frame, 0, node.incarnation)
+        if self.rng.random() < 0.002:  # a re-send after a reconnect: the same frame again, later
+            self.push(at + 0.001, "frame", node.pid, dst, frame, 0, node.incarnation)
+
+    def deliver_frame(self, src: str, dst: str, frame: Frame, inc_src: int) -> None:
+        ns, nd = self.nodes.get(src), self.nodes.get(dst)
+        if not nd or not nd.alive:
+            return
+        if not ns or ns.incarnation != inc_src:
+            return  # the connection of an old incarnation is gone
+        backlog = self._backlog.get((src, dst))
+        if src not in nd.core.links or backlog:
+            # not (yet / any more) connected: it waits, in order, until the link is back
+            self._backlog.setdefault((src, dst), []).append((frame, inc_src))
+            return
+        frame = parse_frame(format_frame(frame))
+        nd.core.receive(src, frame)
+        self.flush(nd)
+
+    def send(self, pid: str, text: str) -> None:
+        node = self.nodes.get(pid)
+        if not node or not node.alive:
+            return
+        try:
+            node.core.broadcast(text, sent_at=self.now)
+        except UsageError:
+            return
+        node.sent.append(text)
+        self.flush(node)
+
+    def run(self, until: float, max_events: int = 2_000_000) -> None:
+        next_tick = 0.0
+        for _ in range(max_events):
+            if self._events and self._events[0][0] <= next_tick:
+                self.now, _, item = heapq.heappop(self._events)
+                kind = item[0]
+                if kind == "frame":
+                    self.deliver_frame(item[1], item[2], item[3], item[5])
+                elif kind == "connect":
+                    self.connect(*item[1:])
+                elif kind == "reconnect":
+                    self.reconnect(*item[1:])
+                elif kind == "drain":
+                    self.drain(item[1], item[2])
+                elif kind == "send":
+                    self.send(item[1], item[2])
+                elif kind == "start":
+                    self.start(item[1])
+                elif kind == "crash":
+                    self.crash(item[1])
+                elif kind == "leave":
+                    self.leave(item[1])
+                elif kind == "break":
+                    self.break_link(item[1], item[2])
+                elif kind == "stop":
+                    return
+                continue
+            if next_tick > until:
+                return
+            self.now = next_tick
+            for node in list(self.nodes.values()):
+                if node.alive:
+                    node.core.tick(self.now)
+                    self.flush(node)
+            next_tick += TICK
+        raise AssertionError(f"seed {self.seed}: simulation did not finish")
+
+
+def random_scenario(seed: int, *, faults: bool = True) -> Sim:
+    """Build and run one random scenario; return the finished simulation."""
+    rng = random.Random(seed)
+    n = rng.randint(3, 6)
+    sim = Sim(seed, n, rng, max_delay=rng.choice([0.005, 0.05, 0.5]))
+    pids = sim.pids
+    late = set(rng.sample(pids, rng.randint(0, 2))) if faults else set()
+    for pid in pids:
+        at = rng.uniform(8, 25) if pid in late else rng.uniform(0, 0.5)
+        sim.push(at, "start", pid)
+    horizon = 40.0
+    for k in range(rng.randint(5, 60)):
+        sim.push(rng.uniform(3, horizon), "send", rng.choice(pids), f"m{k}")
+    if faults:
+        victims = rng.sample(pids, rng.randint(0, max(0, n - 2)))
+        for pid in victims:
+            what = rng.choice(["crash", "crash", "leave", "restart"])
+            at = rng.uniform(5, horizon)
+            if what == "restart":
+                sim.push(at, "crash", pid)
+                sim.push(at + rng.uniform(0.5, 10), "start", pid)
+            else:
+                sim.push(at, what, pid)
+        for _ in range(rng.randint(0, 3)):
+            a, b = rng.sample(pids, 2)
+            sim.push(rng.uniform(3, horizon), "break", a, b)
+    sim.run(until=horizon + 45)
+    return sim
+
+
+# -- the guarantees ------------------------------------------------------------------------------
+
+def event_id(d) -> tuple:
+    return ("view", d.view, d.members) if isinstance(d, ViewDelivery) else ("msg", d.clock, d.pid, d.text)
+
+
+def check(sim: Sim) -> None:
+    """Assert the guarantees of dynamic groups on a finished simulation (message names the seed)."""
+    where = f"seed {sim.seed}\n" + "\n".join(sim.log[-40:])
+    seqs = {id(n): [event_id(d) for d in n.delivered] for n in sim.history}
+    msg_view: dict[tuple, int] = {}
+    for node in sim.history:
+        seq = seqs[id(node)]
+        assert len(set(seq)) == len(seq), f"{node.pid}/{node.incarnation} delivered twice; {where}"
+        keys = [(d.clock, d.pid) for d in node.delivered]
+        ks = [(c, pid_key(p)) for c, p in keys]
+        assert ks == sorted(ks) and len(set(ks)) == len(ks), f"{node.pid} keys not increasing; {where}"
+        assert [d.index for d in node.delivered] == list(range(1, len(seq) + 1))
+        for d in node.delivered:
+            if not isinstance(d, ViewDelivery):
+                mid = event_id(d)
+                assert msg_view.setdefault(mid, d.view) == d.view, f"{mid} in two views; {where}"
+    # every pair agrees on the order of what both delivered, and on what lies between
+    nodes = [n for n in sim.history if seqs[id(n)]]
+    for i, a in enumerate(nodes):
+        pos_a = {e: k for k, e in enumerate(seqs[id(a)])}
+        for b in nodes[i + 1:]:
+            sb = seqs[id(b)]
+            common = [e for e in sb if e in pos_a]
+            if not common:
+                continue
+            assert [pos_a[e] for e in common] == sorted(pos_a[e] for e in common), \
+                f"{a.pid}/{a.incarnation} and {b.pid}/{b.incarnation} disagree on the order; {where}"
+            lo, hi = pos_a[common[0]], pos_a[common[-1]]
+            ia, ib = sb.index(common[0]), sb.index(common[-1])
+            assert seqs[id(a)][lo:hi + 1] == sb[ia:ib + 1], \
+                f"{a.pid}/{a.incarnation} and {b.pid}/{b.incarnation} delivered different sets; {where}"
+    # liveness: the live members end in one view, with nothing pending, and got every survivor's message
+    live = [n for n in sim.nodes.values() if n.alive]
+    assert live, f"nobody left alive; {where}"
+    final = {n.core.view.id if n.core.view else None for n in live}
+    assert len(final) == 1 and None not in final, f"live peers end in views {final}; {where}"
+    for n in live:
+        assert n.core.mode == "normal", f"{n.pid} ends in mode {n.core.mode}; {where}"
+        assert len(n.core.queue) == 0, f"{n.pid} ends with {len(n.core.queue)} pending; {where}"
+        assert not n.core._held_texts, f"{n.pid} ends with unsent texts; {where}"
+    for n in live:
+        mine = {e[3] for e in seqs[id(n)] if e[0] == "msg" and e[2] == n.pid}
+        missing = [t for t in n.sent if t not in mine]
+        assert not missing, f"{n.pid} never delivered its own {missing[:3]}; {where}"
+    starts = [seqs[id(n)][0] for n in live]
+    for n in live:
+        tails = []
+        for m in live:
+            seq = seqs[id(m)]
+            last_start = max((seq.index(s) for s in starts if s in seq), default=None)
+            assert last_start is not None, f"{m.pid} missed the join of another survivor; {where}"
+            tails.append(seq[last_start:])
+        assert all(t == tails[0] for t in tails), f"survivors end with different deliveries; {where}"
