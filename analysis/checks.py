@@ -1,0 +1,346 @@
+"""The verifier's checks: pure ``DataFrame -> DataFrame`` transforms, no action, no I/O.
+
+Input conventions:
+
+* ``records``: good records from :func:`analysis.schema.good_records` (columns ``file, row, kind,
+  index, peer, clock, pid, host, port, view, delivered_at, sent_at, text_hash, members``). Events (messages
+  and views) are identified by their key ``(clock, pid)`` and totally ordered by ``(clock, host,
+  port)`` -- host compared byte-wise, port as an integer (docs/output-format.md, "The order").
+* ``messages``: the event table of :func:`event_table`, one row per key with the deliveries of every
+  peer nested in an array; built with a single shuffle (by key) and meant to be cached.
+
+Every violation frame is empty on a correct run. See docs/verifier.md for why each check costs at most
+one shuffle and why the pairwise check is linear in the data.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+KEY = ("clock", "pid")
+ORDER_KEY = ("clock", "host", "port")
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+def order_key() -> Column:
+    """The total-order key of an event as one comparable struct ``(clock, host, port)``."""
+    return F.struct(*ORDER_KEY)
+
+
+# --------------------------------------------------------------------------- the event table
+
+def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
+    """One row per event key with its deliveries; exactly one shuffle (hash of the key).
+
+    Columns: ``clock, pid, host, port, kind, view, sent_at, deliveries, duplicated, differs``.
+    ``deliveries`` is ``array<struct<peer, index, delivered_at, view>>`` sorted by (peer, index) with
+    one element per peer that delivered the event (its first delivery there); ``duplicated`` is null
+    unless some peer delivered the key more than once, and then holds every delivery; ``differs``
+    lists the fields (kind, view, sent_at, text) on which copies of the event disagree.
+    """
+    by_key = records.repartition(*KEY) if partitions is None else records.repartition(partitions, *KEY)
+    grouped = by_key.groupBy(*KEY).agg(
+        F.first("host").alias("host"),
+        F.first("port").alias("port"),
+        F.min("kind").alias("kind"), F.max("kind").alias("kind_max"),
+        F.min("view").alias("view"), F.max("view").alias("view_max"),
+        F.min("sent_at").alias("sent_at"), F.max("sent_at").alias("sent_at_max"),
+        F.min("text_hash").alias("hash_min"), F.max("text_hash").alias("hash_max"),
+        F.sort_array(F.collect_list(F.struct("peer", "index", "delivered_at", "view"))).alias("all"),
+    )
+    first_per_peer = F.filter(
+        "all", lambda d, i: F.coalesce(F.get(F.col("all"), i - 1)["peer"] != d["peer"], F.lit(True)))
+    differs = F.array_compact(F.array(
+        F.when(F.col("kind") != F.col("kind_max"), F.lit("kind")),
+        F.when(F.col("view") != F.col("view_max"), F.lit("view")),
+        F.when(F.col("sent_at") != F.col("sent_at_max"), F.lit("sent_at")),
+        F.when(F.col("hash_min") != F.col("hash_max"), F.lit("text")),
+    ))
+    return grouped.select(
+        *KEY, "host", "port", "kind", "view", "sent_at",
+        first_per_peer.alias("deliveries"),
+        F.when(F.size(first_per_peer) != F.size("all"), F.col("all")).alias("duplicated"),
+        differs.alias("differs"),
+    )
+
+
+def holders(messages: DataFrame) -> Column:
+    """The peers that delivered each event (sorted)."""
+    return F.transform("deliveries", lambda d: d["peer"])
+
+
+# --------------------------------------------------------------------------- 1. duplicates
+
+def duplicates(messages: DataFrame) -> DataFrame:
+    """Events a peer delivered more than once: ``peer, clock, pid, index, again_index`` (one row per
+    extra copy: ``index`` is the first delivery, ``again_index`` the repeated one)."""
+    d = F.col("duplicated")
+    again = F.filter(d, lambda x, i: F.coalesce(F.get(d, i - 1)["peer"] == x["peer"], F.lit(False)))
+    return (messages.filter(d.isNotNull())
+            .select(*KEY, "deliveries", F.explode(again).alias("x"))
+            .select(F.col("x.peer").alias("peer"), *KEY,
+                    F.get(F.filter("deliveries", lambda y: y["peer"] == F.col("x.peer")), 0)["index"]
+                    .alias("index"),
+                    F.col("x.index").alias("again_index")))
+
+
+def conflicting_copies(messages: DataFrame) -> DataFrame:
+    """Events whose copies disagree on kind, view, sent_at or text: ``clock, pid, differs``."""
+    return messages.select(*KEY, "differs").filter(F.size("differs") > 0)
+
+
+# --------------------------------------------------------------------------- 2. order per peer
+
+def order_violations(records: DataFrame) -> DataFrame:
+    """Per peer, by ``index``: every record whose key is not strictly above the previous record's,
+    or whose index is not the previous index + 1 (first index must be 1).
+
+    Columns: ``peer, index, clock, pid, prev_index, prev_clock, prev_pid, problem``; ``problem`` is a
+    ``"; "``-joined subset of ``first index is not 1``, ``index repeated``, ``index gap``,
+    ``not after previous (clock, pid)``. One shuffle (hash of peer) and a sort.
+    """
+    w = Window.partitionBy("peer").orderBy("index", "row")
+    prev_key = F.lag(order_key()).over(w)
+    prev_index = F.lag("index").over(w)
+    framed = records.select(
+        "peer", "index", *KEY, order_key().alias("key"),
+        prev_index.alias("prev_index"), prev_key.alias("prev_key"),
+        F.lag("clock").over(w).alias("prev_clock"), F.lag("pid").over(w).alias("prev_pid"),
+    )
+    problem = F.concat_ws("; ", F.array_compact(F.array(
+        F.when(F.col("prev_index").isNull() & (F.col("index") != 1), F.lit("first index is not 1")),
+        F.when(F.col("index") == F.col("prev_index"), F.lit("index repeated")),
+        F.when(F.col("index") > F.col("prev_index") + 1, F.lit("index gap")),
+        F.when(F.col("key") <= F.col("prev_key"), F.lit("not after previous (clock, pid)")),
+    )))
+    return (framed.select("peer", "index", *KEY, "prev_index", "prev_clock", "prev_pid",
+                          problem.alias("problem"))
+            .filter(F.col("problem") != ""))
+
+
+# --------------------------------------------------------------------------- 3. FIFO per origin
+
+def fifo_reorders(records: DataFrame) -> DataFrame:
+    """Messages a peer delivered before an earlier-sent message of the same origin.
+
+    Per (peer, origin) by ``index``, clocks must strictly increase. Columns: ``peer, origin, index,
+    clock, prev_index, prev_clock``. Implied by :func:`order_violations` being empty for that peer.
+    """
+    w = Window.partitionBy("peer", "pid").orderBy("index", "row")
+    return (records.filter(F.col("kind") == "message")
+            .select("peer", F.col("pid").alias("origin"), "index", "clock",
+                    F.lag("index").over(w).alias("prev_index"),
+                    F.lag("clock").over(w).alias("prev_clock"))
+            .filter(F.col("clock") <= F.col("prev_clock")))
+
+
+def fifo_gaps(records: DataFrame, missing: DataFrame, max_listed: int = 10) -> DataFrame:
+    """Runs of an origin's messages a peer skipped while delivering that origin's messages around them.
+
+    ``missing``: ``peer, clock, pid`` of messages a peer should have delivered and did not (from
+    :func:`missing_deliveries`). A missing message is a gap at that peer iff the peer delivered a
+    message of the same origin with a lower clock and one with a higher clock. Columns: ``peer,
+    origin, after_clock, before_clock, missing, missing_clocks`` (first ``max_listed`` clocks).
+    Only the (peer, origin) pairs with something missing are scanned.
+    """
+    absent = missing.select("peer", "pid", "clock", F.lit(False).alias("present"))
+    affected = F.broadcast(absent.select("peer", "pid").distinct())
+    present = (records.filter(F.col("kind") == "message")
+               .join(affected, ["peer", "pid"], "left_semi")
+               .select("peer", "pid", "clock", F.lit(True).alias("present")))
+    w = Window.partitionBy("peer", "pid").orderBy("clock", F.col("present").desc())
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    after = w.rowsBetween(1, Window.unboundedFollowing)
+    present_clock = F.when(F.col("present"), F.col("clock"))
+    framed = present.unionByName(absent).select(
+        "peer", "pid", "clock", "present",
+        F.max(present_clock).over(before).alias("after_clock"),
+        F.min(present_clock).over(after).alias("before_clock"),
+    )
+    return (framed.filter(~F.col("present") & F.col("after_clock").isNotNull()
+                          & F.col("before_clock").isNotNull())
+            .groupBy("peer", F.col("pid").alias("origin"), "after_clock", "before_clock")
+            .agg(F.count(F.lit(1)).alias("missing"),
+                 F.slice(F.sort_array(F.collect_list("clock")), 1, max_listed).alias("missing_clocks")))
+
+
+# --------------------------------------------------------------------------- 4. agreement
+
+def view_members(records: DataFrame) -> DataFrame:
+    """Members of each view as recorded by ``kind="view"`` records: ``view, members, variants``.
+
+    A view record with ``view = k`` is taken to install view ``k`` (docs/verifier.md); ``variants`` > 1
+    means peers recorded different member lists for the same view (``members`` is then the least).
+    """
+    return (records.filter(F.col("kind") == "view")
+            .groupBy("view")
+            .agg(F.collect_set(F.array_sort("members")).alias("lists"))
+            .select("view", F.array_min("lists").alias("members"), F.size("lists").alias("variants")))
+
+
+def expected_recipients(messages: DataFrame, views: DataFrame, peers: list[str]) -> DataFrame:
+    """``messages`` plus ``expected``: the peers that must deliver each message.
+
+    Static group (no view records): every peer in ``peers``. Dynamic group: the members of the view the
+    message was delivered in; a view without a view record falls back to ``peers``. Views events get
+    null (their recipients are not checked).
+    """
+    everyone = F.array(*[F.lit(p) for p in sorted(peers)]) if peers else F.array().cast("array<string>")
+    known = F.broadcast(views.select(F.col("view").alias("_view"), F.col("members").alias("_members")))
+    joined = messages.join(known, messages["view"] == known["_view"], "left")
+    expected = F.when(F.col("kind") == "message", F.coalesce(F.col("_members"), everyone))
+    return joined.select(*messages.columns, expected.alias("expected"))
+
+
+def agreement(expected: DataFrame) -> DataFrame:
+    """Messages not delivered by exactly their expected recipients.
+
+    Input: :func:`expected_recipients`. Columns: ``clock, pid, view, delivered_by, missing,
+    unexpected`` (``missing``: expected peers that did not deliver it; ``unexpected``: peers that
+    delivered it without being expected to).
+    """
+    got = holders(expected)
+    return (expected.filter(F.col("kind") == "message")
+            .select(*KEY, "view", F.size(got).alias("delivered_by"),
+                    F.array_except("expected", got).alias("missing"),
+                    F.array_except(got, "expected").alias("unexpected"))
+            .filter((F.size("missing") > 0) | (F.size("unexpected") > 0)))
+
+
+def missing_deliveries(violations: DataFrame) -> DataFrame:
+    """One row ``peer, clock, pid`` per (peer, message) from :func:`agreement`'s ``missing``."""
+    return violations.select(F.explode("missing").alias("peer"), *KEY)
+
+
+# --------------------------------------------------------------------------- 5. pairwise order
+
+def set_differences(messages: DataFrame, peers: list[str]) -> DataFrame:
+    """``peer_a, peer_b, only_a``: how many events A delivered that B did not (only non-zero rows).
+
+    Rows are generated only for events some peer lacks, so a complete run costs one scan.
+    """
+    everyone = F.array(*[F.lit(p) for p in sorted(peers)]) if peers else F.array().cast("array<string>")
+    got = holders(messages)
+    lacking = F.array_except(everyone, got)
+    return (messages.filter(F.size(lacking) > 0)
+            .select(F.explode(got).alias("peer_a"), lacking.alias("lacking"))
+            .select("peer_a", F.explode("lacking").alias("peer_b"))
+            .groupBy("peer_a", "peer_b").agg(F.count(F.lit(1)).alias("only_a")))
+
+
+def _pair_rows(messages: DataFrame) -> DataFrame:
+    """One row per event and pair of peers (a < b) that both delivered it: ``peer_a, peer_b,
+    clock, pid, index_a, index_b`` (first delivery at each)."""
+    pairs = F.flatten(F.transform(
+        "deliveries",
+        lambda x: F.transform(
+            F.filter("deliveries", lambda y: y["peer"] > x["peer"]),
+            lambda y: F.struct(x["peer"].alias("peer_a"), y["peer"].alias("peer_b"),
+                               x["index"].alias("index_a"), y["index"].alias("index_b")))))
+    return messages.select(*KEY, F.inline(pairs))
+
+
+def _first_by_rank(rows: DataFrame, rank_a: str, rank_b: str) -> DataFrame:
+    """Reduce pair rows with ranks to the first divergence per pair.
+
+    Sequences of common events at A and at B first differ at rank r iff r is the least rank (at
+    either peer) of an event whose two ranks differ; the event A has at r is then the differing
+    event with least rank at A, and likewise for B. Partial aggregation keeps this a small shuffle.
+    """
+    differing = rows.filter(F.col(rank_a) != F.col(rank_b))
+    at = lambda side, rank: F.min_by(  # noqa: E731
+        F.struct(F.col("clock"), F.col("pid"), F.col(f"index_{side}").alias("index")), F.col(rank))
+    return differing.groupBy("peer_a", "peer_b").agg(
+        F.min(rank_a).alias("position"),
+        at("a", rank_a).alias("at_a"),
+        at("b", rank_b).alias("at_b"),
+        F.count(F.lit(1)).alias("displaced"),
+    )
+
+
+def divergences_by_index(messages: DataFrame, skip_pairs: list[tuple[str, str]] = ()) -> DataFrame:
+    """First divergence per pair, using each peer's ``index`` as its rank.
+
+    Valid for a pair whose two peers delivered the same set of events, each exactly once, with indexes
+    exactly 1..n (:func:`first_divergences` sends every other pair to :func:`divergences_by_rank`).
+    Only events not delivered at the same index everywhere generate rows: no sort, no join.
+    Columns: ``peer_a, peer_b, position, at_a, at_b, displaced`` (``at_*`` = ``struct<clock, pid,
+    index>`` delivered at ``position`` by that peer; ``displaced`` = common events at different ranks).
+    """
+    idx = F.transform("deliveries", lambda d: d["index"])
+    rows = _pair_rows(messages.filter(F.array_min(idx) != F.array_max(idx)))
+    rows = rows.withColumn("rank_a", F.col("index_a")).withColumn("rank_b", F.col("index_b"))
+    for a, b in skip_pairs:
+        rows = rows.filter(~((F.col("peer_a") == a) & (F.col("peer_b") == b)))
+    return _first_by_rank(rows, "rank_a", "rank_b")
+
+
+def divergences_by_rank(messages: DataFrame, pairs: list[tuple[str, str]] | None = None) -> DataFrame:
+    """First divergence per pair, ranking each event among the events both peers delivered.
+
+    Exact for any pair (missing events, duplicates, index gaps): rank at A = row number by A's
+    index among the pair's common events. Costs one shuffle by pair and two sorts over the common
+    events of the requested ``pairs`` (all pairs if None). Same columns as
+    :func:`divergences_by_index`.
+    """
+    rows = _pair_rows(messages)
+    if pairs is not None:
+        wanted = F.lit(False)
+        for a, b in pairs:
+            wanted = wanted | ((F.col("peer_a") == a) & (F.col("peer_b") == b))
+        rows = rows.filter(wanted)
+    by_pair = Window.partitionBy("peer_a", "peer_b")
+    rows = rows.select(
+        "*",
+        F.row_number().over(by_pair.orderBy("index_a", "clock", "pid")).alias("rank_a"),
+        F.row_number().over(by_pair.orderBy("index_b", "clock", "pid")).alias("rank_b"),
+    )
+    return _first_by_rank(rows, "rank_a", "rank_b")
+
+
+def first_divergences(messages: DataFrame, exact_pairs: list[tuple[str, str]]) -> DataFrame:
+    """First divergence of every pair of peers: ranks for ``exact_pairs``, indexes for the others."""
+    fast = divergences_by_index(messages, exact_pairs)
+    if not exact_pairs:
+        return fast
+    return fast.unionByName(divergences_by_rank(messages, exact_pairs))
+
+
+# --------------------------------------------------------------------------- 6. latency
+
+def latencies(records: DataFrame) -> DataFrame:
+    """``peer, latency`` (seconds, ``delivered_at - sent_at``) of every delivered message."""
+    return (records.filter(F.col("kind") == "message")
+            .select("peer", (F.col("delivered_at") - F.col("sent_at")).alias("latency")))
+
+
+def latency_summary(latency: DataFrame) -> DataFrame:
+    """Per peer and overall (``peer`` null): ``count, min, mean, p50, p95, p99, max`` in seconds.
+
+    One aggregation (rollup); percentiles are approximate (``percentile_approx``).
+    """
+    q = F.percentile_approx("latency", list(QUANTILES), 10000)
+    return (latency.rollup("peer")
+            .agg(F.count("latency").alias("count"), F.min("latency").alias("min"),
+                 F.avg("latency").alias("mean"), q.alias("q"), F.max("latency").alias("max"))
+            .select("peer", "count", "min", "mean", F.col("q")[0].alias("p50"),
+                    F.col("q")[1].alias("p95"), F.col("q")[2].alias("p99"), "max"))
+
+
+def latency_histogram(latency: DataFrame, low: float, high: float, bins: int) -> DataFrame:
+    """``bin, count``: ``bins`` equal bins over [low, high); values >= high count in bin ``bins``."""
+    width = (high - low) / bins if high > low else 1.0
+    b = F.floor((F.col("latency") - F.lit(low)) / F.lit(width)).cast("int")
+    clamped = F.greatest(F.lit(0), F.least(F.lit(bins), b))
+    return latency.groupBy(clamped.alias("bin")).agg(F.count(F.lit(1)).alias("count"))
+
+
+# --------------------------------------------------------------------------- picture
+
+def first_events(messages: DataFrame, n: int) -> DataFrame:
+    """The first ``n`` messages in the total order (a bounded top-n, for the space-time diagram)."""
+    return (messages.filter(F.col("kind") == "message")
+            .orderBy(*ORDER_KEY)
+            .limit(n)
+            .select(*KEY, "host", "port", "sent_at", "deliveries"))

@@ -1,0 +1,276 @@
+"""Rendering of a verification result: terminal summary (rich), report.json and report.html.
+
+The result is the JSON-ready dict built by :func:`analysis.verify.verify`; nothing here touches Spark.
+The HTML is self-contained: inline CSS and hand-written SVG, no script, no external resource.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+CHECKS = (  # (key in result["checks"], title, what a row means)
+    ("order", "order per peer", "record not after the previous one, or index gap/repeat"),
+    ("duplicates", "duplicates", "a peer delivered the same (clock, pid) again"),
+    ("fifo_reorders", "FIFO order", "an origin's message delivered before an earlier-sent one"),
+    ("fifo_gaps", "FIFO gaps", "an origin's messages skipped between two delivered ones"),
+    ("agreement", "agreement", "a message not delivered by exactly the peers that should have it"),
+    ("divergence", "pairwise order", "first position where two peers' common messages differ"),
+    ("conflicting_copies", "conflicting copies", "copies of one (clock, pid) with different content"),
+    ("view_conflicts", "view conflicts", "peers recorded different members for one view"),
+)
+VERDICT_STYLE = {"VERIFIED": "bold green", "VIOLATED": "bold red", "UNUSABLE INPUT": "bold yellow"}
+VERDICT_COLOUR = {"VERIFIED": "#1a7f37", "VIOLATED": "#cf222e", "UNUSABLE INPUT": "#9a6700"}
+
+
+def write(result: dict, report_dir: Path) -> tuple[Path, Path]:
+    """Write ``report.json`` and ``report.html`` into ``report_dir``; return both paths."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = report_dir / "report.json", report_dir / "report.html"
+    json_path.write_text(json.dumps(result, indent=2, default=str, allow_nan=False) + "\n")
+    html_path.write_text(render_html(result))
+    return json_path, html_path
+
+
+# --------------------------------------------------------------------------- terminal
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def _describe(row: dict) -> str:
+    """One violation row as ``key=value`` text (nested structs flattened)."""
+    parts = []
+    for k, v in row.items():
+        if isinstance(v, dict):
+            v = "(" + ", ".join(f"{ik}={iv}" for ik, iv in v.items()) + ")"
+        elif isinstance(v, list) and len(v) > 6:
+            v = "[" + ", ".join(map(str, v[:6])) + f", ... {len(v) - 6} more]"
+        parts.append(f"{k}={v}")
+    return " ".join(parts)
+
+
+def print_summary(result: dict, console: Console, rows_per_check: int = 3) -> None:
+    """Verdict first, then counts, then the first violations of each check."""
+    verdict = result["verdict"]
+    console.print(f"[{VERDICT_STYLE[verdict]}]{verdict}[/]")
+    for problem in result.get("problems", []):
+        console.print(f"  {problem}", markup=False)
+    counts = result.get("counts")
+    bad = result.get("bad_lines", {"count": 0, "first": []})
+    files = result.get("file_summaries", [])
+    if files:
+        torn = sum(f["torn_last_line"] for f in files)
+        console.print(f"{len(files)} files, {sum(f['lines'] for f in files):,} lines, "
+                      f"{bad['count']:,} unreadable ({torn} torn last lines)", markup=False)
+    if counts:
+        console.print(f"{counts['records']:,} records from {counts['peers']} peers: "
+                      f"{counts['messages']:,} distinct messages, {counts['views']:,} views",
+                      markup=False)
+    for b in bad["first"][:rows_per_check]:
+        console.print(f"  unreadable {b['file']}:{b['line']}: {b['problem']}", markup=False)
+    found = result.get("checks")
+    if found:
+        table = Table(show_edge=False, pad_edge=False, box=None)
+        table.add_column("check")
+        table.add_column("violations", justify="right")
+        table.add_column("meaning", style="dim")
+        for key, title, meaning in CHECKS:
+            count = found[key]["count"]
+            table.add_row(title, f"[red]{count:,}[/]" if count else "0", meaning)
+        console.print(table)
+        for key, title, _ in CHECKS:
+            c = found[key]
+            if not c["count"]:
+                continue
+            console.print(f"[bold]{title}[/] (first {min(rows_per_check, len(c['first']))} "
+                          f"of {c['count']:,}):")
+            for row in c["first"][:rows_per_check]:
+                console.print(f"  {_describe(row)}", markup=False)
+    overall = result.get("latency", {}).get("overall")
+    if overall and overall.get("count"):
+        console.print(f"latency over {overall['count']:,} deliveries: p50 {_ms(overall['p50'])}, "
+                      f"p95 {_ms(overall['p95'])}, p99 {_ms(overall['p99'])}, "
+                      f"max {_ms(overall['max'])}", markup=False)
+    total = result.get("timing", {}).get("total_s")
+    if total is not None:
+        console.print(f"checked in {total:.1f} s", markup=False)
+
+
+# --------------------------------------------------------------------------- HTML / SVG
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#1f2328;padding:0 1em}
+h1{margin:.2em 0}.verdict{color:#fff;padding:.2em .6em;border-radius:6px}
+table{border-collapse:collapse;margin:.5em 0 1.2em}td,th{padding:.2em .7em;border-bottom:1px solid #d0d7de;
+text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.bad{color:#cf222e;font-weight:600}code{font-size:12px}svg{background:#fff;border:1px solid #d0d7de}
+small{color:#59636e}
+"""
+_PALETTE = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#0a7e8c", "#bf3989", "#6e7781")
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _table(headers: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(
+        f'<td class="n">{_e(v)}</td>' if i in numeric else f"<td>{_e(v)}</td>"
+        for i, v in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def histogram_svg(hist: dict, width: int = 760, height: int = 240) -> str:
+    """Bars of the latency histogram; the last bar (hatched) counts everything >= ``high``."""
+    counts = hist["counts"]
+    if not counts or not any(counts):
+        return "<p><small>no latency to draw</small></p>"
+    left, bottom, top, right = 60, 40, 12, 12
+    plot_w, plot_h = width - left - right, height - top - bottom
+    peak = max(counts)
+    bar_w = plot_w / len(counts)
+    low, high, bins = hist["low"], hist["high"], hist["bins"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'role="img" aria-label="latency histogram">',
+             '<defs><pattern id="hatch" width="4" height="4" patternUnits="userSpaceOnUse">'
+             '<path d="M0,4 l4,-4" stroke="#0969da" stroke-width="1"/></pattern></defs>']
+    for i, c in enumerate(counts):
+        if not c:
+            continue
+        h = plot_h * c / peak
+        x, y = left + i * bar_w, top + plot_h - h
+        fill = "url(#hatch)" if i == bins else "#0969da"
+        title = (f"&gt;= {high * 1000:.2f} ms: {c:,}" if i == bins else
+                 f"{(low + i * (high - low) / bins) * 1000:.2f}-"
+                 f"{(low + (i + 1) * (high - low) / bins) * 1000:.2f} ms: {c:,}")
+        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(bar_w - 1, 1):.1f}" '
+                     f'height="{h:.1f}" fill="{fill}"><title>{title}</title></rect>')
+    axis_y = top + plot_h
+    parts.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + plot_w}" y2="{axis_y}" stroke="#333"/>')
+    parts.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{axis_y}" stroke="#333"/>')
+    for k in range(5):
+        v = low + (high - low) * k / 4
+        x = left + plot_w * (k / 4) * bins / (bins + 1)
+        parts.append(f'<text x="{x:.1f}" y="{axis_y + 16}" font-size="11" text-anchor="middle">'
+                     f'{v * 1000:.2f} ms</text>')
+    parts.append(f'<text x="{left - 6}" y="{top + 10}" font-size="11" text-anchor="end">{peak:,}</text>')
+    parts.append(f'<text x="{left - 6}" y="{axis_y}" font-size="11" text-anchor="end">0</text>')
+    parts.append(f'<text x="{left + plot_w / 2}" y="{height - 6}" font-size="12" '
+                 f'text-anchor="middle">delivered_at - sent_at</text></svg>')
+    return "".join(parts)
+
+
+def spacetime_svg(diagram: list[dict], peers: list[str], width: int = 1000) -> str:
+    """Lamport space-time diagram: a line per peer, an arrow per delivery from the origin's send.
+
+    x is wall-clock time (``sent_at``, ``delivered_at``) over the drawn messages; each send is a dot
+    on the origin's line labelled with its clock.
+    """
+    if not diagram:
+        return "<p><small>no message to draw</small></p>"
+    lines = list(peers) + sorted({m["pid"] for m in diagram} - set(peers))
+    row_h, left, right, top = 56, 150, 20, 24
+    height = top * 2 + row_h * max(len(lines) - 1, 1)
+    times = [m["sent_at"] for m in diagram] + [d["delivered_at"] for m in diagram
+                                               for d in m["deliveries"]]
+    t0, t1 = min(times), max(times)
+    span = (t1 - t0) or 1.0
+
+    def x(t: float) -> float:
+        return left + (width - left - right) * (t - t0) / span
+
+    def y(peer: str) -> float:
+        return top + row_h * lines.index(peer)
+
+    origins = sorted({m["pid"] for m in diagram})
+    colour = {o: _PALETTE[i % len(_PALETTE)] for i, o in enumerate(origins)}
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'role="img" aria-label="space-time diagram">',
+             '<defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="6" '
+             'markerHeight="6" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="#57606a"/></marker></defs>']
+    for p in lines:
+        parts.append(f'<line x1="{left}" y1="{y(p)}" x2="{width - right}" y2="{y(p)}" '
+                     f'stroke="#8c959f" stroke-width="1.5"/>')
+        parts.append(f'<text x="{left - 8}" y="{y(p) + 4}" font-size="12" text-anchor="end">'
+                     f'{_e(p)}</text>')
+    for m in diagram:
+        sx, sy, c = x(m["sent_at"]), y(m["pid"]), colour[m["pid"]]
+        for d in m["deliveries"]:
+            if d["peer"] not in lines:
+                continue
+            dx, dy = x(d["delivered_at"]), y(d["peer"])
+            if d["peer"] == m["pid"] and abs(dx - sx) < 1:
+                continue
+            parts.append(f'<line x1="{sx:.1f}" y1="{sy:.1f}" x2="{dx:.1f}" y2="{dy:.1f}" '
+                         f'stroke="{c}" stroke-opacity=".55" marker-end="url(#arrow)">'
+                         f'<title>({m["clock"]}, {_e(m["pid"])}) at {_e(d["peer"])}: index '
+                         f'{d["index"]}</title></line>')
+        parts.append(f'<circle cx="{sx:.1f}" cy="{sy:.1f}" r="3" fill="{c}"/>')
+        parts.append(f'<text x="{sx:.1f}" y="{sy - 6:.1f}" font-size="10" text-anchor="middle" '
+                     f'fill="{c}">{m["clock"]}</text>')
+    parts.append(f'<text x="{width - right}" y="{height - 4}" font-size="11" text-anchor="end">'
+                 f'time →  ({span * 1000:.1f} ms shown)</text></svg>')
+    return "".join(parts)
+
+
+def render_html(result: dict) -> str:
+    """The whole report page as one self-contained HTML string."""
+    verdict = result["verdict"]
+    out = ["<!doctype html><html><head><meta charset='utf-8'><title>TOM verification: "
+           f"{_e(verdict)}</title><style>{_CSS}</style></head><body>",
+           f"<h1><span class='verdict' style='background:{VERDICT_COLOUR[verdict]}'>{_e(verdict)}"
+           "</span></h1>"]
+    for p in result.get("problems", []):
+        out.append(f"<p class='bad'>{_e(p)}</p>")
+    counts = result.get("counts")
+    if counts:
+        out.append(f"<p>{counts['records']:,} records from {counts['peers']} peers · "
+                   f"{counts['messages']:,} distinct messages · {counts['views']:,} views · "
+                   f"checked in {result['timing'].get('total_s', 0):.1f} s</p>")
+    found = result.get("checks")
+    if found:
+        out.append("<h2>Checks</h2>")
+        rows = [[title, found[k]["count"], meaning] for k, title, meaning in CHECKS]
+        out.append(_table(["check", "violations", "meaning"], rows, {1}))
+    diagram = result.get("diagram")
+    if diagram:
+        out.append(f"<h2>First {len(diagram)} messages</h2><p><small>One line per peer; each "
+                   "message goes from its origin's send (dot, labelled with its Lamport clock) "
+                   "to its delivery at every peer. Hover for details.</small></p>")
+        out.append(spacetime_svg(diagram, result.get("peers", [])))
+    lat = result.get("latency")
+    if lat and lat["overall"].get("count"):
+        out.append("<h2>Latency</h2>")
+        out.append(histogram_svg(lat["histogram"]))
+        rows = [[r["peer"] or "all", f"{r['count']:,}", _ms(r["p50"]), _ms(r["p95"]), _ms(r["p99"]),
+                 _ms(r["max"])] for r in lat["per_peer"] + [dict(lat["overall"], peer="all")]]
+        out.append(_table(["peer", "messages", "p50", "p95", "p99", "max"], rows, {1, 2, 3, 4, 5}))
+    if found:
+        for key, title, _ in CHECKS:
+            c = found[key]
+            if c["count"] and c["first"]:
+                out.append(f"<h3 class='bad'>{_e(title)}: first {len(c['first'])} of {c['count']:,}</h3>")
+                out.append("<ul>" + "".join(f"<li><code>{_e(_describe(r))}</code></li>"
+                                            for r in c["first"]) + "</ul>")
+    files = result.get("file_summaries", [])
+    if files:
+        out.append("<h2>Inputs</h2>")
+        out.append(_table(["file", "lines", "records", "unreadable", "torn last line"],
+                          [[f["path"], f"{f['lines']:,}", f"{f['records']:,}", f["bad_lines"],
+                            "yes" if f["torn_last_line"] else ""] for f in files], {1, 2, 3}))
+        for b in result.get("bad_lines", {}).get("first", []):
+            out.append(f"<p><small>{_e(b['file'])}:{_e(b['line'])}: {_e(b['problem'])} — "
+                       f"<code>{_e(b['excerpt'])}</code></small></p>")
+    out.append("</body></html>\n")
+    return "".join(out)
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)

@@ -1,0 +1,232 @@
+"""Schema v1 of TOM output files, input resolution and parsing (docs/output-format.md).
+
+Invariants of :func:`parse_lines`:
+
+* every input line yields exactly one row: a good record (``problem`` is null) or a bad line (``problem``
+  says why, ``excerpt`` keeps its first 120 characters); nothing is dropped, nothing is fatal;
+* parsing uses the explicit :data:`RECORD_SCHEMA` (never inference); ill-typed values become nulls
+  (``from_json`` is permissive, ``try_cast`` for the port), so ANSI mode never raises on bad input;
+* ``row`` is a monotonically increasing id taken at the scan; together with ``file`` and
+  ``block_start`` (the byte offset of the file split) it yields the 1-based line number of any row
+  (see :func:`line_number`) without numbering every line through a shuffle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+SCHEMA_VERSION = 1
+
+RECORD_SCHEMA = T.StructType([
+    T.StructField("v", T.IntegerType()),
+    T.StructField("kind", T.StringType()),
+    T.StructField("index", T.LongType()),
+    T.StructField("peer", T.StringType()),
+    T.StructField("clock", T.LongType()),
+    T.StructField("pid", T.StringType()),
+    T.StructField("delivered_at", T.DoubleType()),
+    T.StructField("view", T.LongType()),
+    T.StructField("text", T.StringType()),
+    T.StructField("sent_at", T.DoubleType()),
+    T.StructField("members", T.ArrayType(T.StringType())),
+    T.StructField("change", T.StringType()),
+    T.StructField("subject", T.StringType()),
+])
+"""One record of schema v1; ``text``/``sent_at`` only on messages, ``members``/``change``/``subject``
+only on views."""
+
+COMMON_FIELDS = ("v", "kind", "index", "peer", "clock", "pid", "delivered_at", "view")
+MESSAGE_FIELDS = ("text", "sent_at")
+VIEW_FIELDS = ("members",)
+EXCERPT_CHARS = 120
+
+RAW_COLUMNS = ("value", "file", "block_start", "row")
+"""Columns of the raw line frame that :func:`parse_lines` takes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedInputs:
+    """Input files found for the given paths; ``missing`` lists paths that matched nothing."""
+
+    files: list[str]
+    missing: list[str]
+
+
+def resolve_inputs(spark: SparkSession, paths: list[str]) -> ResolvedInputs:
+    """Expand files, folders (their ``*.jsonl`` children) and globs on any Hadoop filesystem.
+
+    Listing happens on the driver through the Hadoop FileSystem API, so it is bounded by the number
+    of files, never by their size. A file named explicitly is taken whatever its extension.
+    """
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    files: list[str] = []
+    missing: list[str] = []
+    for given in paths:
+        path = jvm.org.apache.hadoop.fs.Path(given)
+        fs = path.getFileSystem(conf)
+        statuses = fs.globStatus(path)
+        if not statuses:
+            missing.append(given)
+            continue
+        for status in statuses:
+            if status.isDirectory():
+                children = sorted(
+                    str(child.getPath().toString()) for child in fs.listStatus(status.getPath())
+                    if child.isFile() and child.getPath().getName().endswith(".jsonl")
+                )
+                files.extend(children)
+            else:
+                files.append(str(status.getPath().toString()))
+    unique = list(dict.fromkeys(files))
+    return ResolvedInputs(files=unique, missing=missing)
+
+
+def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
+    """The raw line frame of ``files``: one row per line with :data:`RAW_COLUMNS`."""
+    return spark.read.text(files).select(
+        "value",
+        F.col("_metadata.file_path").alias("file"),
+        F.col("_metadata.file_block_start").alias("block_start"),
+        F.monotonically_increasing_id().alias("row"),
+    )
+
+
+def _pid_port(pid: Column) -> Column:
+    return F.substring_index(pid, ":", -1).try_cast("int")
+
+
+def _pid_host(pid: Column) -> Column:
+    return F.substring(pid, F.lit(1), F.length(pid) - F.length(F.substring_index(pid, ":", -1)) - 1)
+
+
+def parse_lines(raw: DataFrame) -> DataFrame:
+    """Parse raw lines into records of schema v1, keeping bad lines with a reason.
+
+    Output columns: ``file, block_start, row, problem, excerpt`` and the record columns
+    ``kind, index, peer, clock, pid, view, delivered_at, sent_at, text_hash, members``;
+    ``text_hash`` is xxhash64 of the text (the text itself is not kept: the checks only compare
+    it). ``change``/``subject`` of view records are validated by nothing and not kept.
+    """
+    r = F.from_json("value", RECORD_SCHEMA)
+    parsed = raw.select("value", "file", "block_start", "row", r.alias("r")).select(
+        "value", "file", "block_start", "row", "r.*")
+
+    kind = F.col("kind")
+    missing_items = [F.when(F.col(name).isNull(), F.lit(name)) for name in COMMON_FIELDS]
+    missing_items += [F.when((kind == "message") & F.col(name).isNull(), F.lit(name))
+                      for name in MESSAGE_FIELDS]
+    missing_items += [F.when((kind == "view") & F.col(name).isNull(), F.lit(name))
+                      for name in VIEW_FIELDS]
+    missing = F.array_compact(F.array(*missing_items))
+    any_missing = F.lit(False)
+    for name in COMMON_FIELDS:
+        any_missing = any_missing | F.col(name).isNull()
+    any_missing = (any_missing
+                   | ((kind == "message") & (F.col("text").isNull() | F.col("sent_at").isNull()))
+                   | ((kind == "view") & F.col("members").isNull()))
+
+    port = _pid_port(F.col("pid"))
+    problem = (
+        F.when(any_missing,
+               F.when(F.trim("value") == "", F.lit("blank line"))
+               .when(F.try_parse_json("value").isNull(), F.lit("not valid JSON (torn or corrupt line)"))
+               .otherwise(F.concat(F.lit("missing or ill-typed: "), F.concat_ws(", ", missing))))
+        .when(F.col("v") != SCHEMA_VERSION,
+              F.concat(F.lit("unsupported schema version v="), F.col("v").cast("string")))
+        .when(~kind.isin("message", "view"), F.concat(F.lit("unknown kind "), kind))
+        .when(port.isNull(), F.lit("pid is not host:port"))
+        .when(F.col("index") < 1, F.lit("index < 1"))
+    )
+    return parsed.select(
+        "file", "block_start", "row",
+        problem.alias("problem"),
+        F.when(problem.isNotNull(), F.substring("value", 1, EXCERPT_CHARS)).alias("excerpt"),
+        "kind", "index", "peer", "clock", "pid",
+        "view", "delivered_at", "sent_at",
+        F.xxhash64("text").alias("text_hash"),
+        "members",
+    )
+
+
+def good_records(parsed: DataFrame) -> DataFrame:
+    """Rows of ``parsed`` that are valid records (the input of every check), with ``host``/``port``.
+
+    ``host``/``port`` are derived here rather than cached with the parsed frame: two string
+    functions per row are cheaper than caching two more columns.
+    """
+    return (parsed.filter(F.col("problem").isNull()).drop("problem", "excerpt")
+            .withColumn("host", _pid_host(F.col("pid")))
+            .withColumn("port", _pid_port(F.col("pid"))))
+
+
+def bad_lines(parsed: DataFrame) -> DataFrame:
+    """Rows of ``parsed`` that are not valid records: ``file, block_start, row, problem, excerpt``."""
+    return parsed.filter(F.col("problem").isNotNull()).select(
+        "file", "block_start", "row", "problem", "excerpt")
+
+
+def block_stats(parsed: DataFrame) -> DataFrame:
+    """Per file split: ``file, block_start, first_row, lines, records, last_row, last_bad_row``.
+
+    Small (one row per split), the input of :func:`file_summaries` and :func:`line_number`.
+    """
+    return parsed.groupBy("file", "block_start").agg(
+        F.min("row").alias("first_row"),
+        F.count(F.lit(1)).alias("lines"),
+        F.count_if(F.col("problem").isNull()).alias("records"),
+        F.max("row").alias("last_row"),
+        F.max(F.when(F.col("problem").isNotNull(), F.col("row"))).alias("last_bad_row"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FileSummary:
+    """Line counts of one input file; ``torn_last_line`` is true if its last line is bad."""
+
+    path: str
+    lines: int
+    records: int
+    bad_lines: int
+    torn_last_line: bool
+
+
+def file_summaries(blocks: list[dict], files: list[str]) -> tuple[list[FileSummary], dict]:
+    """Fold collected :func:`block_stats` rows into per-file summaries and a line-offset table.
+
+    The offset table maps ``(file, block_start)`` to ``(first_row, lines before this block)``.
+    Files without any line (empty files) get a summary with zeros.
+    """
+    by_file: dict[str, list[dict]] = {}
+    for b in blocks:
+        by_file.setdefault(b["file"], []).append(b)
+    summaries, offsets = [], {}
+    for path in list(dict.fromkeys(files + sorted(by_file))):
+        parts = sorted(by_file.get(path, []), key=lambda b: b["block_start"])
+        before = 0
+        for b in parts:
+            offsets[(path, b["block_start"])] = (b["first_row"], before)
+            before += b["lines"]
+        records = sum(b["records"] for b in parts)
+        torn = bool(parts) and parts[-1]["last_bad_row"] is not None \
+            and parts[-1]["last_bad_row"] == parts[-1]["last_row"]
+        summaries.append(FileSummary(path, before, records, before - records, torn))
+    return summaries, offsets
+
+
+def line_number(offsets: dict, file: str, block_start: int, row: int) -> int | None:
+    """1-based line of ``row`` in ``file``: rows of one split are consecutive ids in file order."""
+    found = offsets.get((file, block_start))
+    if found is None:
+        return None
+    first_row, before = found
+    return before + (row - first_row) + 1
+
+
+def display_path(path: str) -> str:
+    """``file:/x/y`` -> ``/x/y``; other URIs unchanged."""
+    return path[len("file:"):] if path.startswith("file:") else path

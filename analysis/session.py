@@ -1,0 +1,122 @@
+"""SparkSession construction for the verifier.
+
+Contract: an embedded session (no master given, none inherited from spark-submit) runs ``local[*]``
+bound to 127.0.0.1 only, with no UI, no console progress bar and log level ERROR; the driver JVM's
+stderr (log4j start-up chatter, JDK incubator warnings) goes to a log file instead of the user's
+terminal. A master given on the command line or by spark-submit is never overridden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+LOOPBACK = "127.0.0.1"
+JAVA_MISSING = (
+    "tom verify needs Java 17+ for Spark, and no `java` was found; "
+    "install it with `apt-get install openjdk-17-jre-headless` (or set JAVA_HOME)."
+)
+
+_QUIET_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def java_available() -> bool:
+    """True if a ``java`` executable can be found (JAVA_HOME first, then PATH)."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return True
+    return shutil.which("java") is not None
+
+
+def inside_spark_submit() -> bool:
+    """True if a JVM gateway already exists, i.e. we were started by spark-submit/pyspark."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _default_driver_memory() -> str:
+    """Half of physical memory, clamped to 1..16 GiB (local mode runs executors in the driver, and
+    the parsed input is cached there)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "1g"
+    gib = max(1, min(16, total // 2 // 2**30))
+    return f"{gib}g"
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` so that a JVM forked meanwhile writes its stderr there."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def build_session(master: str | None = None, log_dir: Path | None = None,
+                  app_name: str = "tom-verify") -> SparkSession:
+    """Return a SparkSession for the verifier.
+
+    ``master``: a Spark master URL, or None for "whatever spark-submit set, else local[*]".
+    ``log_dir``: where the embedded JVM's stderr and the quiet log4j2 config go (a temp dir if None).
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:  # e.g. `tom verify` called from a program that already runs Spark
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    if inside_spark_submit():
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        return spark
+
+    if not master:
+        builder = builder.master("local[*]")
+    if log_dir is None:
+        import tempfile
+        log_dir = Path(tempfile.mkdtemp(prefix="tom-verify-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log4j = log_dir / "log4j2-quiet.properties"
+    log4j.write_text(_QUIET_LOG4J)
+    is_local = (master or "local").startswith("local")
+    if is_local:
+        os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # read by the JVM at start: bind nothing else
+    builder = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+    )
+    if is_local:
+        builder = (
+            builder.config("spark.driver.host", LOOPBACK)
+            .config("spark.driver.bindAddress", LOOPBACK)
+            .config("spark.driver.memory", os.environ.get("TOM_VERIFY_DRIVER_MEMORY",
+                                                          _default_driver_memory()))
+            # 200 shuffle partitions cost ~20 ms each on a laptop for nothing: a few per core
+            .config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 2)))
+        )
+    with _stderr_to(log_dir / "spark-driver.log"):
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

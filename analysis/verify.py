@@ -1,0 +1,291 @@
+"""Verify TOM peers' output files with Spark: ``spark-submit analysis/verify.py PATH... [options]``.
+
+Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). The job reads and parses
+every line once into a cached frame, builds the event table with one shuffle by event key (cached),
+runs the order checks with one shuffle by peer, and brings only bounded results to the driver:
+counts, the first few violations of each check, per-pair and per-peer figures, a histogram and the
+first messages for the picture. Exit status: 0 verified, 1 violations found, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script (spark-submit analysis/verify.py): make `analysis` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+EXIT_VERIFIED, EXIT_VIOLATED, EXIT_UNUSABLE = 0, 1, 2
+FIRST_ROWS = 5          # violations kept per check in the report
+DIAGRAM_MESSAGES = 40   # messages drawn in the space-time diagram
+HISTOGRAM_BINS = 40
+MAX_PEERS = 1000        # a group larger than this is not a TOM group; refuse rather than blow up
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="tom verify",
+        description="Check that TOM peers delivered the same messages in the same total order. "
+                    "Exit status: 0 verified, 1 violations found, 2 unusable input.")
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="output files, folders (their *.jsonl files) or globs; local paths or "
+                             "any Hadoop filesystem URI (hdfs://, s3a://, ...)")
+    parser.add_argument("--report-dir", type=Path, default=None,
+                        help="where report.json and report.html go "
+                             "(default: tom-verify/ next to the first input)")
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL (default: spark-submit's, else embedded local[*])")
+    parser.add_argument("--first", type=int, default=FIRST_ROWS, metavar="N",
+                        help=f"violations listed per check (default {FIRST_ROWS})")
+    return parser.parse_args(argv)
+
+
+def default_report_dir(first_path: str) -> Path:
+    """``tom-verify/`` beside the first input (inside it if it is a folder); cwd for remote inputs."""
+    local = first_path[len("file:"):] if first_path.startswith("file:") else first_path
+    if "://" in first_path and not first_path.startswith("file:"):
+        return Path("tom-verify")
+    p = Path(local)
+    base = p if p.is_dir() else p.parent
+    while any(ch in str(base) for ch in "*?[{") and base != base.parent:
+        base = base.parent
+    return base / "tom-verify"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the verification for command-line ``argv`` (without program name); return the exit code."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    from rich.console import Console
+
+    from analysis import report
+    from analysis.session import JAVA_MISSING, inside_spark_submit, java_available
+
+    console = Console(highlight=False)
+    if not inside_spark_submit() and not java_available():
+        console.print(JAVA_MISSING, markup=False)
+        return EXIT_UNUSABLE
+    report_dir = (args.report_dir or default_report_dir(args.paths[0])).resolve()
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        console.print(f"cannot create report dir {report_dir}: {exc.strerror}", markup=False)
+        return EXIT_UNUSABLE
+
+    from pyspark.sql import SparkSession
+
+    from analysis.session import build_session
+
+    started = time.monotonic()
+    owned = SparkSession.getActiveSession() is None
+    try:
+        spark = build_session(args.master, log_dir=report_dir)
+    except Exception as exc:  # the JVM did not come up: say so in one line, point at its log
+        console.print(f"Spark did not start ({type(exc).__name__}); see {report_dir / 'spark-driver.log'}"
+                      " -- Java 17+ is required (apt-get install openjdk-17-jre-headless)",
+                      markup=False)
+        return EXIT_UNUSABLE
+    try:
+        result = verify(spark, args.paths, first=args.first)
+    finally:
+        if owned:
+            spark.stop()
+    result["timing"]["total_s"] = round(time.monotonic() - started, 3)
+    json_path, html_path = report.write(result, report_dir)
+    report.print_summary(result, console)
+    console.print(f"report: {json_path}", markup=False)
+    console.print(f"picture: {html_path}", markup=False)
+    return result["exit_code"]
+
+
+def _rows(df, n: int) -> list[dict]:
+    return [r.asDict(recursive=True) for r in df.limit(n).collect()]
+
+
+def _count_and_first(df, order: list[str], n: int) -> tuple[int, list[dict]]:
+    """Count a violation frame and take its first ``n`` rows by ``order``, computing it once."""
+    from pyspark import StorageLevel
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        count = df.count()
+        first = _rows(df.orderBy(*order), n) if count else []
+    finally:
+        df.unpersist()
+    return count, first
+
+
+def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
+    """Run every check on ``paths``; return the JSON-ready report (see docs/verifier.md).
+
+    Everything brought to the driver is bounded: by the number of files and splits, peers, pairs of
+    peers, histogram bins, diagram messages or ``first``.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from analysis import checks, schema
+
+    timing: dict[str, float] = {}
+    clock = [time.monotonic()]
+
+    def lap(name: str) -> None:
+        now = time.monotonic()
+        timing[name] = round(now - clock[0], 3)
+        clock[0] = now
+
+    result: dict = {"verdict": "UNUSABLE INPUT", "exit_code": EXIT_UNUSABLE, "inputs": paths,
+                    "problems": [], "timing": timing}
+    resolved = schema.resolve_inputs(spark, paths)
+    result["files"] = [schema.display_path(f) for f in resolved.files]
+    if resolved.missing:
+        result["problems"] = [f"no such path: {p}" for p in resolved.missing]
+        return result
+    if not resolved.files:
+        result["problems"] = ["no *.jsonl file in the given folders"]
+        return result
+
+    parsed = schema.parse_lines(schema.read_lines(spark, resolved.files)) \
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    messages = None
+    try:
+        blocks = [r.asDict() for r in schema.block_stats(parsed).collect()]  # one row per split
+        summaries, offsets = schema.file_summaries(blocks, resolved.files)
+        bad = []
+        for r in schema.bad_lines(parsed).orderBy("file", "row").limit(first).collect():
+            bad.append({"file": schema.display_path(r.file),
+                        "line": schema.line_number(offsets, r.file, r.block_start, r.row),
+                        "problem": r.problem, "excerpt": r.excerpt})
+        result["file_summaries"] = [
+            {"path": schema.display_path(s.path), "lines": s.lines, "records": s.records,
+             "bad_lines": s.bad_lines, "torn_last_line": s.torn_last_line} for s in summaries]
+        result["bad_lines"] = {"count": sum(s.bad_lines for s in summaries), "first": bad}
+        lap("parse_s")
+        n_records = sum(s.records for s in summaries)
+        if n_records == 0:
+            result["problems"] = ["no readable record in the input"]
+            return result
+
+        records = schema.good_records(parsed)
+        lat = checks.latencies(records)
+        stats = checks.latency_summary(lat).collect()  # peers + 1 rows
+        per_peer = sorted((r.asDict() for r in stats if r.peer is not None), key=lambda r: r["peer"])
+        if len(per_peer) > MAX_PEERS:
+            result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
+            return result
+        peers = [r["peer"] for r in per_peer]
+        overall = next((r.asDict() for r in stats if r.peer is None), {})
+        lap("peer_stats_s")
+
+        messages = checks.event_table(records).persist(StorageLevel.MEMORY_AND_DISK)
+        totals = messages.agg(
+            F.count(F.lit(1)).alias("events"),
+            F.count_if(F.col("kind") == "message").alias("messages"),
+            F.count_if(F.col("kind") == "view").alias("views"),
+        ).first().asDict()
+        lap("event_table_s")
+
+        found: dict[str, dict] = {}
+
+        def record(name: str, count: int, rows: list[dict], **extra) -> None:
+            found[name] = {"count": count, "first": rows, **extra}
+
+        record("duplicates", *_count_and_first(checks.duplicates(messages),
+                                               ["peer", "index"], first))
+        record("conflicting_copies", *_count_and_first(checks.conflicting_copies(messages),
+                                                       list(checks.ORDER_KEY[:1]) + ["pid"], first))
+        views = checks.view_members(records)
+        view_rows = [r.asDict(recursive=True) for r in views.orderBy("view").limit(MAX_PEERS).collect()]
+        view_conflicts = [v for v in view_rows if v["variants"] > 1]
+        record("view_conflicts", len(view_conflicts), view_conflicts[:first])
+        agree = checks.agreement(checks.expected_recipients(messages, views, peers)) \
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            n_agree = agree.count()
+            missing_total = agree.agg(F.sum(F.size("missing"))).first()[0] or 0 if n_agree else 0
+            record("agreement", n_agree,
+                   _rows(agree.orderBy("clock", "pid"), first) if n_agree else [],
+                   missing_deliveries=missing_total)
+            lap("agreement_s")
+            if missing_total:
+                gaps = checks.fifo_gaps(records, checks.missing_deliveries(agree))
+                record("fifo_gaps", *_count_and_first(gaps, ["peer", "origin", "after_clock"], first))
+            else:
+                record("fifo_gaps", 0, [], note="nothing missing, so no gap")
+        finally:
+            agree.unpersist()
+
+        order = checks.order_violations(records).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            n_order = order.count()
+            record("order", n_order, _rows(order.orderBy("peer", "index"), first) if n_order else [])
+            disordered = [r.peer for r in order.filter(F.col("problem").contains("not after"))
+                          .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
+            index_dirty = [r.peer for r in order.filter(F.col("problem").contains("index"))
+                           .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
+        finally:
+            order.unpersist()
+        lap("order_s")
+        if disordered:  # FIFO holds at every peer whose total order holds: check only the others
+            reorders = checks.fifo_reorders(records.filter(F.col("peer").isin(disordered)))
+            record("fifo_reorders", *_count_and_first(reorders, ["peer", "index"], first))
+        else:
+            record("fifo_reorders", 0, [], note="implied by the order check")
+        lap("fifo_s")
+
+        # Two peers whose records are both strictly increasing by (clock, pid) list their common
+        # events in the same order, so only pairs with a disordered peer can diverge.
+        suspect = [(a, b) for i, a in enumerate(peers) for b in peers[i + 1:]
+                   if a in disordered or b in disordered]
+        divergences: list[dict] = []
+        exact: list[tuple[str, str]] = []
+        if suspect:
+            diffs = [r.asDict() for r in checks.set_differences(messages, peers).collect()]  # <= P^2
+            dirty = set(index_dirty)
+            if found["duplicates"]["count"]:
+                dirty |= {r.peer for r in checks.duplicates(messages).select("peer").distinct()
+                          .limit(MAX_PEERS).collect()}
+            unequal = {tuple(sorted((d["peer_a"], d["peer_b"]))) for d in diffs}
+            exact = [(a, b) for a, b in suspect if a in dirty or b in dirty or (a, b) in unequal]
+            fast_skip = [p for p in ((a, b) for i, a in enumerate(peers) for b in peers[i + 1:])
+                         if p not in suspect or p in exact]
+            found_rows = checks.divergences_by_index(messages, fast_skip).collect()
+            if exact:
+                found_rows += checks.divergences_by_rank(messages, exact).collect()
+            divergences = sorted((r.asDict(recursive=True) for r in found_rows),
+                                 key=lambda d: (d["position"], d["peer_a"], d["peer_b"]))
+        record("divergence", len(divergences), divergences[:max(first, 10)],
+               pairs=len(peers) * (len(peers) - 1) // 2, compared=len(suspect),
+               ranked_exactly=len(exact))
+        lap("divergence_s")
+
+        low = min(0.0, overall.get("min") or 0.0)
+        high = overall.get("p99") or overall.get("max") or 0.0
+        high = high * 1.25 if high > 0 else (overall.get("max") or 1.0)
+        hist = {r.bin: r["count"] for r in
+                checks.latency_histogram(lat, low, high, HISTOGRAM_BINS).collect()}
+        diagram = _rows(checks.first_events(messages, DIAGRAM_MESSAGES), DIAGRAM_MESSAGES)
+        lap("latency_picture_s")
+
+        result["counts"] = {"records": n_records, "peers": len(peers), **totals}
+        result["peers"] = peers
+        result["views"] = view_rows[:50]
+        result["checks"] = found
+        result["latency"] = {
+            "overall": overall, "per_peer": per_peer,
+            "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
+                          "counts": [hist.get(i, 0) for i in range(HISTOGRAM_BINS + 1)]}}
+        result["diagram"] = diagram
+        violated = any(c["count"] for c in found.values())
+        result["verdict"] = "VIOLATED" if violated else "VERIFIED"
+        result["exit_code"] = EXIT_VIOLATED if violated else EXIT_VERIFIED
+        return result
+    finally:
+        if messages is not None:
+            messages.unpersist()
+        parsed.unpersist()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""One local[1] SparkSession for all analysis tests, plus builders of tiny inline inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+PEERS = ("127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """Session-scoped ``local[1]`` Spark bound to 127.0.0.1 with the UI off and one shuffle partition."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Java 17+ is required for the Spark tests")
+    from analysis.session import _stderr_to
+    from pyspark.sql import SparkSession
+
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    log = tmp_path_factory.mktemp("spark") / "spark-driver.log"
+    builder = (SparkSession.builder.master("local[1]").appName("tom-analysis-tests")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "1")
+               .config("spark.default.parallelism", "1"))
+    with _stderr_to(log):
+        session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def message(peer: str, index: int, clock: int, pid: str, *, delay: float = 0.002, view: int = 1,
+            text: str | None = None) -> dict:
+    """A schema-v1 message record; sent_at is derived from the clock so copies agree."""
+    sent = 1_763_766_000.0 + clock + int(pid.rsplit(":", 1)[1]) / 100_000
+    return {"v": 1, "kind": "message", "index": index, "peer": peer, "clock": clock, "pid": pid,
+            "text": text if text is not None else f"m{clock}@{pid}", "sent_at": sent,
+            "delivered_at": sent + delay, "view": view}
+
+
+def view_record(peer: str, index: int, clock: int, pid: str, view: int, members: list[str],
+                change: str = "join", subject: str | None = None) -> dict:
+    return {"v": 1, "kind": "view", "index": index, "peer": peer, "clock": clock, "pid": pid,
+            "delivered_at": 1_763_766_000.0 + clock, "view": view, "members": members,
+            "change": change, "subject": subject or members[-1]}
+
+
+def run_of(events: list[tuple[int, str]], peers=PEERS) -> dict[str, list[dict]]:
+    """Every peer delivers ``events`` (``(clock, pid)``) in the given order: a correct static run."""
+    return {peer: [message(peer, i + 1, c, p) for i, (c, p) in enumerate(events)] for peer in peers}
+
+
+def lines_of(run: dict[str, list[dict]]) -> dict[str, list[str]]:
+    """``{file: [json line, ...]}`` for a run keyed by peer."""
+    return {f"file:/run/{peer.replace(':', '_')}.jsonl": [json.dumps(r) for r in recs]
+            for peer, recs in run.items()}
+
+
+@pytest.fixture
+def parse(spark):
+    """Build the parsed frame from ``{file: [line, ...]}`` through the real parser."""
+    from analysis import schema
+
+    def build(files: dict[str, list[str]]):
+        rows = [(line, path, 0, f * 1_000_000 + i)
+                for f, (path, lines) in enumerate(sorted(files.items()))
+                for i, line in enumerate(lines)]
+        raw = spark.createDataFrame(rows, "value string, file string, block_start long, row long")
+        return schema.parse_lines(raw)
+
+    return build
+
+
+@pytest.fixture
+def records(parse):
+    """Good records of a run keyed by peer (see :func:`run_of`)."""
+    from analysis import schema
+
+    def build(run: dict[str, list[dict]]):
+        return schema.good_records(parse(lines_of(run)))
+
+    return build
