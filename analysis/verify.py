@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from analysis import report
     from analysis.session import JAVA_MISSING, inside_spark_submit, java_available
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     if not inside_spark_submit() and not java_available():
         console.print(JAVA_MISSING, markup=False)
         return EXIT_UNUSABLE

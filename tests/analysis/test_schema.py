@@ -16,7 +16,7 @@ A, B = PEERS[0], PEERS[1]
 def test_good_lines_parse_with_pid_split(parse):
     line = json.dumps(message(A, 1, 3, "10.0.0.1:10000"))
     row = schema.good_records(parse({"f": [line]})).first()
-    assert (row.peer, row.index, row.clock, row.host, row.port) == (A, 1, 3, "10.0.0.1", 10000)
+    assert (row.peer, row["index"], row.clock, row.host, row.port) == (A, 1, 3, "10.0.0.1", 10000)
 
 
 @pytest.mark.parametrize(("line", "problem"), [

@@ -70,12 +70,14 @@ def test_torn_last_line_is_reported_not_fatal(spark, tmp_path):
 
 def test_dropped_message_is_a_violation(spark, tmp_path):
     run = run_of(EVENTS)
-    run[A] = [r for r in run[A] if r["index"] != 4]
+    run[B] = [r for r in run[B] if r["index"] != 3]  # (2, A), between A's clocks 1 and 4
     write_run(tmp_path / "run", run)
     assert verify.main([str(tmp_path / "run"), "--report-dir", str(tmp_path / "out")]) == 1
     rep = report(tmp_path / "out")
-    assert rep["checks"]["agreement"]["first"][0]["missing"] == [A]
-    assert rep["checks"]["fifo_gaps"]["count"] == 1
+    assert rep["checks"]["agreement"]["first"][0]["missing"] == [B]
+    (gap,) = rep["checks"]["fifo_gaps"]["first"]
+    assert (gap["peer"], gap["origin"], gap["after_clock"], gap["before_clock"]) == (B, A, 1, 4)
+    assert rep["checks"]["order"]["first"][0]["problem"] == "index gap"
 
 
 @pytest.mark.parametrize("content", [None, "", "not json\n"])
