@@ -85,13 +85,17 @@ class PeerProcs:
             return []
         return [json.loads(ln) for ln in self.outputs[i].read_text().splitlines() if ln.strip()]
 
+    def messages(self, i: int) -> list[dict]:
+        return [r for r in self.records(i) if r["kind"] == "message"]
+
     def wait_delivered(self, count: int, deadline: float = DEADLINE) -> None:
+        """Wait until every peer delivered ``count`` messages (view records not counted)."""
         end = time.monotonic() + deadline
         while time.monotonic() < end:
-            if all(len(self.records(i)) >= count for i in range(len(self.procs))):
+            if all(len(self.messages(i)) >= count for i in range(len(self.procs))):
                 return
             time.sleep(0.1)
-        got = [len(self.records(i)) for i in range(len(self.procs))]
+        got = [len(self.messages(i)) for i in range(len(self.procs))]
         raise AssertionError(f"not all delivered {count} within {deadline}s: {got}; logs: {self.log_text()}")
 
     def terminate(self, timeout: float = 10.0) -> list[int]:

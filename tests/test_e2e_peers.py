@@ -42,14 +42,17 @@ def test_three_peers_deliver_everything_in_one_order_despite_garbage(tmp_path):
         group.wait_delivered(150)
         codes = group.terminate()
         assert codes == [0, 0, 0], group.log_text()
-        seqs = [[(r["clock"], r["pid"], r["text"]) for r in group.records(i)] for i in range(3)]
+        seqs = [[(r["clock"], r["pid"], r["text"]) for r in group.messages(i)] for i in range(3)]
         assert seqs[0] == seqs[1] == seqs[2]
         assert len(set(seqs[0])) == 150
         for i in range(3):
             recs = group.records(i)
-            assert [r["index"] for r in recs] == list(range(1, 151))
+            assert [r["index"] for r in recs] == list(range(1, len(recs) + 1))
             assert {r["peer"] for r in recs} == {f"127.0.0.1:{group.ports[i]}"}
-            assert all(r["delivered_at"] >= r["sent_at"] for r in recs)
+            assert all(r["delivered_at"] >= r["sent_at"] for r in recs if r["kind"] == "message")
+            views = [r for r in recs if r["kind"] == "view"]
+            assert views[0]["members"] == sorted(f"127.0.0.1:{p}" for p in group.ports), views[0]
+            assert views[-1]["left"] == [recs[0]["peer"]], "SIGTERM: the peer's last record is its own leave"
         mine = [t for _, pid, t in seqs[0] if pid.endswith(str(group.ports[0]))]
         assert mine == [f"peer0 message {k} - with: dashes \\ and ünïcode" for k in range(50)]
         assert "rejected" in group.log_text()
@@ -61,7 +64,8 @@ def test_delay_makes_premature_acks_and_blocking_visible_but_order_holds(tmp_pat
             group.send(i, [f"p{i}-{k}" for k in range(10)])
         group.wait_delivered(40)
         assert group.terminate() == [0, 0, 0, 0]
-        seqs = [[(r["clock"], r["pid"]) for r in group.records(i)] for i in range(4)]
+        seqs = [[(r["clock"], r["pid"]) for r in group.messages(i)] for i in range(4)]
+        assert len(seqs[0]) == 40
         assert all(s == seqs[0] for s in seqs)
 
 
@@ -71,7 +75,7 @@ def test_output_keeps_hostile_text_exactly(tmp_path):
         group.send(0, texts)
         group.wait_delivered(len(texts))
         group.terminate()
-        assert [r["text"] for r in group.records(1)] == texts
+        assert [r["text"] for r in group.messages(1)] == texts
 
 
 def one_line_error(result, *needles):

@@ -52,13 +52,14 @@ def test_type_a_message_ask_status_and_quit(tmp_path):
         cmd = " ".join(tom_cmd("peer", str(nb), str(out_a), str(ports[0]), "--host", "127.0.0.1"))
         tmux.run("new-session", "-d", "-s", "ui", "-x", "150", "-y", "50", cmd)
         tmux.wait_for("Choose what to do")
-        tmux.wait_for("connected to")
+        tmux.wait_for("connected")
         tmux.keys("1", "Enter")
         tmux.wait_for("Enter the message to send")
         tmux.keys("Hello world!", "Enter")
-        tmux.wait_for("delivered #1")
+        screen = tmux.wait_for("delivered #2")  # #1 is the view the two peers formed
+        assert "view 1 #1" in screen
         tmux.keys("send second - one", "Enter")
-        tmux.wait_for("delivered #2")
+        tmux.wait_for("delivered #3")
         tmux.keys("2", "Enter")
         screen = tmux.wait_for("Lamport clock")
         assert "Pending messages" in screen and f"127.0.0.1:{ports[1]}" in screen
@@ -70,7 +71,8 @@ def test_type_a_message_ask_status_and_quit(tmp_path):
         while tmux.alive() and time.monotonic() < end:
             time.sleep(0.1)
         assert not tmux.alive(), "quit did not end the peer"
-        texts = [line for line in out_a.read_text().splitlines()]
+        assert '"left":["127.0.0.1:%d"]' % ports[0] in out_a.read_text().splitlines()[-1], "quit leaves the group"
+        texts = [line for line in out_a.read_text().splitlines() if '"kind":"message"' in line]
         assert len(texts) == 2 and '"text":"Hello world!"' in texts[0] and '"text":"second - one"' in texts[1]
     finally:
         tmux.run("kill-server")

@@ -47,6 +47,16 @@ def _delay(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.05 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"expected seconds between 0.05 and 3600, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tom", description="Totally-ordered multicast with Lamport clocks.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -63,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--delay", type=_delay, default=0.0, metavar="SECONDS",
                       help="hold every outgoing frame this long (keeps each link's order)")
     peer.add_argument("--no-ui", action="store_true", help="headless: each stdin line is one message")
+    peer.add_argument("--static", action="store_true",
+                      help="the handout's static group: every neighbor is a member from the start, no joins, "
+                           "no failure detection (a neighbor that is not running blocks delivery)")
+    peer.add_argument("--heartbeat", type=_seconds, default=1.0, metavar="SECONDS",
+                      help="heartbeat period (default 1)")
+    peer.add_argument("--timeout", type=_seconds, default=5.0, metavar="SECONDS",
+                      help="silence after which a member is suspected (default 5); removal follows "
+                           "after a further verification period")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")
 
     verify = sub.add_parser("verify", help="verify output files with Spark", add_help=False)
@@ -113,9 +131,12 @@ def run_peer(args: argparse.Namespace) -> int:
             host = guess_host(load_neighbors(args.neighbors), args.port)
             if host is None:
                 raise ConfigError("cannot tell which neighbors entry is this peer: give --host")
-    peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive))
+    if args.timeout <= args.heartbeat:
+        raise ConfigError("--timeout must be longer than --heartbeat")
+    peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
+                           args.static, args.heartbeat, args.timeout))
     trio.run(peer.run)
-    return 0
+    return peer.exit_code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -564,8 +564,12 @@ class Core:
             return  # connected but not heard yet
         if any(pid_key(p) < pid_key(self.me) for p in self.links):
             return  # the smallest joining peer forms the group, the others join it
-        self._install(Install(1, 0, self.me, self.clock.time, ((self.me, self.incarnation),),
-                              (self.me,), (), ()))
+        # the group starts with every connected peer that asked to join: no flush is needed, as
+        # nobody has delivered anything yet
+        members = {self.me: self.incarnation}
+        members.update({p: inc for p, (inc, _) in self.joins.items() if self.links.get(p) == inc})
+        ordered = tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0])))
+        self._install(Install(1, 0, self.me, self.clock.time, ordered, tuple(p for p, _ in ordered), (), ()))
 
     def _verified(self) -> set[str]:
         """Members suspected for longer than the verification period."""

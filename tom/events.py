@@ -9,10 +9,25 @@ from .frames import Frame
 
 @dataclass(frozen=True, slots=True)
 class FramesIn:
-    """Frames read, in order, from the connection of member ``src``."""
+    """Frames read, in order, from the connection of peer ``src``."""
 
     src: str
     frames: list[Frame]
+
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    """A connection to ``pid``, running as ``incarnation``, is up."""
+
+    pid: str
+    incarnation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnected:
+    """The connection to ``pid`` broke (it is being re-established)."""
+
+    pid: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,4 +37,14 @@ class SendTexts:
     texts: list[str]
 
 
-Event = FramesIn | SendTexts
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed: heartbeats and failure detection are due for a look."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroup:
+    """The local user quits: leave the group, then stop."""
+
+
+Event = FramesIn | Connected | Disconnected | SendTexts | Tick | LeaveGroup

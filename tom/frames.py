@@ -17,6 +17,8 @@ TOM adds:
     FLUSH-<view>-<attempt>-<coordinator>        marker: I sent everything I will send before <view>
     FLUSHED-<view>-<attempt>-<clock>            to the coordinator: my old view is fully delivered
     REMOVED-<view>                              you are not a member of my view <view>
+    RESUME-<count>, RECEIVED-<count>            link layer: frames received from you so far (this
+                                                incarnation); on reconnect and every few hundred frames
     PROPOSE-<json>, INSTALL-<json>              a view change proposed, a view change decided
 
 In ``text`` a backslash, a newline and a carriage return travel as ``\\\\``, ``\\n`` and ``\\r``, so a
@@ -207,6 +209,27 @@ class Removed(Frame):
         _check_count(self.view, "view")
 
 
+@dataclass(frozen=True, slots=True)
+class Resume(Frame):
+    """Link handshake after HELLO: the sender has received ``count`` frames from the receiver's
+    current incarnation; the receiver re-sends everything after them."""
+
+    count: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.count, "count")
+
+
+@dataclass(frozen=True, slots=True)
+class Received(Frame):
+    """Link layer: the sender has received ``count`` frames; the receiver may forget them."""
+
+    count: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.count, "count")
+
+
 def _check_members(members: tuple[tuple[str, int], ...], what: str) -> None:
     if type(members) is not tuple:
         raise FrameError(f"{what} must be a tuple")
@@ -337,6 +360,10 @@ def format_frame(frame: Frame) -> str:
         return f"FLUSHED-{frame.view}-{frame.attempt}-{frame.clock}"  # type: ignore[attr-defined]
     if t is Removed:
         return f"REMOVED-{frame.view}"  # type: ignore[attr-defined]
+    if t is Received:
+        return f"RECEIVED-{frame.count}"  # type: ignore[attr-defined]
+    if t is Resume:
+        return f"RESUME-{frame.count}"  # type: ignore[attr-defined]
     if t is Propose or t is Install:
         body = {k: getattr(frame, k) for k in frame.__dataclass_fields__}  # type: ignore[attr-defined]
         return f"{t.__name__.upper()}-{json.dumps(body, separators=(',', ':'))}"
@@ -431,6 +458,10 @@ def parse_frame(line: str) -> Frame:
             return Leave(rest)
         if kind == "REMOVED":
             return Removed(_int(rest, "view"))
+        if kind == "RECEIVED":
+            return Received(_int(rest, "count"))
+        if kind == "RESUME":
+            return Resume(_int(rest, "count"))
         if kind == "FLUSH":
             view, sep, rest = rest.partition("-")
             attempt, sep2, coordinator = rest.partition("-")

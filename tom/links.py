@@ -4,6 +4,12 @@ The peer with the smaller pid dials, the larger one accepts, so a pair never hol
 A link owns a FIFO buffer of encoded frames, each with a release time (the artificial delay): frames
 leave in the order they were queued and never before their release time, so a constant delay can
 never reorder a link. Frames queued while the neighbor is not connected wait in the buffer.
+
+Nothing is lost or duplicated across reconnects. Frames are numbered implicitly, per pair of
+incarnations: the n-th frame written to the link is frame n. A written frame stays in ``unacked``
+until the neighbor confirms it (RECEIVED-n, every few hundred frames); after a reconnect each side
+says how many frames it has (RESUME-n) and the other re-sends exactly the rest. A neighbor that comes
+back as a new incarnation starts from zero and gets none of the frames meant for the old one.
 """
 
 from __future__ import annotations
@@ -14,20 +20,25 @@ from collections import deque
 
 import trio
 
-from .frames import MAX_FRAME_BYTES, FrameError, Hello, encode_frame, parse_frame
+from .frames import MAX_FRAME_BYTES, FrameError, Hello, Received, Resume, encode_frame, parse_frame
 
 log = logging.getLogger("tom.links")
 
 WRITE_BATCH_BYTES = 256 * 1024
 HANDSHAKE_TIMEOUT = 5.0
+CONFIRM_EVERY = 256
 
 
 class Link:
-    """The state of the connection to one neighbor and the frames waiting for it."""
+    """The connection to one neighbor, the frames waiting for it, and the reconnect counters."""
 
     def __init__(self, pid: str) -> None:
         self.pid = pid
-        self.buffer: deque[tuple[float, bytes]] = deque()
+        self.buffer: deque[tuple[float, bytes, bool]] = deque()  # (release, data, counted)
+        self.unacked: deque[bytes] = deque()  # written, not yet confirmed
+        self.confirmed = 0  # frames the neighbor confirmed: unacked[0] is frame confirmed + 1
+        self.received = 0  # frames received from the neighbor's current incarnation
+        self._confirm_sent = 0
         self.stream: trio.abc.Stream | None = None
         self.state = "down"  # down -> connecting -> up
         self.incarnation: int | None = None
@@ -35,12 +46,15 @@ class Link:
         self.frames_out = 0
         self.last_heard: float | None = None
         self._wake = trio.Event()
-        self._down = trio.Event()
 
     # -- buffer --------------------------------------------------------------------------------
 
     def push(self, release: float, data: bytes) -> None:
-        self.buffer.append((release, data))
+        self.buffer.append((release, data, True))
+        self._wake.set()
+
+    def push_many(self, release: float, data: list[bytes]) -> None:
+        self.buffer.extend([(release, d, True) for d in data])
         self._wake.set()
 
     async def _wait(self) -> None:
@@ -49,28 +63,62 @@ class Link:
 
     # -- connection ----------------------------------------------------------------------------
 
-    def attach(self, stream: trio.abc.Stream, incarnation: int) -> None:
-        """Make ``stream`` this link's connection (the newest one wins)."""
-        old = self.stream
-        self.stream, self.state, self.incarnation = stream, "up", incarnation
-        self._down = trio.Event()
-        self._wake.set()
-        if old is not None:
-            log.info("%s: replaced an older connection", self.pid)
+    def meet(self, incarnation: int) -> int:
+        """The neighbor introduced itself as ``incarnation``; return how many of its frames we have."""
+        if self.incarnation is not None and incarnation != self.incarnation:
+            dropped = len(self.buffer) + len(self.unacked)
+            log.info("%s restarted (incarnation %s): %d frames meant for the old one dropped",
+                     self.pid, incarnation, dropped)
+            self.buffer.clear()
+            self.unacked.clear()
+            self.confirmed = self.received = self._confirm_sent = 0
+        self.incarnation = incarnation
+        return self.received
 
-    def detach(self, stream: trio.abc.Stream) -> None:
-        """Forget ``stream`` if it is still this link's connection."""
+    def attach(self, stream: trio.abc.Stream, neighbor_has: int, now: float) -> None:
+        """Make ``stream`` the connection; the neighbor has our first ``neighbor_has`` frames."""
+        if not self.confirmed <= neighbor_has <= self.confirmed + len(self.unacked):
+            log.warning("%s claims %d frames; we sent %d", self.pid, neighbor_has,
+                        self.confirmed + len(self.unacked))
+            neighbor_has = max(self.confirmed, min(neighbor_has, self.confirmed + len(self.unacked)))
+        self._confirm(neighbor_has)
+        if self.unacked:  # written but lost with the old connection: send them again, first
+            self.buffer.extendleft(reversed([(now, d, True) for d in self.unacked]))
+            self.unacked.clear()
+        self.stream, self.state = stream, "up"
+        self._wake.set()
+
+    def detach(self, stream: trio.abc.Stream) -> bool:
+        """Forget ``stream`` if it is still the connection; return whether it was."""
         if self.stream is stream:
             self.stream, self.state = None, "down"
-            self._down.set()
-            log.warning("%s: connection lost", self.pid)
+            return True
+        return False
 
-    async def wait_down(self) -> None:
-        await self._down.wait()
+    def _confirm(self, count: int) -> None:
+        unacked = self.unacked
+        for _ in range(min(count - self.confirmed, len(unacked))):
+            unacked.popleft()
+        self.confirmed = max(self.confirmed, count)
+
+    def on_received(self, count: int) -> None:
+        """The neighbor confirmed ``count`` frames."""
+        if count <= self.confirmed + len(self.unacked):
+            self._confirm(count)
+
+    def count_in(self, n: int, now: float) -> None:
+        """``n`` frames came in; confirm them every CONFIRM_EVERY frames."""
+        self.received += n
+        self.frames_in += n
+        self.last_heard = now
+        if self.received - self._confirm_sent >= CONFIRM_EVERY:
+            self._confirm_sent = self.received
+            self.buffer.append((now, encode_frame(Received(self.received)), False))
+            self._wake.set()
 
     async def writer(self) -> None:
         """Send buffered frames in order, batched into few writes, each no earlier than its release."""
-        buffer = self.buffer
+        buffer, unacked = self.buffer, self.unacked
         while True:
             if not buffer or self.stream is None:
                 await self._wait()
@@ -82,91 +130,82 @@ class Link:
             now = trio.current_time()
             chunks, size = [], 0
             while buffer and size < WRITE_BATCH_BYTES and buffer[0][0] <= now:
-                data = buffer.popleft()[1]
+                _, data, counted = buffer.popleft()
                 chunks.append(data)
                 size += len(data)
+                if counted:
+                    unacked.append(data)
+                    self.frames_out += 1
             stream = self.stream
             try:
                 await stream.send_all(b"".join(chunks))
-                self.frames_out += len(chunks)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                # Unsure how much arrived: send the batch again on the next connection. Frames are
-                # idempotent at the receiver (a set of ACKers, a message keyed by (clock, pid)).
-                buffer.extendleft(reversed([(now, c) for c in chunks]))
+                # what was written stays in `unacked`; the next connection's RESUME sorts it out
                 self.detach(stream)
                 await trio.aclose_forcefully(stream)
 
 
-async def read_frames(stream: trio.abc.ReceiveStream, on_frames, on_error) -> None:
-    """Read lines from ``stream`` until EOF; hand each chunk's frames to ``on_frames(list)``.
+class LineReader:
+    """Splits a byte stream into lines; a line over MAX_FRAME_BYTES is reported and skipped."""
 
-    A malformed or over-long line is reported through ``on_error(reason)`` and skipped; the rest of
-    the stream is still read.
-    """
-    pending = b""
-    skipping = False
-    while True:
-        chunk = await stream.receive_some(65536)
-        if not chunk:
-            return
-        data = pending + chunk
-        lines = data.split(b"\n")
-        pending = lines.pop()
-        frames = []
-        for raw in lines:
-            if skipping:  # tail of an over-long line
-                skipping = False
-                continue
-            try:
-                frames.append(parse_frame(raw.rstrip(b"\r").decode("utf-8")))
-            except (FrameError, UnicodeDecodeError) as e:
-                on_error(f"{e}" if isinstance(e, FrameError) else f"not UTF-8: {raw[:40]!r}")
-        if len(pending) > MAX_FRAME_BYTES:
-            on_error(f"frame over {MAX_FRAME_BYTES} bytes dropped")
-            pending, skipping = b"", True
-        if frames:
-            await on_frames(frames)
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self.stream = stream
+        self.pending = b""
+        self.skipping = False
+
+    async def chunk(self) -> list[bytes] | None:
+        """The complete lines of the next chunk (possibly none), or None at end of stream."""
+        data = await self.stream.receive_some(65536)
+        if not data:
+            return None
+        lines = (self.pending + data).split(b"\n")
+        self.pending = lines.pop()
+        if self.skipping and lines:
+            lines.pop(0)  # tail of an over-long line
+            self.skipping = False
+        if len(self.pending) > MAX_FRAME_BYTES:
+            self.pending, self.skipping = b"", True
+            lines.append(b"\xff over-long")  # reported as a bad frame by the caller
+        return lines
+
+    async def line(self, limit: int = 4096) -> bytes:
+        """One line, for the handshake: FrameError if the stream ends or the line is too long."""
+        while b"\n" not in self.pending:
+            data = await self.stream.receive_some(4096)
+            if not data:
+                raise FrameError("connection closed during the handshake")
+            self.pending += data
+            if len(self.pending) > limit and b"\n" not in self.pending:
+                raise FrameError(f"no line in the first {limit} bytes")
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.rstrip(b"\r")
 
 
-async def read_hello(stream: trio.abc.ReceiveStream) -> tuple[Hello, bytes]:
-    """Read the first line, which must be a HELLO; return it and any bytes read past it."""
-    data = b""
-    with trio.fail_after(HANDSHAKE_TIMEOUT):
-        while b"\n" not in data:
-            chunk = await stream.receive_some(4096)
-            if not chunk:
-                raise FrameError("connection closed before HELLO")
-            data += chunk
-            if len(data) > 1024 and b"\n" not in data:
-                raise FrameError("no HELLO in the first 1024 bytes")
-    line, _, rest = data.partition(b"\n")
+def decode(raw: bytes):
+    """Parse one raw line; FrameError if it is not a frame."""
+    if raw == b"\xff over-long":
+        raise FrameError(f"frame over {MAX_FRAME_BYTES} bytes dropped")
     try:
-        frame = parse_frame(line.rstrip(b"\r").decode("utf-8"))
+        return parse_frame(raw.rstrip(b"\r").decode("utf-8"))
     except UnicodeDecodeError:
-        raise FrameError(f"first line is not UTF-8: {line[:40]!r}") from None
-    if not isinstance(frame, Hello):
-        raise FrameError(f"expected HELLO, got {line[:60]!r}")
-    return frame, rest
+        raise FrameError(f"not UTF-8: {raw[:40]!r}") from None
 
 
-class PrefixedStream(trio.abc.ReceiveStream):
-    """A receive stream that first yields bytes already read past the handshake."""
-
-    def __init__(self, prefix: bytes, stream: trio.abc.ReceiveStream) -> None:
-        self._prefix, self._stream = prefix, stream
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if self._prefix:
-            data, self._prefix = self._prefix, b""
-            return data
-        return await self._stream.receive_some(max_bytes)
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
+async def expect(reader: LineReader, cls: type):
+    with trio.fail_after(HANDSHAKE_TIMEOUT):
+        raw = await reader.line()
+    frame = decode(raw)
+    if type(frame) is not cls:
+        raise FrameError(f"expected {cls.__name__.upper()}, got {raw[:60]!r}")
+    return frame
 
 
 def hello_bytes(pid: str, incarnation: int) -> bytes:
     return encode_frame(Hello(pid, incarnation))
+
+
+def resume_bytes(count: int) -> bytes:
+    return encode_frame(Resume(count))
 
 
 def backoff(attempt: int) -> float:

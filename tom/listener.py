@@ -13,8 +13,9 @@ from functools import partial
 import trio
 
 from .errors import ConfigError, FrameError
-from .events import FramesIn
-from .links import Link, PrefixedStream, hello_bytes, read_frames, read_hello
+from .events import Connected, Disconnected, FramesIn
+from .frames import Hello, Received, Resume
+from .links import Link, LineReader, decode, expect, hello_bytes, resume_bytes
 from .pid import pid_key
 
 log = logging.getLogger("tom.listener")
@@ -32,24 +33,38 @@ async def open_listener(host: str, port: int) -> list[trio.SocketListener]:
         raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
 
-async def serve_link(link: Link, stream: trio.abc.Stream, prefix: bytes, incoming: trio.MemorySendChannel) -> None:
-    """Read frames of ``link`` from ``stream`` (after ``prefix``, already read) into ``incoming``."""
+async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
+                     incoming: trio.MemorySendChannel) -> None:
+    """Read ``link``'s frames from ``reader`` into ``incoming`` until the connection ends."""
     src = link.pid
-
-    async def on_frames(frames):
-        link.frames_in += len(frames)
-        link.last_heard = trio.current_time()
-        await incoming.send(FramesIn(src, frames))
-
-    def on_error(reason):
-        log.warning("rejected frame from %s: %s", src, reason)
-
+    await incoming.send(Connected(src, link.incarnation))  # type: ignore[arg-type]
     try:
-        await read_frames(PrefixedStream(prefix, stream), on_frames, on_error)
+        while True:
+            lines = await reader.chunk()
+            if lines is None:
+                break
+            frames = []
+            counted = len(lines)
+            for raw in lines:
+                try:
+                    frame = decode(raw)
+                except FrameError as e:
+                    log.warning("rejected frame from %s: %s", src, e)
+                    continue
+                if type(frame) is Received:
+                    link.on_received(frame.count)  # type: ignore[attr-defined]
+                    counted -= 1
+                else:
+                    frames.append(frame)
+            if counted:
+                link.count_in(counted, trio.current_time())
+            if frames:
+                await incoming.send(FramesIn(src, frames))
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass
-    finally:
-        link.detach(stream)
+    if link.detach(stream):
+        log.warning("%s: connection lost", src)
+        await incoming.send(Disconnected(src))
 
 
 async def listener(
@@ -65,30 +80,30 @@ async def listener(
     my_key = pid_key(me)
 
     async def handle(stream: trio.SocketStream) -> None:
+        reader = LineReader(stream)
         try:
-            hello, rest = await read_hello(stream)
+            hello = await expect(reader, Hello)
+            link = links.get(hello.pid)
+            if link is None or pid_key(hello.pid) >= my_key:
+                why = "unknown peer" if link is None else "it should accept our connection, not dial us"
+                raise FrameError(f"HELLO from {hello.pid}: {why}")
+            old = link.stream
+            if old is not None:
+                link.detach(old)
+                await trio.aclose_forcefully(old)
+                log.info("%s: replaced an older connection", hello.pid)
+            mine = link.meet(hello.incarnation)
+            await stream.send_all(hello_bytes(me, incarnation) + resume_bytes(mine))
+            resume = await expect(reader, Resume)
         except (FrameError, trio.TooSlowError, trio.BrokenResourceError, OSError) as e:
-            log.warning("rejected a connection: %s", e if not isinstance(e, trio.TooSlowError) else "no HELLO in time")
+            reason = "no handshake in time" if isinstance(e, trio.TooSlowError) else str(e)
+            log.warning("rejected a connection: %s", reason)
             await trio.aclose_forcefully(stream)
             return
-        link = links.get(hello.pid)
-        if link is None or pid_key(hello.pid) >= my_key:
-            why = "unknown peer" if link is None else "it should accept our connection, not dial us"
-            log.warning("rejected a connection from %s: %s", hello.pid, why)
-            await trio.aclose_forcefully(stream)
-            return
-        try:
-            await stream.send_all(hello_bytes(me, incarnation))
-        except (trio.BrokenResourceError, OSError):
-            await trio.aclose_forcefully(stream)
-            return
-        old = link.stream
-        link.attach(stream, hello.incarnation)
-        if old is not None:
-            await trio.aclose_forcefully(old)
+        link.attach(stream, resume.count, trio.current_time())
         log.info("%s connected", hello.pid)
         try:
-            await serve_link(link, stream, rest, incoming)
+            await serve_link(link, stream, reader, incoming)
         finally:
             await trio.aclose_forcefully(stream)
 

@@ -6,14 +6,29 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from .core import Delivery
+from .core import Delivery, ViewDelivery
 from .errors import ConfigError
 
 SCHEMA_VERSION = 1
 
 
-def record(d: Delivery, peer: str, delivered_at: float) -> dict:
-    """The schema-v1 record of a delivered message."""
+def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
+    """The schema-v1 record of a delivered message or view change."""
+    if type(d) is ViewDelivery:
+        return {
+            "v": SCHEMA_VERSION,
+            "kind": "view",
+            "index": d.index,
+            "peer": peer,
+            "clock": d.clock,
+            "pid": d.pid,
+            "delivered_at": round(delivered_at, 6),
+            "view": d.view,
+            "members": list(d.members),
+            "joined": list(d.joined),
+            "left": list(d.left),
+            "removed": list(d.removed),
+        }
     return {
         "v": SCHEMA_VERSION,
         "kind": "message",
@@ -43,7 +58,7 @@ class OutputFile:
             raise ConfigError(f"{self.path}: cannot write the output file ({reason})") from None
         self.written = 0
 
-    def write(self, deliveries: Iterable[Delivery], delivered_at: float) -> None:
+    def write(self, deliveries: Iterable[Delivery | ViewDelivery], delivered_at: float) -> None:
         dumps = json.dumps
         lines = [dumps(record(d, self.peer, delivered_at), ensure_ascii=False, separators=(",", ":")) + "\n" for d in deliveries]
         self._file.write("".join(lines))

@@ -15,14 +15,15 @@ from pathlib import Path
 
 import trio
 
-from .core import Core
+from .core import Core, Timing
+from .events import LeaveGroup
 from .errors import ConfigError
 from .links import Link
 from .listener import listener, open_listener
 from .neighbors import load_neighbors
 from .output import OutputFile
 from .pid import make_pid, split_pid
-from .processor import processor
+from .processor import processor, ticker
 from .sender import sender
 from .ui import TerminalUI, headless
 
@@ -40,6 +41,10 @@ class PeerConfig:
     name: str | None = None
     delay: float = 0.0
     interactive: bool = False
+    static: bool = False
+    heartbeat: float = 1.0
+    timeout: float = 5.0
+    leave_timeout: float = 15.0
 
 
 def own_pid(cfg: PeerConfig, neighbors: list[str]) -> str:
@@ -67,17 +72,25 @@ def guess_host(neighbors: list[str], port: int) -> str | None:
 
 
 class Peer:
-    """Everything one running peer holds; `run` serves until the UI quits or a signal arrives."""
+    """Everything one running peer holds; `run` serves until it has left the group (or is stopped)."""
 
     def __init__(self, cfg: PeerConfig) -> None:
         self.cfg = cfg
         self.neighbors = load_neighbors(cfg.neighbors)
         self.me = own_pid(cfg, self.neighbors)
         self.incarnation = time.time_ns() // 1000
-        self.core = Core(self.me, self.neighbors)
+        timing = Timing(heartbeat=cfg.heartbeat, suspect_after=cfg.timeout,
+                        verify_after=max(cfg.heartbeat, cfg.timeout / 5), form_after=2.5 * cfg.heartbeat)
+        if cfg.static:
+            self.core = Core(self.me, self.neighbors)
+        else:
+            self.core = Core.joining(self.me, self.incarnation, timing)
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
         self.output = OutputFile(cfg.output, self.me)
         self.port: int | None = None
+        self.exit_code = 0
+        self._scope: trio.CancelScope | None = None
+        self._leave_requested = False
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         cfg = self.cfg
@@ -86,32 +99,89 @@ class Peer:
         except BaseException:
             self.output.close()
             raise
+        self.core.now = self.core.started_at = trio.current_time()
         try:
             in_tx, in_rx = trio.open_memory_channel(CHANNEL_SIZE)
             out_tx, out_rx = trio.open_memory_channel(CHANNEL_SIZE)
+            self._in = in_tx
             ui = TerminalUI(self.me, self.core.status, self.links, in_tx) if cfg.interactive else None
             async with trio.open_nursery() as nursery:
+                self._scope = nursery.cancel_scope
+                self._nursery = nursery
                 self.port = await nursery.start(listener, listeners, self.me, self.incarnation, self.links, in_tx)
                 nursery.start_soon(sender, out_rx, self.me, self.incarnation, self.links, in_tx, cfg.delay)
                 nursery.start_soon(processor, self.core, in_rx, out_tx, self.output,
-                                   ui.on_deliver if ui else None)
-                nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
+                                   ui.on_deliver if ui else None, self._on_notice)
+                nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)
+                nursery.start_soon(self._stop_on_signal)
+                mode = "static group" if cfg.static else "joining the group"
                 print(f"Loaded {len(self.neighbors)} neighbors", flush=True)
-                print(f"Started to listen on {cfg.host}:{self.port}; sending messages from: {self.me}", flush=True)
+                print(f"Started to listen on {cfg.host}:{self.port}; sending messages from: {self.me} ({mode})",
+                      flush=True)
                 task_status.started(self.port)
                 if ui is not None:
                     await ui.run()
-                    nursery.cancel_scope.cancel()
                 else:
                     await headless(in_tx)
-                    log.info("end of input: still serving the group until stopped")
+                    if cfg.static:
+                        log.info("end of input: still serving the group until stopped")
+                        await trio.sleep_forever()
+                    log.info("end of input: leaving the group")
+                await self.leave()
         finally:
             self.output.close()
-            log.info("stopped with %d messages delivered", self.output.written)
+            log.info("stopped with %d events delivered", self.output.written)
 
-    async def _stop_on_signal(self, scope: trio.CancelScope) -> None:
+    async def leave(self) -> None:
+        """Leave the group and wait (bounded) until the leave is delivered; then stop."""
+        if self.cfg.static or self.core.mode in ("left", "removed"):
+            self.stop()
+            return
+        if not self._leave_requested:
+            self._leave_requested = True
+            await self._in.send(LeaveGroup())
+        with trio.move_on_after(self.cfg.leave_timeout):
+            await trio.sleep_forever()  # ended by the "left" notice
+        log.warning("leave not delivered within %.0f s: stopping anyway", self.cfg.leave_timeout)
+        self.stop()
+
+    def stop(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _on_notice(self, notice: str) -> None:
+        if notice == "left":
+            log.info("left the group")
+        elif notice == "removed":
+            log.error("this peer was removed from the group (it was taken for failed): stopping")
+            self.exit_code = 3
+        self._nursery.start_soon(self._drain_then_stop)
+
+    async def _drain_then_stop(self, limit: float = 3.0) -> None:
+        """Stop once the last frames (e.g. the INSTALL of our own leave) are written, within ``limit``."""
+        with trio.move_on_after(limit):
+            while any(link.buffer and link.stream is not None for link in self.links.values()):
+                await trio.sleep(0.02)
+            await trio.sleep(0.2)  # let the neighbors read them before our sockets close
+        self.stop()
+
+    async def _stop_on_signal(self) -> None:
+        """First SIGINT/SIGTERM: leave the group (bounded); a second one, or a static group: stop."""
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for sig in signals:
-                log.info("%s: shutting down", signal.Signals(sig).name)
-                scope.cancel()
-                return
+                name = signal.Signals(sig).name
+                if self.cfg.static or self._leave_requested:
+                    log.info("%s: stopping", name)
+                    self.stop()
+                    return
+                log.info("%s: leaving the group (send it again to stop at once)", name)
+                self._leave_requested = True
+                await self._in.send(LeaveGroup())
+                break
+            with trio.move_on_after(self.cfg.leave_timeout):
+                async for sig in signals:
+                    log.info("%s: stopping", signal.Signals(sig).name)
+                    self.stop()
+                    return
+            log.warning("leave not delivered within %.0f s: stopping anyway", self.cfg.leave_timeout)
+            self.stop()

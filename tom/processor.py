@@ -1,8 +1,8 @@
 """The processor task: the only caller of the core.
 
-Drains the incoming channel in batches (frames from links, texts from the UI), feeds the core, then
-passes the core's sends to the sender and writes its deliveries to the output file before anything
-else is read. A frame the core rejects is logged and dropped; the peer goes on.
+Drains the incoming channel in batches (frames, connections, ticks, the user's texts and quit), feeds
+the core, then writes the core's deliveries to the output file and passes its sends to the sender
+before anything else is read. A frame the core rejects is logged and dropped; the peer goes on.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import trio
 
-from .core import Core, Delivery
+from .core import Core, Delivery, ViewDelivery
 from .errors import FrameError, UsageError
-from .events import Event, FramesIn, SendTexts
+from .events import Connected, Disconnected, Event, FramesIn, LeaveGroup, SendTexts, Tick
 from .output import OutputFile
 
 log = logging.getLogger("tom.processor")
@@ -23,21 +23,30 @@ log = logging.getLogger("tom.processor")
 MAX_EVENTS_PER_STEP = 64
 
 
-def apply(core: Core, event: Event) -> None:
+def apply(core: Core, event: Event, now: float) -> None:
     """Feed one event to the core; reject bad frames one by one with a log line."""
-    if type(event) is FramesIn:
-        src, receive = event.src, core.receive
-        for frame in event.frames:
+    t = type(event)
+    if t is FramesIn:
+        src, receive = event.src, core.receive  # type: ignore[union-attr]
+        for frame in event.frames:  # type: ignore[union-attr]
             try:
                 receive(src, frame)
             except FrameError as e:
                 log.warning("rejected frame from %s: %s", src, e)
-    else:
-        for text in event.texts:
+    elif t is SendTexts:
+        for text in event.texts:  # type: ignore[union-attr]
             try:
                 core.broadcast(text, sent_at=time.time())
             except UsageError as e:
                 log.warning("not sent: %s", e)
+    elif t is Tick:
+        core.tick(now)
+    elif t is Connected:
+        core.connected(event.pid, event.incarnation)  # type: ignore[union-attr]
+    elif t is Disconnected:
+        core.disconnected(event.pid)  # type: ignore[union-attr]
+    elif t is LeaveGroup:
+        core.leave()
 
 
 async def processor(
@@ -45,22 +54,34 @@ async def processor(
     incoming: trio.MemoryReceiveChannel,
     outgoing: trio.MemorySendChannel,
     output: OutputFile,
-    on_deliver: Callable[[list[Delivery]], None] | None = None,
+    on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> None:
     """Run the core over ``incoming`` until it closes."""
     async with incoming, outgoing:
         async for event in incoming:
-            apply(core, event)
+            now = trio.current_time()
+            apply(core, event, now)
             for _ in range(MAX_EVENTS_PER_STEP):  # coalesce what is already waiting
                 try:
                     event = incoming.receive_nowait()
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-                apply(core, event)
+                apply(core, event, now)
             ready = core.ready()
+            if ready.sends:
+                await outgoing.send(ready.sends)
             if ready.deliveries:
                 output.write(ready.deliveries, time.time())
                 if on_deliver is not None:
                     on_deliver(ready.deliveries)
-            if ready.sends:
-                await outgoing.send(ready.sends)
+            for notice in ready.notices:
+                if on_notice is not None:
+                    on_notice(notice)
+
+
+async def ticker(incoming: trio.MemorySendChannel, period: float) -> None:
+    """Send a Tick every ``period`` seconds, for heartbeats and failure detection."""
+    while True:
+        await trio.sleep(period)
+        await incoming.send(Tick())

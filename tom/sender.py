@@ -12,8 +12,8 @@ import logging
 import trio
 
 from .errors import FrameError
-from .frames import encode_frame
-from .links import Link, backoff, hello_bytes, read_hello
+from .frames import Frame, Hello, Resume, encode_frame
+from .links import Link, LineReader, backoff, expect, hello_bytes, resume_bytes
 from .listener import serve_link
 from .pid import pid_key, socket_host, split_pid
 
@@ -30,13 +30,16 @@ async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendC
         link.state = "connecting"
         stream = None
         try:
-            with trio.fail_after(CONNECT_TIMEOUT + 5):
-                with trio.fail_after(CONNECT_TIMEOUT):
-                    stream = await trio.open_tcp_stream(host, port)
-                await stream.send_all(hello_bytes(me, incarnation))
-                hello, rest = await read_hello(stream)
+            with trio.fail_after(CONNECT_TIMEOUT):
+                stream = await trio.open_tcp_stream(host, port)
+            reader = LineReader(stream)
+            await stream.send_all(hello_bytes(me, incarnation))
+            hello = await expect(reader, Hello)
             if hello.pid != link.pid:
                 raise FrameError(f"{link.pid} answered as {hello.pid}")
+            mine = link.meet(hello.incarnation)
+            await stream.send_all(resume_bytes(mine))
+            resume = await expect(reader, Resume)
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, FrameError) as e:
             if stream is not None:
                 await trio.aclose_forcefully(stream)
@@ -47,10 +50,10 @@ async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendC
             attempt += 1
             continue
         attempt = 0
-        link.attach(stream, hello.incarnation)
+        link.attach(stream, resume.count, trio.current_time())
         log.info("connected to %s", link.pid)
         try:
-            await serve_link(link, stream, rest, incoming)
+            await serve_link(link, stream, reader, incoming)
         finally:
             await trio.aclose_forcefully(stream)
 
@@ -63,17 +66,19 @@ async def sender(
     incoming: trio.MemorySendChannel,
     delay: float = 0.0,
 ) -> None:
-    """Route each batch of ``(dest, frame)`` from ``outgoing`` to the links; own the link tasks."""
+    """Route each batch of ``(dests, frame)`` from ``outgoing`` to the links; own the link tasks."""
     my_key = pid_key(me)
-    everyone = list(links.values())
     async with outgoing, trio.open_nursery() as nursery:
-        for link in everyone:
+        for link in links.values():
             nursery.start_soon(link.writer)
             if pid_key(link.pid) > my_key:
                 nursery.start_soon(dial, link, me, incarnation, incoming)
         async for sends in outgoing:
             release = trio.current_time() + delay
+            per_link: dict[str, list[bytes]] = {}
             for dests, frame in sends:
                 data = encode_frame(frame)
                 for dest in dests:
-                    links[dest].push(release, data)
+                    per_link.setdefault(dest, []).append(data)
+            for dest, data in per_link.items():
+                links[dest].push_many(release, data)

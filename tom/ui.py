@@ -14,9 +14,11 @@ from collections.abc import Callable
 
 import trio
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from .core import Delivery, Status
+from .core import Delivery, Status, ViewDelivery
+from .pid import pid_key
 from .events import SendTexts
 from .links import Link
 
@@ -43,35 +45,50 @@ def parse_command(line: str) -> tuple[str, str]:
 
 
 def render_status(status: Status, links: dict[str, Link], now: float) -> list:
-    """Rich renderables for the status: clock, members and connections, the pending queue."""
-    head = f"[bold]{status.me}[/]  Lamport clock: [bold cyan]{status.clock}[/]  delivered: {status.delivered}  " \
-           f"view {status.view.id} ({len(status.view.members)} members)"
-    members = Table(title="Members", title_justify="left", box=None, pad_edge=False)
-    for col in ("peer", "connection", "frames in", "frames out", "queued", "last heard"):
+    """Rich renderables for the status: clock, view and connections, the pending queue."""
+    view = status.view
+    where = f"view {view.id} ({len(view.members)} members)" if view is not None else "no view yet"
+    head = (f"[bold]{status.me}[/]  Lamport clock: [bold cyan]{status.clock}[/]  delivered: {status.delivered}  "
+            f"{where}  [dim]{status.mode}[/]")
+    members = Table(title="Peers", title_justify="left", box=None, pad_edge=False)
+    for col in ("peer", "member", "connection", "incarnation", "frames in", "frames out", "queued", "last heard"):
         members.add_column(col)
-    for pid in sorted(status.view.members, key=lambda p: (p.rpartition(":")[0], int(p.rpartition(":")[2]))):
+    in_view = set(view.members) if view is not None else set()
+    for pid in sorted([status.me, *links], key=pid_key):
+        member = "[green]yes[/]" if pid in in_view else "[dim]no[/]"
+        if pid in status.suspected:
+            member = "[red]suspected[/]"
         if pid == status.me:
-            members.add_row(pid, "[dim]this peer[/]", "", "", "", "")
+            members.add_row(pid, member, "[dim]this peer[/]", "", "", "", "", "")
             continue
         link = links[pid]
         state = {"up": "[green]up[/]", "connecting": "[yellow]connecting[/]"}.get(link.state, "[red]down[/]")
-        heard = "never" if link.last_heard is None else f"{now - link.last_heard:.1f}s ago"
-        members.add_row(pid, state, str(link.frames_in), str(link.frames_out), str(len(link.buffer)), heard)
-    pending = Table(title=f"Pending messages ({len(status.pending)})", title_justify="left", box=None, pad_edge=False)
+        heard = status.last_heard.get(pid)
+        age = "never" if heard is None else f"{max(0.0, status.now - heard):.1f}s ago"
+        members.add_row(pid, member, state, str(link.incarnation or ""), str(link.frames_in), str(link.frames_out),
+                        str(len(link.buffer)), age)
+    pending = Table(title=f"Pending messages ({len(status.pending)})", title_justify="left", box=None,
+                    pad_edge=False)
     for col in ("#", "frame", "ACKs", "missing ACKs from"):
         pending.add_column(col, overflow="fold")
-    n = len(status.view.members)
+    n = len(in_view)
     for i, p in enumerate(status.pending[:50], 1):
-        frame = f"MESSAGE-{p.clock}-{p.pid}-{p.text}" if p.text is not None else \
-            f"[yellow](reserved by early ACK)[/] {p.clock}-{p.pid}"
+        frame = escape(f"MESSAGE-{p.clock}-{p.pid}-{p.text}") if p.text is not None else \
+            f"[yellow](reserved by an early ACK)[/] {p.clock}-{p.pid}"
         pending.add_row(str(i), frame, f"{len(p.acks)}/{n}", ", ".join(p.missing) or "[green]none[/]")
     if len(status.pending) > 50:
         pending.caption = f"... and {len(status.pending) - 50} more"
+    if not status.pending:
+        pending.caption = "(none)"
     return [head, members, pending]
 
 
-def delivery_line(d: Delivery) -> str:
-    return f"[green]delivered[/] #{d.index} [dim]({d.clock}, {d.pid})[/] {d.text}"
+def delivery_line(d: Delivery | ViewDelivery) -> str:
+    if type(d) is ViewDelivery:
+        change = ", ".join(f"{what} {', '.join(pids)}" for what, pids in
+                           (("joined:", d.joined), ("left:", d.left), ("removed:", d.removed)) if pids)
+        return f"[magenta]view {d.view}[/] #{d.index} members: {', '.join(d.members) or '(none)'} [dim]{change}[/]"
+    return f"[green]delivered[/] #{d.index} [dim]({d.clock}, {d.pid})[/] {escape(d.text)}"
 
 
 class TerminalUI:
@@ -82,7 +99,7 @@ class TerminalUI:
         self.me, self.status, self.links, self.send = me, status, links, send
         self.console: Console | None = None
 
-    def on_deliver(self, deliveries: list[Delivery]) -> None:
+    def on_deliver(self, deliveries: list[Delivery | ViewDelivery]) -> None:
         if self.console is None:
             return
         for d in deliveries[:20]:
@@ -128,7 +145,7 @@ class TerminalUI:
                 for part in render_status(self.status(), self.links, trio.current_time()):
                     console.print(part)
             elif command == "quit":
-                console.print("Bye.")
+                console.print("Leaving the group ..." if self.status().view is not None else "Bye.")
                 return
             elif command == "help":
                 console.print(MENU)
