@@ -245,8 +245,9 @@ def random_scenario(seed: int, *, faults: bool = True) -> Sim:
             else:
                 sim.push(at, what, pid)
         for _ in range(rng.randint(0, 3)):
+            # not while the first group forms: a partition then may leave two groups (see README)
             a, b = rng.sample(pids, 2)
-            sim.push(rng.uniform(3, horizon), "break", a, b)
+            sim.push(rng.uniform(6, horizon), "break", a, b)
     sim.run(until=horizon + 45)
     return sim
 

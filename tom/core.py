@@ -135,6 +135,7 @@ class View:
     members: frozenset[str]
     incarnations: Mapping[str, int]
     coordinator: str = ""
+    group: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +252,7 @@ class Core:
             self._set_view(View(1, members, {p: NO_INCARNATION for p in members}))
             self.mode = "normal"
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
+        self._known_inc: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
         self.peer_view: dict[str, int] = {}  # view each peer last announced on its link
         self.last_heard: dict[str, float] = {}
         self.suspected: dict[str, float] = {}  # pid -> since when
@@ -259,12 +261,14 @@ class Core:
         self.flush: Flushing | None = None
         self._early_markers: dict[tuple[int, int, str], set[str]] = {}
         self._max_attempt = -1  # highest attempt seen for the next view
+        self._cut: set[str] = set()  # members whose frames are no longer taken in this view change
         self.last_install: Install | None = None
         self.leaving = False
         self._held_texts: list[tuple[str, float | None]] = []
         self._early: list[tuple[str, Frame]] = []
         self._last_heartbeat = float("-inf")
         self._proposed_at = float("-inf")
+        self._installed_at = now
         self._removed_told: dict[str, float] = {}
 
     @classmethod
@@ -314,10 +318,10 @@ class Core:
 
     def connected(self, pid: str, incarnation: int) -> None:
         """A connection to ``pid`` (running as ``incarnation``) is up."""
-        old = self.links.get(pid)
         self.links[pid] = incarnation
         self.last_heard[pid] = self.now
-        if old != incarnation:
+        if self._known_inc.get(pid) != incarnation:  # a new incarnation: what the old one said is void
+            self._known_inc[pid] = incarnation
             self.peer_view.pop(pid, None)
         view = self.view
         if (view is not None and not self.static and pid in view.members
@@ -361,6 +365,8 @@ class Core:
                     self.suspected[pid] = now - t.verify_after
                 elif now - self.last_heard.get(pid, self.started_at) >= t.suspect_after:
                     self.suspected[pid] = now
+                elif self.peer_view.get(pid, -1) < view.id and now - self._installed_at >= t.suspect_after:
+                    self.suspected[pid] = now  # alive, but it never installed this view (another group?)
         self._maybe_propose()
 
     def receive(self, src: str, frame: Frame) -> None:
@@ -429,8 +435,7 @@ class Core:
                 raise FrameError(f"frame from {src}, which is not a member")
             self._tell_removed(src)
             return
-        flush = self.flush
-        if flush is not None and src in flush.removed:
+        if src in self._cut:
             return  # cut off: what a removed member sends after the flush started is not delivered
         if t is Ack:
             self._on_ack(src, frame)  # type: ignore[arg-type]
@@ -558,8 +563,9 @@ class Core:
         """Form a group of one if nobody with a group answered and no smaller joining peer is here."""
         if self.now - self.started_at < self.timing.form_after:
             return
-        if any(self.peer_view.get(p, 0) > 0 for p in self.links):
-            return  # a group exists: keep asking to join it
+        recent = self.now - self.timing.suspect_after - self.timing.verify_after
+        if any(v > 0 and self.last_heard.get(p, float("-inf")) > recent for p, v in self.peer_view.items()):
+            return  # a group exists (even if its link is down for a moment): keep asking to join it
         if any(p not in self.peer_view for p in self.links):
             return  # connected but not heard yet
         if any(pid_key(p) < pid_key(self.me) for p in self.links):
@@ -569,7 +575,8 @@ class Core:
         members = {self.me: self.incarnation}
         members.update({p: inc for p, (inc, _) in self.joins.items() if self.links.get(p) == inc})
         ordered = tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0])))
-        self._install(Install(1, 0, self.me, self.clock.time, ordered, tuple(p for p, _ in ordered), (), ()))
+        self._install(Install(1, 0, self.me, self.clock.time, ordered, tuple(p for p, _ in ordered), (), (),
+                              group=f"{self.me}/{self.incarnation}"))
 
     def _verified(self) -> set[str]:
         """Members suspected for longer than the verification period."""
@@ -593,7 +600,8 @@ class Core:
         flush = self.flush
         if flush is None:
             joins = {p: inc for p, (inc, _) in self.joins.items()
-                     if p in self.links and self.links[p] == inc and view.incarnations.get(p) != inc}
+                     if p in self.links and self.links[p] == inc and view.incarnations.get(p) != inc
+                     and self.peer_view.get(p, 0) == 0}  # still joining: not in a group of its own
             leaves = set(self.leaves) & view.members
             restarted = {p for p in joins if p in view.members}
             if restarted - verified:
@@ -617,6 +625,7 @@ class Core:
             view.id + 1, attempt, self.me,
             tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0]))),
             tuple(sorted(((p, view.incarnations[p]) for p in removed), key=lambda kv: pid_key(kv[0]))),
+            view.group,
         )
         self._proposed_at = self.now
         self._on_propose(self.me, proposal)
@@ -641,7 +650,7 @@ class Core:
         if p.view == view.id and self.last_install is not None and src != self.me:
             self._ready.sends.append(((src,), self.last_install))  # it missed our INSTALL: here it is
             return
-        if p.view != view.id + 1 or p.coordinator != src:
+        if p.view != view.id + 1 or p.coordinator != src or p.group != view.group:
             return
         flush = self.flush
         self._max_attempt = max(self._max_attempt, p.attempt)
@@ -660,6 +669,7 @@ class Core:
         if self.me not in flush_set:
             return
         early = self._early_markers.pop((p.view, p.attempt, p.coordinator), set())
+        self._cut |= removed
         self.flush = Flushing(p, flush_set, removed, {self.me} | (early & flush_set))
         self.mode = "flushing"
         sends = self._ready.sends
@@ -707,11 +717,13 @@ class Core:
             view = self.view
             assert view is not None
             new = {m for m, _ in p.members}
+            joined = {m for m, inc in p.members if view.incarnations.get(m) != inc}
             install = Install(
                 p.view, p.attempt, self.me, max(flush.flushed.values()), p.members,
-                tuple(sorted_pids(new - view.members)),
+                tuple(sorted_pids(joined)),
                 tuple(sorted_pids(view.members - new - flush.removed)),
                 tuple(sorted_pids(flush.removed)),
+                view.group,
             )
             self._install(install)
 
@@ -722,7 +734,7 @@ class Core:
         if view is None:
             if dict(i.members).get(self.me) != self.incarnation:
                 return
-        elif i.view != view.id + 1 or self.mode not in ("flushing", "flushed"):
+        elif i.view != view.id + 1 or i.group != view.group or self.mode not in ("flushing", "flushed"):
             return
         self._install(i)
 
@@ -735,14 +747,17 @@ class Core:
         self._ready.deliveries.append(ViewDelivery(
             self.delivered, i.clock + 1, i.coordinator, i.view, tuple(sorted_pids(members)),
             i.joined, i.left, i.removed))
-        self._set_view(View(i.view, frozenset(members), members, i.coordinator))
+        self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
+        self._installed_at = self.now
         self.last_install = i
         self.flush = None
         self._early_markers.clear()
         self._max_attempt = -1
+        self._cut = set()
+        old_incs = old.incarnations if old is not None else {}
         for pid in list(self.suspected):
-            if pid not in members:
-                del self.suspected[pid]
+            if members.get(pid) != old_incs.get(pid):
+                del self.suspected[pid]  # gone, or a new incarnation: the suspicion was about another
         for pid in members:
             self.joins.pop(pid, None)
             self.last_heard.setdefault(pid, self.now)

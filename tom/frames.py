@@ -254,8 +254,10 @@ class Propose(Frame):
     coordinator: str
     members: tuple[tuple[str, int], ...]
     removed: tuple[tuple[str, int], ...]
+    group: str = ""
 
     def __post_init__(self) -> None:
+        _check_group(self.group)
         _check_count(self.view, "view")
         _check_count(self.attempt, "attempt")
         _check_pid(self.coordinator)
@@ -269,6 +271,8 @@ class Install(Frame):
 
     ``joined``, ``left`` and ``removed`` list the pids that changed; the view event is ordered at
     ``(clock + 1, coordinator)``, after everything of the old view and before everything of the new.
+    ``group`` names the group's lineage (its founder and founder's incarnation): views of another
+    group with the same number are never mixed up with ours.
     """
 
     view: int
@@ -279,8 +283,10 @@ class Install(Frame):
     joined: tuple[str, ...]
     left: tuple[str, ...]
     removed: tuple[str, ...]
+    group: str = ""
 
     def __post_init__(self) -> None:
+        _check_group(self.group)
         _check_count(self.view, "view")
         _check_count(self.attempt, "attempt")
         _check_pid(self.coordinator)
@@ -291,6 +297,11 @@ class Install(Frame):
                 raise FrameError("change lists must be tuples")
             for pid in group:
                 _check_pid(pid)
+
+
+def _check_group(group: str) -> None:
+    if type(group) is not str or len(group) > 200 or "\n" in group:
+        raise FrameError(f"bad group {group!r}")
 
 
 def _check_count(value: int, what: str) -> None:

@@ -1,0 +1,123 @@
+"""Dynamic groups on the seeded simulation: joins, leaves, crashes (also mid-broadcast), restarts,
+broken connections and long delays; every run is checked against the guarantees (dynsim.check)."""
+
+import os
+
+import pytest
+
+from dynsim import Sim, check, random_scenario
+from tom.core import Core, Timing, ViewDelivery
+
+SEEDS = int(os.environ.get("TOM_DYN_SEEDS", "2000"))
+CHUNKS = 20
+
+# seeds that once failed, kept as regression cases
+REGRESSIONS = [9, 40, 73, 151, 255, 273, 528, 943, 1125, 1220, 3880, 4190, 5898]
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_random_schedules_keep_the_guarantees(chunk):
+    for seed in range(chunk, SEEDS, CHUNKS):
+        check(random_scenario(seed))
+
+
+@pytest.mark.parametrize("seed", REGRESSIONS)
+def test_regression_seeds(seed):
+    check(random_scenario(seed))
+
+
+def test_the_checker_catches_a_flush_that_does_not_wait_for_the_markers(monkeypatch):
+    """Deliver with the survivors' ACKs as soon as a flush starts (no markers): some seed must fail."""
+    original = Core._deliver_ready
+
+    def eager(self):
+        if self.flush is not None and not self.flush.done:
+            self.flush.markers |= self.flush.flush_set
+        original(self)
+
+    monkeypatch.setattr(Core, "_deliver_ready", eager)
+    failures = 0
+    for seed in range(300):
+        try:
+            check(random_scenario(seed))
+        except AssertionError:
+            failures += 1
+    assert failures > 0
+
+
+def manual(n: int, seed: int = 1, delay: float = 0.01) -> Sim:
+    import random
+
+    sim = Sim(seed, n, random.Random(seed), max_delay=delay)
+    for pid in sim.pids:
+        sim.push(0.0, "start", pid)
+    return sim
+
+
+def views_of(node):
+    return [d for d in node.delivered if isinstance(d, ViewDelivery)]
+
+
+def test_peers_started_together_form_one_group():
+    sim = manual(4)
+    sim.run(until=10)
+    firsts = {views_of(n)[0].members for n in sim.nodes.values()}
+    assert firsts == {tuple(sim.pids)}
+
+
+def test_crash_mid_broadcast_message_held_by_one_survivor_is_delivered_by_all():
+    sim = manual(4)
+    sim.run(until=5)
+    victim = sim.pids[3]
+    node = sim.nodes[victim]
+    node.core.broadcast("last words", sent_at=sim.now)
+    ready = node.core.ready()
+    frame = next(f for dests, f in ready.sends if type(f).__name__ == "Message")
+    sim.deliver_frame(victim, sim.pids[1], frame, node.incarnation)  # it reached one survivor only,
+    sim.crash(victim)  # and the crash drops its other frames (the ACKs of that survivor still flow)
+    sim.run(until=25)
+    for pid in sim.pids[:3]:
+        texts = [d.text for d in sim.nodes[pid].delivered if not isinstance(d, ViewDelivery)]
+        assert texts == ["last words"], pid
+        assert views_of(sim.nodes[pid])[-1].removed == (victim,)
+    check(sim)
+
+
+def test_crash_mid_broadcast_message_held_by_nobody_is_delivered_by_none():
+    sim = manual(3)
+    sim.run(until=5)
+    victim = sim.pids[2]
+    sim.nodes[victim].core.broadcast("lost", sent_at=sim.now)
+    sim.nodes[victim].core.ready()  # never sent
+    sim.crash(victim)
+    sim.run(until=25)
+    for pid in sim.pids[:2]:
+        assert [d for d in sim.nodes[pid].delivered if not isinstance(d, ViewDelivery)] == []
+    check(sim)
+
+
+def test_a_peer_paused_for_two_seconds_is_not_removed_with_the_defaults():
+    sim = manual(3)
+    sim.run(until=5)
+    paused = sim.nodes[sim.pids[1]]
+    paused.alive = False  # SIGSTOP: it neither ticks nor reads; frames to it wait
+    sim.run(until=7)
+    paused.alive = True
+    sim.run(until=20)
+    for node in sim.nodes.values():
+        assert all(not v.removed for v in views_of(node)), "a slow but live peer was removed"
+    check(sim)
+
+
+def test_removal_takes_the_timeout_plus_verification():
+    timing = Timing()
+    sim = manual(3)
+    sim.run(until=5)
+    sim.crash(sim.pids[2])
+    crashed_at = sim.now
+    sim.run(until=30)
+    view = views_of(sim.nodes[sim.pids[0]])[-1]
+    assert view.removed == (sim.pids[2],)
+    core = sim.nodes[sim.pids[0]].core
+    assert core._installed_at - crashed_at >= timing.suspect_after + timing.verify_after - 0.5
+    assert core._installed_at - crashed_at <= timing.suspect_after + timing.verify_after + 2 * timing.heartbeat
