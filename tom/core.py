@@ -627,9 +627,8 @@ class Core:
             tuple(sorted(((p, view.incarnations[p]) for p in removed), key=lambda kv: pid_key(kv[0]))),
             view.group,
         )
-        self._proposed_at = self.now
+        self._resend_proposal(proposal)  # first: the removed must hear it too, and the view may change now
         self._on_propose(self.me, proposal)
-        self._resend_proposal(proposal)
 
     def _resend_proposal(self, proposal: Propose | None = None) -> None:
         """(Re)send this coordinator's proposal: a member may have ignored it while it still followed
