@@ -794,6 +794,10 @@ class Core:
 
     # -- inspection ----------------------------------------------------------------------------
 
+    def backlog(self) -> int:
+        """Messages accepted but not yet delivered (pending here or held until a view is installed)."""
+        return len(self.queue) + len(self._held_texts)
+
     def status(self) -> Status:
         view = self.view
         members = sorted_pids(view.members) if view is not None else []

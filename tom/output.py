@@ -10,6 +10,7 @@ from .core import Delivery, ViewDelivery
 from .errors import ConfigError
 
 SCHEMA_VERSION = 1
+_LINE_BREAKS = "\x85\u2028\u2029"
 
 
 def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
@@ -57,10 +58,32 @@ class OutputFile:
             reason = e.strerror or str(e)
             raise ConfigError(f"{self.path}: cannot write the output file ({reason})") from None
         self.written = 0
+        self._peer = json.dumps(peer)
+        self._head = f'{{"v":{SCHEMA_VERSION},"kind":"message","index":'
+        self._quoted: dict[str, str] = {}
 
     def write(self, deliveries: Iterable[Delivery | ViewDelivery], delivered_at: float) -> None:
-        dumps = json.dumps
-        lines = [dumps(record(d, self.peer, delivered_at), ensure_ascii=False, separators=(",", ":")) + "\n" for d in deliveries]
+        """Append one line per delivery and flush. Message lines are built by hand (the hot path);
+        `record` is the reference they must equal once parsed (tested)."""
+        dumps, quoted = json.dumps, self._quoted
+        stamp = f"{delivered_at:.6f}".rstrip("0").rstrip(".")
+        head = self._head
+        lines = []
+        for d in deliveries:
+            if type(d) is Delivery:
+                pid = quoted.get(d.pid)
+                if pid is None:
+                    pid = quoted[d.pid] = dumps(d.pid)
+                sent = "null" if d.sent_at is None else repr(d.sent_at)
+                text = d.text
+                # raw non-ASCII keeps files readable; but U+0085/U+2028/U+2029 split lines for some readers
+                text = dumps(text, ensure_ascii=not text.isascii() and any(c in text for c in _LINE_BREAKS))
+                lines.append(f'{head}{d.index},"peer":{self._peer},"clock":{d.clock},"pid":{pid},'
+                             f'"text":{text},"sent_at":{sent},'
+                             f'"delivered_at":{stamp},"view":{d.view}}}\n')
+            else:
+                lines.append(dumps(record(d, self.peer, delivered_at), ensure_ascii=False,
+                                   separators=(",", ":")) + "\n")
         self._file.write("".join(lines))
         self._file.flush()
         self.written += len(lines)

@@ -30,6 +30,7 @@ from .ui import TerminalUI, headless
 log = logging.getLogger("tom.peer")
 
 CHANNEL_SIZE = 256
+MAX_BACKLOG = 4096  # undelivered messages above which stdin is not read (headless)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class Peer:
                 if ui is not None:
                     await ui.run()
                 else:
-                    await headless(in_tx)
+                    await headless(in_tx, busy=lambda: self.core.backlog() > MAX_BACKLOG)
                     if cfg.static:
                         log.info("end of input: still serving the group until stopped")
                         await trio.sleep_forever()

@@ -153,10 +153,16 @@ class TerminalUI:
                 console.print(f"[red]unknown command[/] {arg!r}. {HELP_LINE}", highlight=False)
 
 
-async def headless(send: trio.MemorySendChannel, fd: int = 0) -> None:
-    """Send each non-empty line of ``fd`` as one message, in order; return at end of input."""
+async def headless(send: trio.MemorySendChannel, fd: int = 0, busy: Callable[[], bool] = lambda: False) -> None:
+    """Send each non-empty line of ``fd`` as one message, in order; return at end of input.
+
+    While ``busy()`` (too much undelivered already), stdin is not read: a fast producer then waits
+    in its pipe instead of growing this peer's queues and every message's latency without bound.
+    """
     pending = b""
     while True:
+        while busy():
+            await trio.sleep(0.002)
         chunk = await trio.to_thread.run_sync(os.read, fd, 65536, abandon_on_cancel=True)
         if not chunk:
             break
