@@ -8,6 +8,7 @@ delivered at every peer (or a deadline), stops the peers with SIGTERM, then runs
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shlex
@@ -82,13 +83,17 @@ def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, 
     return 0
 
 
-@dataclass
 class Counter:
-    """Counts the lines of a growing file without re-reading it."""
+    """Counts, per origin, the message records of a growing output file without re-reading it."""
 
-    path: Path
-    offset: int = 0
-    lines: int = 0
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.tail = b""
+        self.by_origin: dict[str, int] = {}
+        self.messages = 0
+        self.views = 0
+        self.at_join: dict[str, int] = {}  # peer -> messages delivered here before it joined
 
     def update(self) -> int:
         try:
@@ -96,10 +101,42 @@ class Counter:
                 f.seek(self.offset)
                 data = f.read()
         except FileNotFoundError:
-            return self.lines
+            return self.messages
         self.offset += len(data)
-        self.lines += data.count(b"\n")
-        return self.lines
+        lines = (self.tail + data).split(b"\n")
+        self.tail = lines.pop()
+        for line in lines:
+            if b'"kind":"view"' in line:
+                self.views += 1
+                try:
+                    for pid in json.loads(line)["joined"]:
+                        self.at_join[pid] = self.messages
+                except (ValueError, KeyError, TypeError):
+                    pass
+                continue
+            if b'"kind":"message"' not in line:
+                continue
+            try:
+                origin = json.loads(line)["pid"]
+            except (ValueError, KeyError):
+                continue
+            self.by_origin[origin] = self.by_origin.get(origin, 0) + 1
+            self.messages += 1
+        return self.messages
+
+
+@dataclass
+class Chaos:
+    """Faults to inject during a headless run, each at a fraction of the workload."""
+
+    kill: str | None = None  # SIGKILL at 30 %
+    pause: str | None = None  # SIGSTOP for `pause_for` seconds at 40 %
+    join_late: str | None = None  # started at 50 %
+    leave: str | None = None  # its input ends (it leaves) at 60 %
+    pause_for: float = 2.0
+
+    def __bool__(self) -> bool:
+        return any((self.kill, self.pause, self.join_late, self.leave))
 
 
 @dataclass
@@ -112,71 +149,152 @@ class HeadlessRun:
     delay: float
     seed: int
     deadline: float
+    chaos: Chaos = field(default_factory=Chaos)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    stdin_open: dict[str, bool] = field(default_factory=dict)
 
     def output(self, pid: str) -> Path:
         return self.run_dir / f"out-{split_pid(pid)[1]}.jsonl"
 
-    def start(self) -> None:
-        for pid in self.peers:
-            port = split_pid(pid)[1]
-            log = open(self.run_dir / f"log-{port}.txt", "wb")
+    def log(self, pid: str) -> Path:
+        return self.run_dir / f"log-{split_pid(pid)[1]}.txt"
+
+    def start(self, pids: list[str] | None = None) -> None:
+        pids = [p for p in self.peers if p != self.chaos.join_late] if pids is None else pids
+        for pid in pids:
+            log = open(self.log(pid), "ab")
             self.procs[pid] = subprocess.Popen(
                 peer_command(self.neighbors, self.output(pid), pid, self.delay, True),
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
+            self.stdin_open[pid] = True
         end = time.monotonic() + 20
         while time.monotonic() < end:
-            logs = [(self.run_dir / f"log-{split_pid(p)[1]}.txt").read_text(errors="replace") for p in self.peers]
-            if all("Started to listen" in t for t in logs):
+            if all("Started to listen" in self.log(p).read_text(errors="replace") for p in pids):
                 return
-            dead = [p for p, proc in self.procs.items() if proc.poll() is not None]
+            dead = [p for p in pids if self.procs[p].poll() is not None]
             if dead:
-                raise ConfigError(f"peer {dead[0]} exited at start: see {self.run_dir}/log-{split_pid(dead[0])[1]}.txt")
+                raise ConfigError(f"peer {dead[0]} exited at start: see {self.log(dead[0])}")
             time.sleep(0.05)
         raise ConfigError("peers did not start listening within 20 s")
 
     def stop(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
                 proc.send_signal(signal.SIGTERM)
         for proc in self.procs.values():
             try:
-                proc.wait(10)
+                proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
 
+    def _feed(self, pid: str, lines: list[str]) -> None:
+        if lines and self.stdin_open.get(pid) and self.procs[pid].poll() is None:
+            stdin = self.procs[pid].stdin
+            assert stdin is not None
+            try:
+                stdin.write("".join(t + "\n" for t in lines).encode())
+                stdin.flush()
+            except BrokenPipeError:
+                self.stdin_open[pid] = False
+
+    def _close_input(self, pid: str) -> None:
+        stdin = self.procs[pid].stdin
+        if stdin is not None and self.stdin_open.get(pid):
+            self.stdin_open[pid] = False
+            try:
+                stdin.close()
+            except BrokenPipeError:
+                pass
+
     def drive(self) -> bool:
-        """Feed the workload at the configured rate; return True once all is delivered everywhere."""
+        """Feed the workload at the configured rate, inject the faults; True once every survivor
+        delivered every message of every peer that did not crash."""
         workload = make_workload(self.peers, self.messages, self.seed)
         for pid, texts in workload.items():
             (self.run_dir / f"workload-{split_pid(pid)[1]}.txt").write_text("".join(t + "\n" for t in texts))
-        total = self.messages * len(self.peers)
+        chaos = self.chaos
         counters = {pid: Counter(self.output(pid)) for pid in self.peers}
-        sent = 0
+        sent = {pid: 0 for pid in self.peers}
+        if not self.chaos:
+            started_at = {pid: time.monotonic() for pid in self.procs}
+        else:  # faults are timed on the workload: start it once the group has formed
+            formed_by = time.monotonic() + 30
+            while time.monotonic() < formed_by and not all(counters[p].update() >= 0 and counters[p].views
+                                                           for p in self.procs):
+                time.sleep(0.05)
+            started_at = {pid: time.monotonic() for pid in self.procs}
+        done_events: set[str] = set()
+        paused_until = 0.0
+        span = self.messages / self.rate if self.rate > 0 else 1.0
         start = time.monotonic()
         end = start + self.deadline
+
+        def due(pid: str, now: float) -> int:
+            if pid not in started_at:
+                return 0
+            if self.rate <= 0:
+                return self.messages
+            return min(self.messages, int((now - started_at[pid]) * self.rate) + 1)
+
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as progress:
+            total = self.messages * len(self.peers)
             tasks = {pid: progress.add_task(f"delivered at {pid}", total=total) for pid in self.peers}
             while time.monotonic() < end:
-                due = self.messages if self.rate <= 0 else min(self.messages, int((time.monotonic() - start) * self.rate) + 1)
-                if due > sent:
-                    for pid in self.peers:
-                        stdin = self.procs[pid].stdin
-                        assert stdin is not None
-                        stdin.write("".join(t + "\n" for t in workload[pid][sent:due]).encode())
-                        stdin.flush()
-                    sent = due
-                done = True
+                now = time.monotonic()
+                phase = (now - start) / span
+                for pid in list(self.procs):
+                    n = due(pid, now)
+                    if n > sent[pid]:
+                        self._feed(pid, workload[pid][sent[pid]:n])
+                        sent[pid] = n
+                if chaos.kill and phase >= 0.3 and "kill" not in done_events:
+                    done_events.add("kill")
+                    self.procs[chaos.kill].kill()
+                    progress.console.print(f"[red]chaos[/]: SIGKILL {chaos.kill}")
+                if chaos.pause and phase >= 0.4 and "pause" not in done_events:
+                    done_events.add("pause")
+                    self.procs[chaos.pause].send_signal(signal.SIGSTOP)
+                    paused_until = now + chaos.pause_for
+                    progress.console.print(f"[yellow]chaos[/]: SIGSTOP {chaos.pause} for {chaos.pause_for:g} s")
+                if paused_until and now >= paused_until:
+                    paused_until = 0.0
+                    self.procs[chaos.pause].send_signal(signal.SIGCONT)  # type: ignore[index]
+                    progress.console.print(f"[yellow]chaos[/]: SIGCONT {chaos.pause}")
+                if chaos.join_late and phase >= 0.5 and "join" not in done_events:
+                    done_events.add("join")
+                    self.start([chaos.join_late])
+                    started_at[chaos.join_late] = time.monotonic()
+                    progress.console.print(f"[green]chaos[/]: {chaos.join_late} starts and joins")
+                if chaos.leave and phase >= 0.6 and "leave" not in done_events \
+                        and sent[chaos.leave] >= self.messages:
+                    done_events.add("leave")
+                    self._close_input(chaos.leave)  # end of input: it leaves the group
+                    progress.console.print(f"[blue]chaos[/]: {chaos.leave} leaves (end of input)")
+                survivors = [p for p in self.procs if p not in (chaos.kill, chaos.leave, chaos.join_late)]
+                origins = [p for p in self.procs if p != chaos.kill]
+                complete = all(sent[p] >= self.messages for p in origins) and \
+                    (not chaos.join_late or chaos.join_late in self.procs)
                 for pid, counter in counters.items():
-                    n = counter.update()
-                    progress.update(tasks[pid], completed=n)
-                    done &= n >= total
-                if done:
+                    counter.update()
+                    progress.update(tasks[pid], completed=counter.messages)
+                    if pid in survivors:
+                        complete &= all(counter.by_origin.get(o, 0) >= self.messages for o in origins)
+                late = chaos.join_late
+                if complete and late:  # the late joiner has what the others delivered since it joined
+                    joiner = counters[late]
+                    complete = joiner.by_origin.get(late, 0) >= self.messages and all(
+                        late in counters[p].at_join and
+                        counters[p].messages - counters[p].at_join[late] == joiner.messages
+                        for p in survivors)
+                if complete:
                     return True
-                if any(p.poll() is not None for p in self.procs.values()):
-                    console.print("[red]a peer exited during the run[/]")
+                gone = [p for p, proc in self.procs.items()
+                        if proc.poll() is not None and p not in (chaos.kill, chaos.leave)]
+                if gone:
+                    progress.console.print(f"[red]peer {gone[0]} exited during the run[/]: see {self.log(gone[0])}")
                     return False
                 time.sleep(0.05)
         console.print(f"[red]deadline of {self.deadline:.0f} s passed before every message was delivered[/]")
@@ -201,7 +319,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=Path, default=Path("runs"), help="folder for run folders (default runs/)")
     p.add_argument("--no-verify", action="store_true", help="skip the Spark verification")
     p.add_argument("--no-attach", action="store_true", help="tmux mode: do not attach")
+    chaos = p.add_argument_group("chaos (headless runs; each takes a port or host:port of the neighbors file)")
+    chaos.add_argument("--kill", metavar="PEER", help="SIGKILL this peer at 30%% of the workload")
+    chaos.add_argument("--pause", metavar="PEER", help="SIGSTOP this peer for --pause-for seconds at 40%%")
+    chaos.add_argument("--pause-for", type=float, default=2.0, metavar="SECONDS")
+    chaos.add_argument("--join-late", metavar="PEER", help="start this peer only at 50%% of the workload")
+    chaos.add_argument("--leave", metavar="PEER", help="end this peer's input (it leaves) at 60%%")
     return p
+
+
+def pick(peers: list[str], what: str | None, flag: str) -> str | None:
+    """The local peer named by ``what`` (a port or a host:port of the neighbors file)."""
+    if what is None:
+        return None
+    matches = [p for p in peers if p == what or str(split_pid(p)[1]) == what]
+    if len(matches) != 1:
+        raise ConfigError(f"{flag} {what}: not one of the local peers {', '.join(peers)}")
+    return matches[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,7 +354,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copyfile(args.neighbors, neighbors)
         if args.messages <= 0:
             return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach)
-        run = HeadlessRun(neighbors, peers, run_dir, args.messages, args.rate, args.delay, args.seed, args.deadline)
+        chaos = Chaos(pick(peers, args.kill, "--kill"), pick(peers, args.pause, "--pause"),
+                      pick(peers, args.join_late, "--join-late"), pick(peers, args.leave, "--leave"),
+                      args.pause_for)
+        if chaos and args.rate <= 0:
+            raise ConfigError("chaos needs a paced workload: give --rate")
+        roles = [x for x in (chaos.kill, chaos.pause, chaos.join_late, chaos.leave) if x]
+        if len(set(roles)) != len(roles):
+            raise ConfigError("give each chaos role to a different peer")
+        run = HeadlessRun(neighbors, peers, run_dir, args.messages, args.rate, args.delay, args.seed,
+                          args.deadline, chaos)
         console.print(f"run folder: [bold]{run_dir}[/] — {len(peers)} peers × {args.messages} messages, "
                       f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}")
         try:
@@ -233,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"[yellow]peer exit codes: {codes}[/]")
         if args.no_verify:
             return 0 if complete else 1
-        code = run_verifier(run_dir, [run.output(p) for p in peers])
+        code = run_verifier(run_dir, [run.output(p) for p in peers if run.output(p).exists()])
         return code if complete else max(code, 1)
     except TomError as e:
         console.print(f"launch: error: {e}")
