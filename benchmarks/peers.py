@@ -68,7 +68,8 @@ def free_ports(n: int) -> list[int]:
 
 
 class Tail:
-    """Counts the complete lines of a growing file, reading only what is new."""
+    """Counts the message records (view records are not counted) of a growing file, reading only
+    what is new."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -83,7 +84,7 @@ class Tail:
                 return 0
         data = self._f.read()
         if data:
-            self.lines += data.count(b"\n")
+            self.lines += data.count(b"\n") - data.count(b'"kind":"view"')
         return self.lines
 
     def close(self) -> None:
