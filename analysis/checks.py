@@ -15,8 +15,12 @@ one shuffle and why the pairwise check is linear in the data.
 
 from __future__ import annotations
 
+import math
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+
+from analysis.schema import pid_host, pid_port
 
 KEY = ("clock", "pid")
 ORDER_KEY = ("clock", "host", "port")
@@ -344,3 +348,164 @@ def first_events(messages: DataFrame, n: int) -> DataFrame:
             .orderBy(*ORDER_KEY)
             .limit(n)
             .select(*KEY, "host", "port", "sent_at", "deliveries"))
+
+
+# --------------------------------------------------------------------------- fast path: one pass
+#
+# A healthy run is proven by small aggregates of one pass over the narrow rows of
+# analysis.schema.narrow_records (see docs/verifier.md, "How it scales"):
+# * every peer's keys strictly increase with its index, indexes 1..n  (one shuffle of narrow rows);
+# * per view, every expected recipient holds the same multiset of messages (fingerprints).
+# Together they imply every other check; any failure sends the run to the exact checks above.
+
+LATENCY_GAMMA = 1.01   # log-scale latency bins: relative error of a bin's value <= 0.5 %
+_BIN_OFFSET = 3000     # keeps bins of latencies down to 1e-9 s positive
+
+
+def key_after(clock: Column, pid: Column, prev_clock: Column, prev_pid: Column) -> Column:
+    """``(clock, pid) > (prev_clock, prev_pid)`` in the total order; host/port are only split off
+    for equal clocks (``when`` is lazy)."""
+    host, prev_host = pid_host(pid), pid_host(prev_pid)
+    return (F.when(clock != prev_clock, clock > prev_clock)
+            .when(host != prev_host, host > prev_host)
+            .otherwise(pid_port(pid) > pid_port(prev_pid)))
+
+
+def order_marks(narrow: DataFrame) -> DataFrame:
+    """``narrow`` plus ``disorder`` and ``index_fault`` per good row, by (index, row) within its peer.
+
+    ``disorder``: the key is not above the previous record's; ``index_fault``: the index is not the
+    previous one + 1 (or, first, not 1). One shuffle (hash of peer) of narrow rows and a sort.
+    """
+    good = F.col("problem").isNull()
+    w = Window.partitionBy("peer", good).orderBy("index", "row")
+    prev_clock, prev_pid, prev_index = (F.lag(c).over(w) for c in ("clock", "pid", "index"))
+    return narrow.select(
+        "*",
+        (good & prev_clock.isNotNull()
+         & ~key_after(F.col("clock"), F.col("pid"), prev_clock, prev_pid)).alias("disorder"),
+        (good & (F.coalesce(prev_index, F.lit(0)) + 1 != F.col("index"))).alias("index_fault"),
+    )
+
+
+def latency_bin(latency: Column) -> Column:
+    """Log-scale bin of a latency: ``sign * (ceil(log_gamma |x|) + offset)``, 0 for ``|x| < 1e-9``."""
+    mag = F.abs(latency)
+    b = F.ceil(F.log(mag) / math.log(LATENCY_GAMMA)).cast("int") + _BIN_OFFSET
+    return F.when(mag < 1e-9, F.lit(0)).otherwise(F.signum(latency).cast("int") * F.greatest(F.lit(1), b))
+
+
+def bin_value(b: int) -> float:
+    """The representative latency of bin ``b`` (the midpoint of its range, relatively)."""
+    if b == 0:
+        return 0.0
+    top = LATENCY_GAMMA ** (abs(b) - _BIN_OFFSET)
+    return (1 if b > 0 else -1) * 2 * top / (1 + LATENCY_GAMMA)
+
+
+def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
+    """The one aggregate of the fast path, small enough to cache: one row per
+    ``(file, block_start, peer, view, lat_bin)``.
+
+    Columns: ``lines, records, messages, views, first_row, last_row, last_bad_row, bad`` (first
+    ``bad_kept`` bad rows: ``row, problem, excerpt``), ``disorder, index_faults``, message
+    fingerprint sums ``hash_lo, hash_hi, hash2`` (exact: 32-bit parts summed in 64 bits),
+    ``lat_sum, lat_min, lat_max``, ``member_lists`` (views) and ``early`` (first records, picture).
+    """
+    good = F.col("problem").isNull()
+    msg = good & (F.col("kind") == "message")
+    h = F.col("content_hash")
+    when_msg = lambda c: F.when(msg, c)  # noqa: E731
+    early = F.struct("clock", "pid", "kind", "peer", "index", "view",
+                     F.col("early.sent_at").alias("sent_at"),
+                     F.col("early.delivered_at").alias("delivered_at"))
+    return order_marks(narrow).groupBy(
+        "file", "block_start", "peer", "view", latency_bin(when_msg(F.col("latency"))).alias("lat_bin"),
+    ).agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.count_if(good).alias("records"),
+        F.count_if(msg).alias("messages"),
+        F.count_if(good & (F.col("kind") == "view")).alias("views"),
+        F.min("row").alias("first_row"),
+        F.max("row").alias("last_row"),
+        F.max(F.when(~good, F.col("row"))).alias("last_bad_row"),
+        F.slice(F.sort_array(F.collect_list(F.when(~good, F.struct("row", "problem", "excerpt")))),
+                1, bad_kept).alias("bad"),
+        F.count_if("disorder").alias("disorder"),
+        F.count_if("index_fault").alias("index_faults"),
+        F.sum(when_msg(h.bitwiseAND(0xFFFFFFFF))).alias("hash_lo"),
+        F.sum(when_msg(F.shiftrightunsigned(h, 32))).alias("hash_hi"),
+        F.sum(when_msg(F.col("content_hash2").cast("long") + 2**31)).alias("hash2"),
+        F.sum(when_msg(F.col("latency"))).alias("lat_sum"),
+        F.min(when_msg(F.col("latency"))).alias("lat_min"),
+        F.max(when_msg(F.col("latency"))).alias("lat_max"),
+        F.collect_set(F.when(good, F.array_sort("members"))).alias("member_lists"),
+        F.collect_list(F.when(good & F.col("early").isNotNull(), early)).alias("early"),
+    )
+
+
+def summary_blocks(summary: DataFrame) -> DataFrame:
+    """Per file split, the columns of :func:`analysis.schema.block_stats`."""
+    return summary.groupBy("file", "block_start").agg(
+        F.min("first_row").alias("first_row"), F.sum("lines").alias("lines"),
+        F.sum("records").alias("records"), F.max("last_row").alias("last_row"),
+        F.max("last_bad_row").alias("last_bad_row"))
+
+
+def summary_bad_rows(summary: DataFrame) -> DataFrame:
+    """``file, block_start, row, problem, excerpt`` of the bad rows kept by :func:`run_summary`."""
+    return (summary.filter(F.size("bad") > 0)
+            .select("file", "block_start", F.inline("bad")))
+
+
+def summary_peers(summary: DataFrame) -> DataFrame:
+    """Per peer: ``records, messages, views, disorder, index_faults, lat_sum, lat_min, lat_max``."""
+    return (summary.groupBy("peer").agg(
+        *[F.sum(c).alias(c) for c in ("records", "messages", "views", "disorder", "index_faults",
+                                     "lat_sum")],
+        F.min("lat_min").alias("lat_min"), F.max("lat_max").alias("lat_max"))
+        .filter(F.col("records") > 0))
+
+
+def summary_latency_bins(summary: DataFrame) -> DataFrame:
+    """``peer, lat_bin, count`` of delivered messages (see :func:`latency_bin`)."""
+    return (summary.filter(F.col("messages") > 0)
+            .groupBy("peer", "lat_bin").agg(F.sum("messages").alias("count")))
+
+
+def view_fingerprints(summary: DataFrame) -> DataFrame:
+    """Per (peer, view): ``messages, hash_lo, hash_hi, hash2`` -- the multiset of messages that peer
+    delivered in that view, up to hash collisions (about 2^-96)."""
+    return (summary.filter(F.col("messages") > 0).groupBy("peer", "view")
+            .agg(*[F.sum(c).alias(c) for c in ("messages", "hash_lo", "hash_hi", "hash2")]))
+
+
+def summary_view_members(summary: DataFrame) -> DataFrame:
+    """``view, members, variants`` as :func:`view_members`, from the summary."""
+    lists = F.array_distinct(F.flatten(F.collect_list("member_lists")))
+    return (summary.filter(F.col("views") > 0).groupBy("view").agg(lists.alias("lists"))
+            .select("view", F.array_min("lists").alias("members"), F.size("lists").alias("variants")))
+
+
+def fingerprint_mismatches(fingerprints: DataFrame, views: DataFrame, peers: list[str]) -> DataFrame:
+    """Views whose messages are not held identically by exactly their expected recipients.
+
+    Columns: ``view, holders, expected, variants`` (``variants``: distinct fingerprints among the
+    holders). Empty iff, per view, the expected recipients (:func:`expected_recipients`) delivered
+    the same multiset of messages and no other peer delivered any.
+    """
+    everyone = F.array(*[F.lit(p) for p in sorted(peers)]) if peers else F.array().cast("array<string>")
+    by_view = fingerprints.groupBy("view").agg(
+        F.array_sort(F.collect_list("peer")).alias("holders"),
+        F.count_distinct(F.struct("messages", "hash_lo", "hash_hi", "hash2")).alias("variants"))
+    known = F.broadcast(views.select("view", F.col("members").alias("_members")))
+    return (by_view.join(known, "view", "left")
+            .select("view", "holders", F.array_sort(F.coalesce("_members", everyone)).alias("expected"),
+                    "variants")
+            .filter((F.col("holders") != F.col("expected")) | (F.col("variants") > 1)))
+
+
+def summary_early(summary: DataFrame) -> DataFrame:
+    """The early records kept by :func:`run_summary`: ``clock, pid, kind, peer, index, view, sent_at,
+    delivered_at`` (at most :data:`analysis.schema.EARLY_INDEX` per peer in a healthy run)."""
+    return summary.select(F.inline("early"))

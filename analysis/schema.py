@@ -96,12 +96,54 @@ def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
     )
 
 
-def _pid_port(pid: Column) -> Column:
+def pid_port(pid: Column) -> Column:
+    """The port of a ``host:port`` pid as an int (null if it is not one)."""
     return F.substring_index(pid, ":", -1).try_cast("int")
 
 
-def _pid_host(pid: Column) -> Column:
+def pid_host(pid: Column) -> Column:
+    """The host of a ``host:port`` pid (everything before the last colon)."""
     return F.substring(pid, F.lit(1), F.length(pid) - F.length(F.substring_index(pid, ":", -1)) - 1)
+
+
+def _required_missing() -> tuple[Column, Column]:
+    """``(any_missing, missing_names)`` over the record columns: a required field null (absent or
+    ill-typed: both readers turn a wrong type into null)."""
+    kind = F.col("kind")
+    missing_items = [F.when(F.col(name).isNull(), F.lit(name)) for name in COMMON_FIELDS]
+    missing_items += [F.when((kind == "message") & F.col(name).isNull(), F.lit(name))
+                      for name in MESSAGE_FIELDS]
+    missing_items += [F.when((kind == "view") & F.col(name).isNull(), F.lit(name))
+                      for name in VIEW_FIELDS]
+    any_missing = F.lit(False)
+    for name in COMMON_FIELDS:
+        any_missing = any_missing | F.col(name).isNull()
+    any_missing = (any_missing
+                   | ((kind == "message") & (F.col("text").isNull() | F.col("sent_at").isNull()))
+                   | ((kind == "view") & F.col("members").isNull()))
+    return any_missing, F.array_compact(F.array(*missing_items))
+
+
+def record_problem(blank: Column, unparsable: Column) -> Column:
+    """Why a parsed row is not a valid record (null if it is one), shared by both readers.
+
+    ``blank``/``unparsable`` say whether the raw line was blank / not JSON at all; they are only
+    evaluated for rows with a missing or ill-typed field (``when`` is lazy), so their cost is paid
+    by bad lines only.
+    """
+    any_missing, missing = _required_missing()
+    kind = F.col("kind")
+    return (
+        F.when(any_missing,
+               F.when(blank, F.lit("blank line"))
+               .when(unparsable, F.lit("not valid JSON (torn or corrupt line)"))
+               .otherwise(F.concat(F.lit("missing or ill-typed: "), F.concat_ws(", ", missing))))
+        .when(F.col("v") != SCHEMA_VERSION,
+              F.concat(F.lit("unsupported schema version v="), F.col("v").cast("string")))
+        .when(~kind.isin("message", "view"), F.concat(F.lit("unknown kind "), kind))
+        .when(pid_port(F.col("pid")).isNull(), F.lit("pid is not host:port"))
+        .when(F.col("index") < 1, F.lit("index < 1"))
+    )
 
 
 def parse_lines(raw: DataFrame) -> DataFrame:
@@ -115,33 +157,7 @@ def parse_lines(raw: DataFrame) -> DataFrame:
     r = F.from_json("value", RECORD_SCHEMA)
     parsed = raw.select("value", "file", "block_start", "row", r.alias("r")).select(
         "value", "file", "block_start", "row", "r.*")
-
-    kind = F.col("kind")
-    missing_items = [F.when(F.col(name).isNull(), F.lit(name)) for name in COMMON_FIELDS]
-    missing_items += [F.when((kind == "message") & F.col(name).isNull(), F.lit(name))
-                      for name in MESSAGE_FIELDS]
-    missing_items += [F.when((kind == "view") & F.col(name).isNull(), F.lit(name))
-                      for name in VIEW_FIELDS]
-    missing = F.array_compact(F.array(*missing_items))
-    any_missing = F.lit(False)
-    for name in COMMON_FIELDS:
-        any_missing = any_missing | F.col(name).isNull()
-    any_missing = (any_missing
-                   | ((kind == "message") & (F.col("text").isNull() | F.col("sent_at").isNull()))
-                   | ((kind == "view") & F.col("members").isNull()))
-
-    port = _pid_port(F.col("pid"))
-    problem = (
-        F.when(any_missing,
-               F.when(F.trim("value") == "", F.lit("blank line"))
-               .when(F.try_parse_json("value").isNull(), F.lit("not valid JSON (torn or corrupt line)"))
-               .otherwise(F.concat(F.lit("missing or ill-typed: "), F.concat_ws(", ", missing))))
-        .when(F.col("v") != SCHEMA_VERSION,
-              F.concat(F.lit("unsupported schema version v="), F.col("v").cast("string")))
-        .when(~kind.isin("message", "view"), F.concat(F.lit("unknown kind "), kind))
-        .when(port.isNull(), F.lit("pid is not host:port"))
-        .when(F.col("index") < 1, F.lit("index < 1"))
-    )
+    problem = record_problem(F.trim("value") == "", F.try_parse_json("value").isNull())
     return parsed.select(
         "file", "block_start", "row",
         problem.alias("problem"),
@@ -153,6 +169,57 @@ def parse_lines(raw: DataFrame) -> DataFrame:
     )
 
 
+# --------------------------------------------------------------------------- the fast reader
+
+CORRUPT = "_corrupt"
+EARLY_INDEX = 64
+JSON_SCHEMA = T.StructType(RECORD_SCHEMA.fields + [T.StructField(CORRUPT, T.StringType())])
+""":data:`RECORD_SCHEMA` plus the column where the JSON reader puts a line it could not fully read."""
+
+
+def read_records(spark: SparkSession, files: list[str]) -> DataFrame:
+    """Records of ``files`` through Spark's JSON reader (Jackson streaming, no text column kept).
+
+    Columns of :data:`JSON_SCHEMA` plus ``file, block_start, row``. Permissive: a torn line, bad JSON
+    or an ill-typed field keeps the raw line in ``_corrupt`` (ill-typed fields null). Blank lines are
+    skipped by the reader: ``row`` then numbers non-blank lines (see :func:`line_number`).
+    """
+    return (spark.read.schema(JSON_SCHEMA)
+            .option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+            .json(files)
+            .select("*", F.col("_metadata.file_path").alias("file"),
+                    F.col("_metadata.file_block_start").alias("block_start"),
+                    F.monotonically_increasing_id().alias("row")))
+
+
+def narrow_records(read: DataFrame) -> DataFrame:
+    """The narrow per-row frame of the fast path, from :func:`read_records`.
+
+    Columns: ``file, block_start, row, problem, excerpt, kind, index, peer, clock, pid, view,
+    latency, content_hash, content_hash2, members``. ``content_hash``/``content_hash2`` are xxhash64
+    and murmur3 of ``(clock, pid, kind, sent_at, text)``: what copies of one message must agree on.
+    ``latency`` is null for views; ``members`` only for views; ``early`` (``sent_at, delivered_at``)
+    only for the first :data:`EARLY_INDEX` records of a peer, for the picture. The text is hashed,
+    never kept.
+    """
+    corrupt = F.col(CORRUPT)
+    problem = record_problem(F.lit(False), corrupt.isNotNull() & F.try_parse_json(corrupt).isNull())
+    raw = F.coalesce(corrupt, F.to_json(F.struct(*[f.name for f in RECORD_SCHEMA.fields])))
+    content = [F.col(c) for c in ("clock", "pid", "kind", "sent_at", "text")]
+    is_view = F.col("kind") == "view"
+    return read.select(
+        "file", "block_start", "row",
+        problem.alias("problem"),
+        F.when(problem.isNotNull(), F.substring(raw, 1, EXCERPT_CHARS)).alias("excerpt"),
+        "kind", "index", "peer", "clock", "pid", "view",
+        F.when(~is_view, F.col("delivered_at") - F.col("sent_at")).alias("latency"),
+        F.xxhash64(*content).alias("content_hash"),
+        F.hash(*content).alias("content_hash2"),
+        F.when(is_view, F.col("members")).alias("members"),
+        F.when(F.col("index") <= EARLY_INDEX, F.struct("sent_at", "delivered_at")).alias("early"),
+    )
+
+
 def good_records(parsed: DataFrame) -> DataFrame:
     """Rows of ``parsed`` that are valid records (the input of every check), with ``host``/``port``.
 
@@ -160,8 +227,8 @@ def good_records(parsed: DataFrame) -> DataFrame:
     functions per row are cheaper than caching two more columns.
     """
     return (parsed.filter(F.col("problem").isNull()).drop("problem", "excerpt")
-            .withColumn("host", _pid_host(F.col("pid")))
-            .withColumn("port", _pid_port(F.col("pid"))))
+            .withColumn("host", pid_host(F.col("pid")))
+            .withColumn("port", pid_port(F.col("pid"))))
 
 
 def bad_lines(parsed: DataFrame) -> DataFrame:
