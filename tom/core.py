@@ -244,6 +244,7 @@ class Core:
         self._ready = Ready()
         self.view: View | None = None
         self.mode = "joining"
+        self._fast = None
         members = frozenset(members)
         self.everyone: tuple[str, ...] = ()  # the other members of the view: where multicasts go
         if static:
@@ -251,6 +252,7 @@ class Core:
                 raise UsageError(f"{me} is not a member of the group")
             self._set_view(View(1, members, {p: NO_INCARNATION for p in members}))
             self.mode = "normal"
+            self._fast = None
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
         self._known_inc: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
         self.peer_view: dict[str, int] = {}  # view each peer last announced on its link
@@ -301,6 +303,7 @@ class Core:
 
     def _set_view(self, view: View) -> None:
         self.view = view
+        self._fast = None
         self.everyone = tuple(p for p in sorted_pids(view.members) if p != self.me)
 
     def leave(self) -> None:
@@ -309,6 +312,7 @@ class Core:
             return
         if self.static or self.view is None:
             self.mode = "left"
+            self._fast = None
             self._ready.notices.append("left")
             return
         self.leaving = True
@@ -320,6 +324,7 @@ class Core:
         """A connection to ``pid`` (running as ``incarnation``) is up."""
         self.links[pid] = incarnation
         self.last_heard[pid] = self.now
+        self._fast = None
         if self._known_inc.get(pid) != incarnation:  # a new incarnation: what the old one said is void
             self._known_inc[pid] = incarnation
             self.peer_view.pop(pid, None)
@@ -335,6 +340,7 @@ class Core:
     def disconnected(self, pid: str) -> None:
         """The connection to ``pid`` is down (it may come back: silence decides, not this)."""
         self.links.pop(pid, None)
+        self._fast = None
 
     def tick(self, now: float) -> None:
         """Time passed: send heartbeats, suspect silent members, drive joins and view changes."""
@@ -371,6 +377,20 @@ class Core:
 
     def receive(self, src: str, frame: Frame) -> None:
         """Handle ``frame`` from connected peer ``src``; raise FrameError (state untouched) if bad."""
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = self._fast_sources()
+        t = type(frame)
+        if src in fast and (t is Ack or t is Message) and not self.suspected:
+            # the common case, with every check of the slow path already known to pass for src
+            self.last_heard[src] = self.now
+            if t is Ack:
+                self._on_ack(src, frame)  # type: ignore[arg-type]
+            elif frame.pid == src:  # type: ignore[attr-defined]
+                self._on_message(src, frame, relayed=False)  # type: ignore[arg-type]
+            else:
+                raise FrameError(f"{src} relayed a message of {frame.pid} outside a flush")  # type: ignore[attr-defined]
+            return
         if src == self.me:
             raise FrameError("frame from this peer's own pid")
         if src not in self.links and not self.static:
@@ -378,12 +398,12 @@ class Core:
         self.last_heard[src] = self.now
         if src in self.suspected and self._member_link(src):
             del self.suspected[src]  # (a new incarnation speaking does not clear its old one)
-        t = type(frame)
         if t is Ack or t is Message or t is Relay:
             self._on_ordered(src, frame, t)
         elif t is Heartbeat:
             if frame.view > self.peer_view.get(src, -1):  # type: ignore[attr-defined]
                 self.peer_view[src] = frame.view  # type: ignore[attr-defined]
+                self._fast = None
         elif t is Join:
             self._on_join(src, frame)  # type: ignore[arg-type]
         elif t is Leave:
@@ -411,6 +431,20 @@ class Core:
         return out
 
     # -- ordered traffic -----------------------------------------------------------------------
+
+    def _fast_sources(self) -> frozenset[str]:
+        """Peers whose ACKs and MESSAGEs pass every check of `_on_ordered` as things stand now.
+
+        Reset to None (recomputed on use) by everything that changes one of those checks: the view,
+        the mode, connections, announced views, the cut.
+        """
+        view = self.view
+        if view is None or self.mode not in ("normal", "flushing"):
+            return frozenset()
+        return frozenset(src for src in view.members
+                         if src != self.me and self.peer_view.get(src, view.id) == view.id
+                         and self._member_link(src) and src not in self._cut
+                         and (self.static or src in self.links))
 
     def _member_link(self, src: str) -> bool:
         view = self.view
@@ -470,7 +504,8 @@ class Core:
         entry.acks.add(src)
         entry.acks.add(self.me)
         self._ready.sends.append((self.everyone, Ack(msg.clock, msg.pid)))
-        self._deliver_ready()
+        if entry is self.queue.head():
+            self._deliver_ready()
 
     def _on_ack(self, src: str, ack: Ack) -> None:
         if ack.pid not in self.view.members:  # type: ignore[union-attr]
@@ -481,7 +516,8 @@ class Core:
         entry = self.queue.reserve(ack.clock, ack.pid)
         if src not in entry.acks:
             entry.acks.add(src)
-            self._deliver_ready()
+            if entry is self.queue.head():  # an ACK for an entry behind the head changes nothing yet
+                self._deliver_ready()
 
     def _deliver_ready(self) -> None:
         if self.mode not in ("normal", "flushing"):
@@ -542,6 +578,7 @@ class Core:
     def _become_removed(self, why: str) -> None:
         if self.mode not in ("left", "removed"):
             self.mode = "removed"
+            self._fast = None
             self.flush = None
             self._ready.notices.append("removed")
 
@@ -669,8 +706,10 @@ class Core:
             return
         early = self._early_markers.pop((p.view, p.attempt, p.coordinator), set())
         self._cut |= removed
+        self._fast = None
         self.flush = Flushing(p, flush_set, removed, {self.me} | (early & flush_set))
         self.mode = "flushing"
+        self._fast = None
         sends = self._ready.sends
         others = tuple(sorted_pids(flush_set - {self.me}))
         for entry in self.queue:
@@ -697,6 +736,7 @@ class Core:
         assert flush is not None
         flush.done = True
         self.mode = "flushed"
+        self._fast = None
         p = flush.proposal
         report = Flushed(p.view, p.attempt, self.clock.time)
         if p.coordinator == self.me:
@@ -753,6 +793,7 @@ class Core:
         self._early_markers.clear()
         self._max_attempt = -1
         self._cut = set()
+        self._fast = None
         old_incs = old.incarnations if old is not None else {}
         for pid in list(self.suspected):
             if members.get(pid) != old_incs.get(pid):
@@ -771,9 +812,11 @@ class Core:
             self._ready.sends.append((told, i))
         if self.me not in members:
             self.mode = "left" if self.me in i.left else "removed"
+            self._fast = None
             self._ready.notices.append(self.mode)
             return
         self.mode = "normal"
+        self._fast = None
         # the view announcement must precede this view's frames on every link, connected or not
         announce = tuple(sorted_pids(set(self.links) | set(self.everyone)))
         if announce:

@@ -432,8 +432,29 @@ def _parse_json_frame(cls: type, rest: str) -> Frame:
         raise FrameError(str(e)) from None
 
 
+_new = object.__new__
+_set_ack_clock, _set_ack_pid = Ack.clock.__set__, Ack.pid.__set__  # type: ignore[attr-defined]
+
+
+def _fast_ack(line: str) -> Ack | None:
+    """An ACK from a pid already seen, built without re-validating what was just checked (the hot
+    path: most frames are ACKs); None sends the line down the general path."""
+    clock, sep, pid = line[4:].partition("-")
+    if (sep and pid in _VALID_PIDS and clock.isdigit() and clock.isascii() and len(clock) <= 18
+            and (clock[0] != "0" or len(clock) == 1)):
+        ack = _new(Ack)
+        _set_ack_clock(ack, int(clock))
+        _set_ack_pid(ack, pid)
+        return ack
+    return None
+
+
 def parse_frame(line: str) -> Frame:
     """Parse one line (without its newline) into a Frame; raise FrameError if it is not one."""
+    if line.startswith("ACK-"):
+        ack = _fast_ack(line)
+        if ack is not None:
+            return ack
     if len(line) > MAX_FRAME_BYTES:
         raise FrameError(f"frame of {len(line)} characters is over the limit")
     kind, sep, rest = line.partition("-")
@@ -455,7 +476,7 @@ def parse_frame(line: str) -> Frame:
                     raise FrameError(f"bad send time {stamp[:30]!r}")
                 sent_at = float(stamp)
                 if not sent_at < 1e11:
-                    raise FrameError(f"bad send time {kind[8:]!r}")
+                    raise FrameError(f"bad send time {stamp[:30]!r}")
             clock, sep, rest = rest.partition("-")
             if not sep:
                 raise FrameError(f"{base} needs clock, pid and text")
