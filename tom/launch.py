@@ -217,14 +217,13 @@ class HeadlessRun:
         chaos = self.chaos
         counters = {pid: Counter(self.output(pid)) for pid in self.peers}
         sent = {pid: 0 for pid in self.peers}
-        if not self.chaos:
-            started_at = {pid: time.monotonic() for pid in self.procs}
-        else:  # faults are timed on the workload: start it once the group has formed
-            formed_by = time.monotonic() + 30
-            while time.monotonic() < formed_by and not all(counters[p].update() >= 0 and counters[p].views
-                                                           for p in self.procs):
-                time.sleep(0.05)
-            started_at = {pid: time.monotonic() for pid in self.procs}
+        # the workload (and the faults, timed on it) starts once the group has formed: messages sent
+        # before would only wait for it, and their latency would measure the forming
+        formed_by = time.monotonic() + 30
+        while time.monotonic() < formed_by and not all(counters[p].update() >= 0 and counters[p].views
+                                                       for p in self.procs):
+            time.sleep(0.05)
+        started_at = {pid: time.monotonic() for pid in self.procs}
         done_events: set[str] = set()
         paused_until = 0.0
         span = self.messages / self.rate if self.rate > 0 else 1.0
