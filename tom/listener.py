@@ -67,6 +67,17 @@ async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
         await incoming.send(Disconnected(src))
 
 
+async def run_link(link: Link, stream: trio.abc.Stream, reader: LineReader, neighbor_has: int,
+                   incoming: trio.MemorySendChannel) -> None:
+    """After a handshake: make ``stream`` the link's connection and serve it until it ends."""
+    link.attach(stream, neighbor_has, trio.current_time())
+    log.info("connected with %s", link.pid)
+    try:
+        await serve_link(link, stream, reader, incoming)
+    finally:
+        await trio.aclose_forcefully(stream)
+
+
 async def listener(
     listeners: list[trio.SocketListener],
     me: str,
@@ -100,12 +111,7 @@ async def listener(
             log.warning("rejected a connection: %s", reason)
             await trio.aclose_forcefully(stream)
             return
-        link.attach(stream, resume.count, trio.current_time())
-        log.info("%s connected", hello.pid)
-        try:
-            await serve_link(link, stream, reader, incoming)
-        finally:
-            await trio.aclose_forcefully(stream)
+        await run_link(link, stream, reader, resume.count, incoming)
 
     async with trio.open_nursery() as nursery:
         for lst in listeners:

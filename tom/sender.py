@@ -14,7 +14,7 @@ import trio
 from .errors import FrameError
 from .frames import Frame, Hello, Resume, encode_frame
 from .links import Link, LineReader, backoff, expect, hello_bytes, resume_bytes
-from .listener import serve_link
+from .listener import run_link
 from .pid import pid_key, socket_host, split_pid
 
 log = logging.getLogger("tom.sender")
@@ -50,12 +50,7 @@ async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendC
             attempt += 1
             continue
         attempt = 0
-        link.attach(stream, resume.count, trio.current_time())
-        log.info("connected to %s", link.pid)
-        try:
-            await serve_link(link, stream, reader, incoming)
-        finally:
-            await trio.aclose_forcefully(stream)
+        await run_link(link, stream, reader, resume.count, incoming)
 
 
 async def sender(
