@@ -395,6 +395,15 @@ def latency_bin(latency: Column) -> Column:
     return F.when(mag < 1e-9, F.lit(0)).otherwise(F.signum(latency).cast("int") * F.greatest(F.lit(1), b))
 
 
+def latency_bin_py(latency: float) -> int:
+    """:func:`latency_bin` of one value, in Python (for tests and the driver)."""
+    mag = abs(latency)
+    if mag < 1e-9:
+        return 0
+    b = math.ceil(math.log(mag) / math.log(LATENCY_GAMMA)) + _BIN_OFFSET
+    return (1 if latency > 0 else -1) * max(1, b)
+
+
 def bin_value(b: int) -> float:
     """The representative latency of bin ``b`` (the midpoint of its range, relatively)."""
     if b == 0:

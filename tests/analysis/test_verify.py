@@ -105,3 +105,31 @@ def test_default_report_dir_is_next_to_inputs(tmp_path):
     assert verify.default_report_dir(str(tmp_path / "run")) == tmp_path / "run" / "tom-verify"
     assert verify.default_report_dir(str(tmp_path / "run" / "*.jsonl")) == tmp_path / "run" / "tom-verify"
     assert verify.default_report_dir("hdfs://nn/x/*.jsonl").name == "tom-verify"
+
+
+@pytest.mark.parametrize("fault", ["duplicate", "fifo_reorder", "tampered"])
+def test_fast_path_hands_faults_to_the_exact_checks(spark, tmp_path, fault):
+    run = run_of(EVENTS)
+    recs = list(run[C])
+    if fault == "duplicate":
+        recs = recs[:3] + [recs[1]] + recs[3:]
+    elif fault == "fifo_reorder":
+        recs[0], recs[2] = recs[2], recs[0]  # A's clock 2 before A's clock 1
+    else:
+        recs[4] = dict(recs[4], text="tampered")
+    run[C] = [dict(r, index=i + 1) for i, r in enumerate(recs)]
+    write_run(tmp_path / "run", run)
+    assert verify.main([str(tmp_path / "run"), "--report-dir", str(tmp_path / "out")]) == 1
+    rep = report(tmp_path / "out")
+    assert rep["fast_path"].startswith("not conclusive")
+    name = {"duplicate": "duplicates", "fifo_reorder": "fifo_reorders", "tampered": "conflicting_copies"}
+    assert rep["checks"][name[fault]]["count"] >= 1
+
+
+def test_healthy_run_is_settled_by_the_fast_path(spark, tmp_path):
+    write_run(tmp_path / "run", run_of(EVENTS), torn={A: '{"v":1,"ki'})
+    assert verify.main([str(tmp_path / "run"), "--report-dir", str(tmp_path / "out")]) == 0
+    rep = report(tmp_path / "out")
+    assert rep["fast_path"] == "conclusive" and rep["counts"]["messages"] == len(EVENTS)
+    assert rep["latency"]["overall"]["count"] == 3 * len(EVENTS)
+    assert [(m["clock"], m["pid"]) for m in rep["diagram"]] == EVENTS

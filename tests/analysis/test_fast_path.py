@@ -1,0 +1,129 @@
+"""The one-pass fast path: silent on a healthy run, and every fault makes it hand over."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis import checks, fold, schema
+from tests.analysis.conftest import PEERS, message, run_of, view_record
+
+pytestmark = pytest.mark.spark
+A, B, C = PEERS
+EVENTS = [(1, A), (1, B), (2, A), (2, C), (3, B), (4, A)]
+
+
+def renumber(recs: list[dict]) -> list[dict]:
+    return [dict(r, index=i + 1) for i, r in enumerate(recs)]
+
+
+@pytest.fixture
+def summarize(spark, tmp_path):
+    """Write a run keyed by peer (plus optional raw tails) and return its :func:`checks.run_summary`."""
+    counter = iter(range(1_000_000))
+
+    def build(run: dict[str, list[dict]], tails: dict[str, str] | None = None):
+        folder = tmp_path / f"run{next(counter)}"
+        folder.mkdir()
+        for peer, recs in run.items():
+            text = "".join(json.dumps(r) + "\n" for r in recs) + (tails or {}).get(peer, "")
+            (folder / f"{peer.replace(':', '_')}.jsonl").write_text(text)
+        files = [f"file:{p}" for p in sorted(folder.glob("*.jsonl"))]
+        return checks.run_summary(schema.narrow_records(schema.read_records(spark, files))).cache()
+
+    return build
+
+
+def verdict(summary, peers=PEERS) -> dict:
+    """What the fast path concludes: per-peer order faults and fingerprint mismatches."""
+    rows = {r.peer: r for r in checks.summary_peers(summary).collect()}
+    views = checks.summary_view_members(summary)
+    mismatches = checks.fingerprint_mismatches(checks.view_fingerprints(summary), views, list(peers))
+    return {"disorder": {p: r.disorder for p, r in rows.items() if r.disorder},
+            "index_faults": {p: r.index_faults for p, r in rows.items() if r.index_faults},
+            "mismatched_views": [r.view for r in mismatches.collect()]}
+
+
+HEALTHY = {"disorder": {}, "index_faults": {}, "mismatched_views": []}
+
+
+def test_healthy_run_passes(summarize):
+    s = summarize(run_of(EVENTS))
+    assert verdict(s) == HEALTHY
+    early = [r.asDict() for r in checks.summary_early(s).collect()]
+    picture = fold.diagram(early, 40)
+    assert [(m["clock"], m["pid"]) for m in picture] == EVENTS
+    assert all(len(m["deliveries"]) == 3 for m in picture)
+
+
+def test_swap_is_disorder(summarize):
+    run = run_of(EVENTS)
+    run[C] = renumber([run[C][0], run[C][1], run[C][3], run[C][2]] + run[C][4:])
+    assert verdict(summarize(run))["disorder"] == {C: 1}
+
+
+def test_drop_is_index_fault_and_mismatch(summarize):
+    run = run_of(EVENTS)
+    del run[A][2]
+    got = verdict(summarize(run))
+    assert got["index_faults"] == {A: 1} and got["mismatched_views"] == [1]
+
+
+def test_duplicate_is_disorder(summarize):
+    run = run_of(EVENTS)
+    run[B] = renumber(run[B][:3] + [run[B][1]] + run[B][3:])
+    got = verdict(summarize(run))
+    assert got["disorder"] == {B: 1} and got["mismatched_views"] == [1]
+
+
+def test_reorder_of_one_origin_is_disorder(summarize):
+    run = run_of(EVENTS)
+    run[B] = renumber([run[B][2], run[B][1], run[B][0]] + run[B][3:])
+    assert B in verdict(summarize(run))["disorder"]
+
+
+def test_tampered_copy_is_a_fingerprint_mismatch(summarize):
+    run = run_of(EVENTS)
+    run[C][4] = dict(run[C][4], text="tampered")
+    assert verdict(summarize(run)) == dict(HEALTHY, mismatched_views=[1])
+
+
+def test_torn_last_line_is_kept_and_harmless(summarize):
+    s = summarize(run_of(EVENTS), tails={C: '{"v":1,"kind":"mess'})
+    assert verdict(s) == HEALTHY
+    (bad,) = checks.summary_bad_rows(s).collect()
+    assert bad.problem == "not valid JSON (torn or corrupt line)" and bad.file.endswith("5002.jsonl")
+    blocks = [r.asDict() for r in checks.summary_blocks(s).collect()]
+    summaries, offsets = schema.file_summaries(blocks, [])
+    assert [f.torn_last_line for f in summaries] == [False, False, True]
+    assert schema.line_number(offsets, bad.file, bad.block_start, bad.row) == len(EVENTS) + 1
+
+
+def test_wrong_typed_field_is_a_bad_line(summarize):
+    run = run_of(EVENTS)
+    wrong = json.dumps(dict(run[A][-1], index=len(EVENTS) + 1, clock="7"))
+    s = summarize(run, tails={A: wrong + "\n"})
+    (bad,) = checks.summary_bad_rows(s).collect()
+    assert bad.problem == "missing or ill-typed: clock" and '"clock": "7"' in bad.excerpt
+
+
+def test_dynamic_group_checks_view_members_only(summarize):
+    """C joins in view 2: it need not hold view-1 messages; view 2 must be held by A, B and C."""
+    run = {}
+    for peer in (A, B):
+        run[peer] = renumber([view_record(peer, 0, 0, A, 1, [A, B]), message(peer, 0, 1, A, view=1),
+                              view_record(peer, 0, 2, B, 2, [A, B, C]), message(peer, 0, 3, B, view=2)])
+    run[C] = [view_record(C, 1, 2, B, 2, [A, B, C]), message(C, 2, 3, B, view=2)]
+    s = summarize(run)
+    assert verdict(s)["mismatched_views"] == []
+    run[C] = run[C][:1]
+    assert verdict(summarize(run))["mismatched_views"] == [2]
+
+
+def test_quantiles_from_bins():
+    assert fold.quantiles([(1.0, 50), (2.0, 45), (3.0, 5)], (0.5, 0.95, 0.99)) == [1.0, 2.0, 3.0]
+    assert fold.quantiles([], (0.5,)) == [None]
+    assert checks.bin_value(0) == 0.0
+    for x in (0.0031, 2.5, -0.004):
+        assert checks.bin_value(checks.latency_bin_py(x)) == pytest.approx(x, rel=0.006)
