@@ -131,3 +131,15 @@ def test_frames_from_non_members_are_rejected_without_state_change():
 def test_core_requires_itself_in_the_group():
     with pytest.raises(UsageError):
         Core("127.0.0.1:9", GROUP)
+
+
+def test_stats_count_premature_acks_and_releases_behind_the_head():
+    core = Core(C, GROUP)
+    core.receive(B, Ack(1, A))                      # premature: it overtook A's message
+    core.receive(B, Ack(1, A))                      # the same again: not a second premature ACK
+    core.receive(B, Message(2, B, "second"))        # complete once A acks it ...
+    core.receive(A, Ack(2, B))                      # ... which it does: but (1, A) is the head
+    assert core.stats == {"premature_acks": 1, "released_behind_head": 0}
+    core.receive(A, Message(1, A, "head"))          # the head completes: both leave together
+    assert texts(core.ready()) == ["head", "second"]
+    assert core.stats == {"premature_acks": 1, "released_behind_head": 1}

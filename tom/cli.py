@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--name", help="address others reach this peer by, when --host is 0.0.0.0")
     peer.add_argument("--delay", type=_delay, default=0.0, metavar="SECONDS",
                       help="hold every outgoing frame this long (keeps each link's order)")
+    peer.add_argument("--jitter", type=_delay, default=0.0, metavar="SECONDS",
+                      help="add a random extra delay up to this much, per link (never reorders a link): "
+                           "ACKs then overtake messages (premature ACKs)")
     peer.add_argument("--no-ui", action="store_true", help="headless: each stdin line is one message")
     peer.add_argument("--static", action="store_true",
                       help="the handout's static group: every neighbor is a member from the start, no joins, "
@@ -134,7 +137,7 @@ def run_peer(args: argparse.Namespace) -> int:
     if args.timeout <= args.heartbeat:
         raise ConfigError("--timeout must be longer than --heartbeat")
     peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
-                           args.static, args.heartbeat, args.timeout))
+                           args.static, args.heartbeat, args.timeout, jitter=args.jitter))
     trio.run(peer.run)
     return peer.exit_code
 

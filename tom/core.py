@@ -242,6 +242,7 @@ class Core:
         self.now = now
         self.started_at = now
         self._ready = Ready()
+        self.stats = {"premature_acks": 0, "released_behind_head": 0}
         self.view: View | None = None
         self.mode = "joining"
         self._fast = None
@@ -514,6 +515,8 @@ class Core:
             return
         self.clock.observe(ack.clock)
         entry = self.queue.reserve(ack.clock, ack.pid)
+        if entry.text is None and not entry.acks:
+            self.stats["premature_acks"] += 1  # this ACK overtook its message: it reserves the entry
         if src not in entry.acks:
             entry.acks.add(src)
             if entry is self.queue.head():  # an ACK for an entry behind the head changes nothing yet
@@ -530,6 +533,7 @@ class Core:
         final = flush is not None and not flush.done and flush.markers >= flush.flush_set
         if final:
             required = flush.flush_set  # type: ignore[union-attr]
+        released = 0
         while True:
             head = queue.head()
             if head is None:
@@ -542,9 +546,12 @@ class Core:
             if not required <= head.acks:
                 break
             queue.pop()
+            released += 1
             self.delivered += 1
             self.delivered_key = (head.clock, pid_key(head.pid))
             out.append(Delivery(self.delivered, head.clock, head.pid, head.text, head.sent_at, view.id))
+        if released > 1:  # entries that were complete but waited behind a blocked head
+            self.stats["released_behind_head"] += released - 1
         if final and not queue:
             self._flushed()
 

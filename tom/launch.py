@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -54,22 +55,26 @@ def make_workload(peers: list[str], messages: int, seed: int) -> dict[str, list[
     }
 
 
-def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool) -> list[str]:
+def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool,
+                 jitter: float = 0.0) -> list[str]:
     host, port = split_pid(pid)
     cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(output), str(port), "--host", host.strip("[]")]
     if delay:
         cmd += ["--delay", str(delay)]
+    if jitter:
+        cmd += ["--jitter", str(jitter)]
     if headless:
         cmd.append("--no-ui")
     return cmd
 
 
-def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool) -> int:
+def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
+                jitter: float = 0.0) -> int:
     """One tmux window split in one pane per peer, each running `tom peer` with its terminal UI."""
     if shutil.which("tmux") is None:
         raise ConfigError("tmux is not installed (apt-get install tmux), or use --messages for a headless run")
     session = f"tom-{run_dir.name}"
-    cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False))
+    cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False, jitter))
             for p in peers]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", cmds[0]], check=True)
     for cmd in cmds[1:]:
@@ -150,6 +155,7 @@ class HeadlessRun:
     seed: int
     deadline: float
     chaos: Chaos = field(default_factory=Chaos)
+    jitter: float = 0.0
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     stdin_open: dict[str, bool] = field(default_factory=dict)
 
@@ -164,7 +170,7 @@ class HeadlessRun:
         for pid in pids:
             log = open(self.log(pid), "ab")
             self.procs[pid] = subprocess.Popen(
-                peer_command(self.neighbors, self.output(pid), pid, self.delay, True),
+                peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter),
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
             self.stdin_open[pid] = True
         end = time.monotonic() + 20
@@ -300,6 +306,21 @@ class HeadlessRun:
         return False
 
 
+STATS = re.compile(r"premature ACKs: (\d+); deliveries released behind a late head: (\d+)")
+
+
+def report_stats(run: "HeadlessRun") -> None:
+    """One line on what the delay made happen, from the peers' last log lines."""
+    premature = released = 0
+    for pid in run.procs:
+        found = STATS.findall(run.log(pid).read_text(errors="replace"))
+        if found:
+            premature += int(found[-1][0])
+            released += int(found[-1][1])
+    console.print(f"premature ACKs (an ACK before its message): {premature:,}; messages held behind a blocked "
+                  f"head, then released with it: {released:,}")
+
+
 def run_verifier(run_dir: Path, files: list[Path]) -> int:
     from analysis.verify import main as verify_main
 
@@ -313,6 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="headless: send N generated messages per peer, then verify (default: tmux panes)")
     p.add_argument("--rate", type=float, default=0.0, help="messages per second per peer (0: as fast as possible)")
     p.add_argument("--delay", type=float, default=0.0, help="artificial delay of every frame, seconds")
+    p.add_argument("--jitter", type=float, default=0.0,
+                   help="random extra delay per link and batch, up to this many seconds (keeps each link FIFO)")
     p.add_argument("--seed", type=int, default=1, help="workload seed")
     p.add_argument("--deadline", type=float, default=300.0, help="seconds to wait for delivery everywhere")
     p.add_argument("--runs", type=Path, default=Path("runs"), help="folder for run folders (default runs/)")
@@ -352,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         neighbors = run_dir / "neighbors.txt"
         shutil.copyfile(args.neighbors, neighbors)
         if args.messages <= 0:
-            return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach)
+            return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter)
         chaos = Chaos(pick(peers, args.kill, "--kill"), pick(peers, args.pause, "--pause"),
                       pick(peers, args.join_late, "--join-late"), pick(peers, args.leave, "--leave"),
                       args.pause_for)
@@ -362,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(set(roles)) != len(roles):
             raise ConfigError("give each chaos role to a different peer")
         run = HeadlessRun(neighbors, peers, run_dir, args.messages, args.rate, args.delay, args.seed,
-                          args.deadline, chaos)
+                          args.deadline, chaos, args.jitter)
         console.print(f"run folder: [bold]{run_dir}[/] — {len(peers)} peers × {args.messages} messages, "
                       f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}")
         try:
@@ -370,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             complete = run.drive()
         finally:
             run.stop()
+        report_stats(run)
         codes = {pid: proc.returncode for pid, proc in run.procs.items()}
         if any(codes.values()):
             console.print(f"[yellow]peer exit codes: {codes}[/]")

@@ -46,6 +46,7 @@ class Link:
         self.frames_out = 0
         self.last_heard: float | None = None
         self._wake = trio.Event()
+        self._last_release = float("-inf")
 
     # -- buffer --------------------------------------------------------------------------------
 
@@ -54,6 +55,11 @@ class Link:
         self._wake.set()
 
     def push_many(self, release: float, data: list[bytes]) -> None:
+        """Queue ``data`` to leave at ``release`` — or after the frames already queued: never earlier,
+        so a random delay per batch (jitter) cannot reorder the link."""
+        if release < self._last_release:
+            release = self._last_release
+        self._last_release = release
         self.buffer.extend([(release, d, True) for d in data])
         self._wake.set()
 

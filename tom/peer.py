@@ -46,6 +46,7 @@ class PeerConfig:
     heartbeat: float = 1.0
     timeout: float = 5.0
     leave_timeout: float = 15.0
+    jitter: float = 0.0
 
 
 def own_pid(cfg: PeerConfig, neighbors: list[str]) -> str:
@@ -110,7 +111,8 @@ class Peer:
                 self._scope = nursery.cancel_scope
                 self._nursery = nursery
                 self.port = await nursery.start(listener, listeners, self.me, self.incarnation, self.links, in_tx)
-                nursery.start_soon(sender, out_rx, self.me, self.incarnation, self.links, in_tx, cfg.delay)
+                nursery.start_soon(sender, out_rx, self.me, self.incarnation, self.links, in_tx, cfg.delay,
+                                   cfg.jitter)
                 nursery.start_soon(processor, self.core, in_rx, out_tx, self.output,
                                    ui.on_deliver if ui else None, self._on_notice)
                 nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)
@@ -131,7 +133,9 @@ class Peer:
                 await self.leave()
         finally:
             self.output.close()
-            log.info("stopped with %d events delivered", self.output.written)
+            st = self.core.stats
+            log.info("stopped with %d events delivered; premature ACKs: %d; deliveries released behind a "
+                     "late head: %d", self.output.written, st["premature_acks"], st["released_behind_head"])
 
     async def leave(self) -> None:
         """Leave the group and wait (bounded) until the leave is delivered; then stop."""

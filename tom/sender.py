@@ -8,6 +8,7 @@ answers, and again whenever the connection drops.
 from __future__ import annotations
 
 import logging
+import random
 
 import trio
 
@@ -60,8 +61,13 @@ async def sender(
     links: dict[str, Link],
     incoming: trio.MemorySendChannel,
     delay: float = 0.0,
+    jitter: float = 0.0,
 ) -> None:
-    """Route each batch of ``(dests, frame)`` from ``outgoing`` to the links; own the link tasks."""
+    """Route each batch of ``(dests, frame)`` from ``outgoing`` to the links; own the link tasks.
+
+    Every frame waits ``delay`` seconds, plus a random share of ``jitter`` drawn per link and batch —
+    never overtaking a frame queued before it on the same link.
+    """
     my_key = pid_key(me)
     async with outgoing, trio.open_nursery() as nursery:
         for link in links.values():
@@ -76,4 +82,4 @@ async def sender(
                 for dest in dests:
                     per_link.setdefault(dest, []).append(data)
             for dest, data in per_link.items():
-                links[dest].push_many(release, data)
+                links[dest].push_many(release + random.uniform(0.0, jitter) if jitter else release, data)
