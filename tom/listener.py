@@ -38,10 +38,12 @@ async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
     """Read ``link``'s frames from ``reader`` into ``incoming`` until the connection ends."""
     src = link.pid
     await incoming.send(Connected(src, link.incarnation))  # type: ignore[arg-type]
+    closed = False
     try:
         while True:
             lines = await reader.chunk()
             if lines is None:
+                closed = True
                 break
             frames = []
             counted = len(lines)
@@ -63,7 +65,10 @@ async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass
     if link.detach(stream):
-        log.warning("%s: connection lost", src)
+        if closed:
+            log.info("%s closed the connection", src)
+        else:
+            log.warning("%s: connection lost", src)
         await incoming.send(Disconnected(src))
 
 
