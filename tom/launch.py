@@ -156,6 +156,7 @@ class HeadlessRun:
     deadline: float
     chaos: Chaos = field(default_factory=Chaos)
     jitter: float = 0.0
+    killed_at: float | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     stdin_open: dict[str, bool] = field(default_factory=dict)
 
@@ -258,6 +259,7 @@ class HeadlessRun:
                 if chaos.kill and phase >= 0.3 and "kill" not in done_events:
                     done_events.add("kill")
                     self.procs[chaos.kill].kill()
+                    self.killed_at = time.time()
                     progress.console.print(f"[red]chaos[/]: SIGKILL {chaos.kill}")
                 if chaos.pause and phase >= 0.4 and "pause" not in done_events:
                     done_events.add("pause")
@@ -319,6 +321,34 @@ def report_stats(run: "HeadlessRun") -> None:
             released += int(found[-1][1])
     console.print(f"premature ACKs (an ACK before its message): {premature:,}; messages held behind a blocked "
                   f"head, then released with it: {released:,}")
+    if run.killed_at is not None:
+        report_crash(run)
+
+
+def report_crash(run: "HeadlessRun") -> None:
+    """How long the survivors took to remove the killed peer, and the longest delivery pause."""
+    killed, at = run.chaos.kill, run.killed_at
+    removal, pauses = [], []
+    for pid in run.procs:
+        if pid in (killed, run.chaos.join_late) or not run.output(pid).exists():
+            continue
+        times = []
+        with open(run.output(pid), encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec.get("kind") == "view" and killed in rec.get("removed", ()):
+                    removal.append(rec["delivered_at"] - at)
+                elif rec.get("kind") == "message":
+                    times.append(rec["delivered_at"])
+        after = [t for t in times if t >= at]
+        if after:
+            pauses.append(max(b - a for a, b in zip([at] + after, after)))
+    if removal:
+        console.print(f"crash of {killed}: removed by the survivors {min(removal):.2f}-{max(removal):.2f} s after "
+                      f"SIGKILL; longest pause in deliveries after it: {max(pauses, default=0):.2f} s")
 
 
 def run_verifier(run_dir: Path, files: list[Path]) -> int:
