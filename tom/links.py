@@ -159,19 +159,32 @@ class LineReader:
         self.pending = b""
         self.skipping = False
 
-    async def chunk(self) -> list[bytes] | None:
-        """The complete lines of the next chunk (possibly none), or None at end of stream."""
+    async def chunk(self) -> list[str | bytes] | None:
+        """The complete lines of the next chunk (possibly none), or None at end of stream.
+
+        Lines come decoded (str) when the whole chunk is UTF-8 — one decode per chunk, the common
+        case — and as bytes otherwise, for `decode` to report the bad ones one by one.
+        """
         data = await self.stream.receive_some(65536)
         if not data:
             return None
-        lines = (self.pending + data).split(b"\n")
-        self.pending = lines.pop()
-        if self.skipping and lines:
-            lines.pop(0)  # tail of an over-long line
-            self.skipping = False
+        buf = self.pending + data
+        end = buf.rfind(b"\n")
+        lines: list = []
+        if end >= 0:
+            complete, self.pending = buf[:end], buf[end + 1:]
+            try:
+                lines = complete.decode("utf-8").split("\n")
+            except UnicodeDecodeError:
+                lines = complete.split(b"\n")
+            if self.skipping:
+                lines.pop(0)  # tail of an over-long line
+                self.skipping = False
+        else:
+            self.pending = buf
         if len(self.pending) > MAX_FRAME_BYTES:
             self.pending, self.skipping = b"", True
-            lines.append(b"\xff over-long")  # reported as a bad frame by the caller
+            lines.append(OVER_LONG)  # reported as a bad frame by the caller
         return lines
 
     async def line(self, limit: int = 4096) -> bytes:
@@ -187,12 +200,17 @@ class LineReader:
         return line.rstrip(b"\r")
 
 
-def decode(raw: bytes):
-    """Parse one raw line; FrameError if it is not a frame."""
-    if raw == b"\xff over-long":
+OVER_LONG = b"\xff over-long"  # stands for a dropped over-long line (not valid UTF-8: never a frame)
+
+
+def decode(raw: str | bytes):
+    """Parse one line; FrameError if it is not a frame."""
+    if type(raw) is str:
+        return parse_frame(raw[:-1] if raw.endswith("\r") else raw)
+    if raw is OVER_LONG:
         raise FrameError(f"frame over {MAX_FRAME_BYTES} bytes dropped")
     try:
-        return parse_frame(raw.rstrip(b"\r").decode("utf-8"))
+        return parse_frame(raw.rstrip(b"\r").decode("utf-8"))  # type: ignore[union-attr]
     except UnicodeDecodeError:
         raise FrameError(f"not UTF-8: {raw[:40]!r}") from None
 
