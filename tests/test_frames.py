@@ -61,3 +61,7 @@ def test_frames_validate_when_built():
         Ack(-1, "127.0.0.1:5000")
     with pytest.raises(FrameError):
         Message(1, "not a pid", "x")
+
+
+def test_send_time_beyond_microseconds_is_rounded_as_when_built():
+    assert parse_frame("MESSAGE@1.1234567-1-127.0.0.1:5000-x") == Message(1, "127.0.0.1:5000", "x", 1.1234567)

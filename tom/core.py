@@ -50,6 +50,8 @@ from .frames import (
     Propose,
     Relay,
     Removed,
+    trusted_ack,
+    trusted_message,
 )
 from .pid import pid_key, sorted_pids
 
@@ -138,7 +140,7 @@ class View:
     group: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Delivery:
     """A message leaving the queue: the ``index``-th event this peer delivers, in view ``view``."""
 
@@ -150,7 +152,7 @@ class Delivery:
     view: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ViewDelivery:
     """A view change delivered as the ``index``-th event, ordered at ``(clock, pid)``."""
 
@@ -294,7 +296,7 @@ class Core:
         return self._multicast(text, sent_at)
 
     def _multicast(self, text: str, sent_at: float | None) -> Message:
-        msg = Message(self.clock.tick(), self.me, text, sent_at)
+        msg = trusted_message(self.clock.tick(), self.me, text, None if sent_at is None else round(sent_at, 6))
         entry = self.queue.reserve(msg.clock, self.me)
         entry.text, entry.sent_at = text, msg.sent_at
         entry.acks.add(self.me)
@@ -504,7 +506,7 @@ class Core:
         entry.acks.add(msg.pid)
         entry.acks.add(src)
         entry.acks.add(self.me)
-        self._ready.sends.append((self.everyone, Ack(msg.clock, msg.pid)))
+        self._ready.sends.append((self.everyone, trusted_ack(msg.clock, msg.pid)))
         if entry is self.queue.head():
             self._deliver_ready()
 

@@ -434,6 +434,26 @@ def _parse_json_frame(cls: type, rest: str) -> Frame:
 
 _new = object.__new__
 _set_ack_clock, _set_ack_pid = Ack.clock.__set__, Ack.pid.__set__  # type: ignore[attr-defined]
+_MESSAGE_SETTERS = tuple(getattr(Message, f).__set__ for f in ("clock", "pid", "text", "sent_at"))
+
+
+def trusted_ack(clock: int, pid: str) -> Ack:
+    """An Ack from fields the caller has already validated (the hot path skips `__post_init__`)."""
+    ack = _new(Ack)
+    _set_ack_clock(ack, clock)
+    _set_ack_pid(ack, pid)
+    return ack
+
+
+def trusted_message(clock: int, pid: str, text: str, sent_at: float | None) -> Message:
+    """A Message from validated fields, ``sent_at`` already at whole microseconds."""
+    msg = _new(Message)
+    set_clock, set_pid, set_text, set_sent = _MESSAGE_SETTERS
+    set_clock(msg, clock)
+    set_pid(msg, pid)
+    set_text(msg, text)
+    set_sent(msg, sent_at)
+    return msg
 
 
 def _fast_ack(line: str) -> Ack | None:
@@ -442,10 +462,7 @@ def _fast_ack(line: str) -> Ack | None:
     clock, sep, pid = line[4:].partition("-")
     if (sep and pid in _VALID_PIDS and clock.isdigit() and clock.isascii() and len(clock) <= 18
             and (clock[0] != "0" or len(clock) == 1)):
-        ack = _new(Ack)
-        _set_ack_clock(ack, int(clock))
-        _set_ack_pid(ack, pid)
-        return ack
+        return trusted_ack(int(clock), pid)
     return None
 
 
@@ -475,14 +492,20 @@ def parse_frame(line: str) -> Frame:
                 if not stamp.replace(".", "", 1).isdigit() or not stamp.isascii():
                     raise FrameError(f"bad send time {stamp[:30]!r}")
                 sent_at = float(stamp)
+                if len(stamp) - stamp.find(".") > 7 and "." in stamp:
+                    sent_at = round(sent_at, 6)  # whole microseconds, as Message keeps them
                 if not sent_at < 1e11:
                     raise FrameError(f"bad send time {stamp[:30]!r}")
             clock, sep, rest = rest.partition("-")
             if not sep:
                 raise FrameError(f"{base} needs clock, pid and text")
             pid, text = _split_pid(rest)
+            text = unescape_text(text)
+            if base == "MESSAGE" and pid in _VALID_PIDS and len(text) <= MAX_TEXT_CHARS:
+                # every field is checked: the clock by _int, the send time above (6 decimals on the wire)
+                return trusted_message(_int(clock, "clock"), pid, text, sent_at)
             cls = Message if base == "MESSAGE" else Relay
-            return cls(_int(clock, "clock"), pid, unescape_text(text), sent_at)
+            return cls(_int(clock, "clock"), pid, text, sent_at)
         if kind == "HELLO" or kind == "JOIN":
             pid, inc = rest.rsplit("-", 1) if "-" in rest else (rest, "")
             return (Hello if kind == "HELLO" else Join)(pid, _int(inc, "incarnation"))
