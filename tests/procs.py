@@ -15,16 +15,32 @@ DEADLINE = 40.0
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports that were free a moment ago."""
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
+    """``n`` distinct loopback ports that were free a moment ago, outside the ephemeral range: a port
+    from that range could be taken meanwhile as the local end of some outgoing connection (a peer
+    started late would then find its port in use)."""
+    import random
+
+    low, high = 20000, 32000
+    try:
+        eph_low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+        high = min(high, eph_low - 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    ports: list[int] = []
+    for _ in range(1000):
+        if len(ports) == n:
+            return ports
+        port = rng.randint(low, high)
+        if port in ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
+    raise RuntimeError("no free ports")
 
 
 def write_neighbors(path: Path, ports: list[int]) -> Path:
