@@ -171,30 +171,83 @@ def fifo_gaps(records: DataFrame, missing: DataFrame, max_listed: int = 10) -> D
 
 # --------------------------------------------------------------------------- 4. agreement
 
-def view_members(records: DataFrame) -> DataFrame:
-    """Members of each view as recorded by ``kind="view"`` records: ``view, members, variants``.
+def _view_rows(lists: Column) -> list[Column]:
+    """``members, removed, variants`` from an array of distinct ``(members, removed)`` structs."""
+    least = F.array_min(lists)
+    return [least["members"].alias("members"), least["removed"].alias("removed"),
+            F.size(lists).alias("variants")]
 
-    A view record with ``view = k`` is taken to install view ``k`` (docs/verifier.md); ``variants`` > 1
-    means peers recorded different member lists for the same view (``members`` is then the least).
+
+def view_members(records: DataFrame) -> DataFrame:
+    """Each view as recorded by ``kind="view"`` records: ``view, members, removed, variants``.
+
+    A view record with ``view = k`` installs view ``k``: its ``members`` are view k's, its ``removed``
+    the members of view k - 1 that crashed during k - 1 (docs/output-format.md). ``variants`` > 1
+    means peers recorded different members or removed lists for the same view (the least is shown).
     """
-    return (records.filter(F.col("kind") == "view")
-            .groupBy("view")
-            .agg(F.collect_set(F.array_sort("members")).alias("lists"))
-            .select("view", F.array_min("lists").alias("members"), F.size("lists").alias("variants")))
+    lists = F.collect_set(F.struct(F.array_sort("members").alias("members"), "removed"))
+    return (records.filter(F.col("kind") == "view").groupBy("view").agg(lists.alias("lists"))
+            .select("view", *_view_rows(F.col("lists"))))
+
+
+def _everyone(peers: list[str]) -> Column:
+    return F.array(*[F.lit(p) for p in sorted(peers)]) if peers else F.array().cast("array<string>")
+
+
+def view_recipients(views: DataFrame) -> DataFrame:
+    """Per view ``k`` with a view record: ``view, members, crashed, required``.
+
+    ``crashed``: members of k that view k + 1 lists in ``removed`` (they crashed during k);
+    ``required``: the others, who must deliver every message of view k. A peer that left at k + 1 is
+    not crashed: it delivers all of view k. Small (one row per view).
+    """
+    nxt = views.select((F.col("view") - 1).alias("view"), F.col("removed").alias("_removed"))
+    crashed = F.array_intersect("members", F.coalesce("_removed", F.array().cast("array<string>")))
+    return (views.join(nxt, "view", "left")
+            .select("view", "members", crashed.alias("crashed"),
+                    F.array_except("members", crashed).alias("required")))
+
+
+def crash_points(messages: DataFrame, views: DataFrame) -> DataFrame:
+    """``view, peer, last``: per member that crashed during ``view``, the order key (as
+    :func:`order_key`) of the last event it delivered in that view (null if none).
+
+    A peer delivers in the total order, so what it delivered before crashing is every event of the
+    view up to ``last``; after ``last`` it owes nothing. Only crashed peers' deliveries are scanned.
+    """
+    crashed = (view_recipients(views).select("view", F.explode("crashed").alias("peer")))
+    delivered = messages.select("view", order_key().alias("key"), F.explode(holders(messages)).alias("peer"))
+    last = (delivered.join(F.broadcast(crashed), ["view", "peer"], "left_semi")
+            .groupBy("view", "peer").agg(F.max("key").alias("last")))
+    return crashed.join(last, ["view", "peer"], "left")
 
 
 def expected_recipients(messages: DataFrame, views: DataFrame, peers: list[str]) -> DataFrame:
-    """``messages`` plus ``expected``: the peers that must deliver each message.
+    """``messages`` plus ``expected`` (the peers that must deliver each message) and ``allowed``
+    (the peers that may).
 
-    Static group (no view records): every peer in ``peers``. Dynamic group: the members of the view the
-    message was delivered in; a view without a view record falls back to ``peers``. Views events get
-    null (their recipients are not checked).
+    Static group (no view records): every peer in ``peers``, for both. Dynamic group, a message of
+    view ``k``: ``allowed`` are the members of view k; ``expected`` are those members except the ones
+    view k + 1 removed (crashed during k) whose last delivery in view k comes before the message in
+    the total order -- a crashed peer owes the prefix of view k it lived through, nothing after.
+    A view without a view record falls back to ``peers``. View events get nulls (their recipients are
+    not checked).
     """
-    everyone = F.array(*[F.lit(p) for p in sorted(peers)]) if peers else F.array().cast("array<string>")
-    known = F.broadcast(views.select(F.col("view").alias("_view"), F.col("members").alias("_members")))
+    everyone = _everyone(peers)
+    points = crash_points(messages, views).groupBy("view").agg(
+        F.collect_list(F.struct("peer", "last")).alias("_points"))
+    known = F.broadcast(views.select(F.col("view").alias("_view"), F.col("members").alias("_members"))
+                        .join(points.withColumnRenamed("view", "_view"), "_view", "left"))
     joined = messages.join(known, messages["view"] == known["_view"], "left")
-    expected = F.when(F.col("kind") == "message", F.coalesce(F.col("_members"), everyone))
-    return joined.select(*messages.columns, expected.alias("expected"))
+    key = order_key()
+    excused = F.coalesce(F.transform(
+        F.filter("_points", lambda c: ~F.coalesce(c["last"] >= key, F.lit(False))),
+        lambda c: c["peer"]), F.array().cast("array<string>"))
+    allowed = F.coalesce(F.col("_members"), everyone)
+    is_message = F.col("kind") == "message"
+    return joined.select(*messages.columns,
+                         F.when(is_message, F.array_except(allowed, excused)).alias("expected"),
+                         F.when(is_message, allowed).alias("allowed"))
 
 
 def agreement(expected: DataFrame) -> DataFrame:
@@ -202,13 +255,13 @@ def agreement(expected: DataFrame) -> DataFrame:
 
     Input: :func:`expected_recipients`. Columns: ``clock, pid, view, delivered_by, missing,
     unexpected`` (``missing``: expected peers that did not deliver it; ``unexpected``: peers that
-    delivered it without being expected to).
+    delivered it without being allowed to).
     """
     got = holders(expected)
     return (expected.filter(F.col("kind") == "message")
             .select(*KEY, "view", F.size(got).alias("delivered_by"),
                     F.array_except("expected", got).alias("missing"),
-                    F.array_except(got, "expected").alias("unexpected"))
+                    F.array_except(got, "allowed").alias("unexpected"))
             .filter((F.size("missing") > 0) | (F.size("unexpected") > 0)))
 
 
@@ -224,7 +277,7 @@ def set_differences(messages: DataFrame, peers: list[str]) -> DataFrame:
 
     Rows are generated only for events some peer lacks, so a complete run costs one scan.
     """
-    everyone = F.array(*[F.lit(p) for p in sorted(peers)]) if peers else F.array().cast("array<string>")
+    everyone = _everyone(peers)
     got = holders(messages)
     lacking = F.array_except(everyone, got)
     return (messages.filter(F.size(lacking) > 0)
@@ -412,6 +465,18 @@ def bin_value(b: int) -> float:
     return (1 if b > 0 else -1) * 2 * top / (1 + LATENCY_GAMMA)
 
 
+FINGERPRINT = ("messages", "hash_lo", "hash_hi", "hash2")
+
+
+def fingerprint_sums(msg: Column) -> list[Column]:
+    """``hash_lo, hash_hi, hash2`` over the rows where ``msg`` holds: exact sums of the 32-bit halves
+    of ``content_hash`` and of ``content_hash2`` -- with the count, a multiset fingerprint."""
+    h = F.col("content_hash")
+    return [F.sum(F.when(msg, h.bitwiseAND(0xFFFFFFFF))).alias("hash_lo"),
+            F.sum(F.when(msg, F.shiftrightunsigned(h, 32))).alias("hash_hi"),
+            F.sum(F.when(msg, F.col("content_hash2").cast("long") + 2**31)).alias("hash2")]
+
+
 def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
     """The one aggregate of the fast path, small enough to cache: one row per
     ``(file, block_start, peer, view, lat_bin)``.
@@ -419,7 +484,8 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
     Columns: ``lines, records, messages, views, first_row, last_row, last_bad_row, bad`` (first
     ``bad_kept`` bad rows: ``row, problem, excerpt``), ``disorder, index_faults``, message
     fingerprint sums ``hash_lo, hash_hi, hash2`` (exact: 32-bit parts summed in 64 bits),
-    ``lat_sum, lat_min, lat_max``, ``member_lists`` (views) and ``early`` (first records, picture).
+    ``lat_sum, lat_min, lat_max``, ``member_lists`` (views: distinct ``(members, removed)``) and
+    ``early`` (first records, picture).
     """
     good = F.col("problem").isNull()
     msg = good & (F.col("kind") == "message")
@@ -442,13 +508,13 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
                 1, bad_kept).alias("bad"),
         F.count_if("disorder").alias("disorder"),
         F.count_if("index_fault").alias("index_faults"),
-        F.sum(when_msg(h.bitwiseAND(0xFFFFFFFF))).alias("hash_lo"),
-        F.sum(when_msg(F.shiftrightunsigned(h, 32))).alias("hash_hi"),
-        F.sum(when_msg(F.col("content_hash2").cast("long") + 2**31)).alias("hash2"),
+        *fingerprint_sums(msg),
         F.sum(when_msg(F.col("latency"))).alias("lat_sum"),
         F.min(when_msg(F.col("latency"))).alias("lat_min"),
         F.max(when_msg(F.col("latency"))).alias("lat_max"),
-        F.collect_set(F.when(good, F.array_sort("members"))).alias("member_lists"),
+        F.collect_set(F.when(good & (F.col("kind") == "view"),
+                             F.struct(F.array_sort("members").alias("members"), "removed")))
+        .alias("member_lists"),
         F.collect_list(F.when(good & F.col("early").isNotNull(), early)).alias("early"),
     )
 
@@ -490,28 +556,86 @@ def view_fingerprints(summary: DataFrame) -> DataFrame:
 
 
 def summary_view_members(summary: DataFrame) -> DataFrame:
-    """``view, members, variants`` as :func:`view_members`, from the summary."""
+    """``view, members, removed, variants`` as :func:`view_members`, from the summary."""
     lists = F.array_distinct(F.flatten(F.collect_list("member_lists")))
     return (summary.filter(F.col("views") > 0).groupBy("view").agg(lists.alias("lists"))
-            .select("view", F.array_min("lists").alias("members"), F.size("lists").alias("variants")))
+            .select("view", *_view_rows(F.col("lists"))))
+
+
+def _fingerprint_roles(fingerprints: DataFrame, views: DataFrame, peers: list[str]) -> DataFrame:
+    """Per view holding messages: ``view, required, holders, variants, unexpected, ref, crashed``.
+
+    ``required`` as :func:`view_recipients` (every peer in ``peers`` for a view without a record);
+    ``holders``: the required peers holding messages of the view; ``variants``: their distinct
+    fingerprints; ``unexpected``: holders not members; ``ref``: one required holder's fingerprint
+    (``peer`` plus :data:`FINGERPRINT`); ``crashed``: fingerprints of the crashed members holding
+    some.
+    """
+    everyone = _everyone(peers)
+    known = F.broadcast(view_recipients(views).select("view", "members", "required"))
+    fp = F.struct("peer", *FINGERPRINT)
+    rows = fingerprints.join(known, "view", "left").select(
+        "view", "peer", fp.alias("fp"),
+        F.coalesce("required", everyone).alias("required"),
+        F.coalesce("members", everyone).alias("members"))
+    is_required = F.array_contains("required", F.col("peer"))
+    is_member = F.array_contains("members", F.col("peer"))
+    return rows.groupBy("view").agg(
+        F.array_sort(F.first("required")).alias("required"),
+        F.array_sort(F.collect_list(F.when(is_required, F.col("peer")))).alias("holders"),
+        F.count_distinct(F.when(is_required, F.struct(*[F.col("fp")[f] for f in FINGERPRINT])))
+        .alias("variants"),
+        F.count_if(~is_member).alias("unexpected"),
+        F.min(F.when(is_required, F.col("fp"))).alias("ref"),
+        F.collect_list(F.when(is_member & ~is_required, F.col("fp"))).alias("crashed"),
+    )
 
 
 def fingerprint_mismatches(fingerprints: DataFrame, views: DataFrame, peers: list[str]) -> DataFrame:
-    """Views whose messages are not held identically by exactly their expected recipients.
+    """Views whose messages are not provably held as the rules require (docs/verifier.md).
 
-    Columns: ``view, holders, expected, variants`` (``variants``: distinct fingerprints among the
-    holders). Empty iff, per view, the expected recipients (:func:`expected_recipients`) delivered
-    the same multiset of messages and no other peer delivered any.
+    Columns: ``view, holders, expected, variants``. Empty iff, per view, every required recipient
+    (:func:`view_recipients`) holds the same multiset of messages, no non-member holds any, and each
+    crashed member holds either that same multiset or fewer messages -- whether those few are a
+    prefix is :func:`crash_prefixes`' business.
     """
-    everyone = F.array(*[F.lit(p) for p in sorted(peers)]) if peers else F.array().cast("array<string>")
-    by_view = fingerprints.groupBy("view").agg(
-        F.array_sort(F.collect_list("peer")).alias("holders"),
-        F.count_distinct(F.struct("messages", "hash_lo", "hash_hi", "hash2")).alias("variants"))
-    known = F.broadcast(views.select("view", F.col("members").alias("_members")))
-    return (by_view.join(known, "view", "left")
-            .select("view", "holders", F.array_sort(F.coalesce("_members", everyone)).alias("expected"),
-                    "variants")
-            .filter((F.col("holders") != F.col("expected")) | (F.col("variants") > 1)))
+    roles = _fingerprint_roles(fingerprints, views, peers)
+    same = lambda c: F.struct(*[c[f] for f in FINGERPRINT]) == F.struct(  # noqa: E731
+        *[F.col("ref")[f] for f in FINGERPRINT])
+    crashed_ok = F.forall("crashed", lambda c: same(c) | (c["messages"] < F.col("ref")["messages"]))
+    return (roles.filter((F.col("holders") != F.col("required")) | (F.col("variants") != 1)
+                         | (F.col("unexpected") > 0) | ~crashed_ok)
+            .select("view", "holders", F.col("required").alias("expected"), "variants"))
+
+
+def crash_prefixes(fingerprints: DataFrame, views: DataFrame, peers: list[str]) -> DataFrame:
+    """``view, peer, ref_peer`` plus :data:`FINGERPRINT`: the crashed members holding fewer messages of
+    their last view than its required recipients, each with one required holder to compare with.
+
+    Each row must pass :func:`prefix_fingerprint`; meaningful when :func:`fingerprint_mismatches` is
+    empty.
+    """
+    roles = _fingerprint_roles(fingerprints, views, peers)
+    return (roles.select("view", F.col("ref"), F.explode("crashed").alias("c"))
+            .filter(F.col("c.messages") < F.col("ref.messages"))
+            .select("view", "c.peer", F.col("ref.peer").alias("ref_peer"),
+                    *[F.col("c")[f].alias(f) for f in FINGERPRINT]))
+
+
+def prefix_fingerprint(narrow: DataFrame, view: int, peer: str, ref_peer: str) -> DataFrame:
+    """One row, :data:`FINGERPRINT` of ``ref_peer``'s messages of ``view`` up to (in the total order)
+    the last message of ``view`` that ``peer`` delivered.
+
+    ``narrow``: :func:`analysis.schema.narrow_records` of (at least) both peers' files. If it equals
+    ``peer``'s own fingerprint of ``view``, ``peer`` delivered exactly the prefix of the view's
+    messages that ``ref_peer`` delivered up to its crash: nothing missing before, nothing extra.
+    """
+    msgs = narrow.filter(F.col("problem").isNull() & (F.col("kind") == "message")
+                         & (F.col("view") == view))
+    key = F.struct("clock", pid_host(F.col("pid")).alias("host"), pid_port(F.col("pid")).alias("port"))
+    last = msgs.filter(F.col("peer") == peer).agg(F.max(key).alias("_last"))
+    ref = msgs.filter(F.col("peer") == ref_peer).crossJoin(F.broadcast(last)).filter(key <= F.col("_last"))
+    return ref.agg(F.count(F.lit(1)).alias("messages"), *fingerprint_sums(F.lit(True)))
 
 
 def summary_early(summary: DataFrame) -> DataFrame:

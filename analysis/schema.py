@@ -33,11 +33,12 @@ RECORD_SCHEMA = T.StructType([
     T.StructField("text", T.StringType()),
     T.StructField("sent_at", T.DoubleType()),
     T.StructField("members", T.ArrayType(T.StringType())),
-    T.StructField("change", T.StringType()),
-    T.StructField("subject", T.StringType()),
+    T.StructField("joined", T.ArrayType(T.StringType())),
+    T.StructField("left", T.ArrayType(T.StringType())),
+    T.StructField("removed", T.ArrayType(T.StringType())),
 ])
-"""One record of schema v1; ``text``/``sent_at`` only on messages, ``members``/``change``/``subject``
-only on views."""
+"""One record of schema v1; ``text``/``sent_at`` only on messages, ``members``/``joined``/``left``/
+``removed`` only on views."""
 
 COMMON_FIELDS = ("v", "kind", "index", "peer", "clock", "pid", "delivered_at", "view")
 MESSAGE_FIELDS = ("text", "sent_at")
@@ -146,13 +147,20 @@ def record_problem(blank: Column, unparsable: Column) -> Column:
     )
 
 
+def removed_of_view() -> Column:
+    """``removed`` of a view record, sorted, ``[]`` if absent; null for messages."""
+    return F.when(F.col("kind") == "view",
+                  F.array_sort(F.coalesce(F.col("removed"), F.array().cast("array<string>"))))
+
+
 def parse_lines(raw: DataFrame) -> DataFrame:
     """Parse raw lines into records of schema v1, keeping bad lines with a reason.
 
     Output columns: ``file, block_start, row, problem, excerpt`` and the record columns
-    ``kind, index, peer, clock, pid, view, delivered_at, sent_at, text_hash, members``;
+    ``kind, index, peer, clock, pid, view, delivered_at, sent_at, text_hash, members, removed``;
     ``text_hash`` is xxhash64 of the text (the text itself is not kept: the checks only compare
-    it). ``change``/``subject`` of view records are validated by nothing and not kept.
+    it). ``removed`` of a view record (the members that view took out as failed) is optional: absent
+    means none; ``joined``/``left`` are validated by nothing and not kept.
     """
     r = F.from_json("value", RECORD_SCHEMA)
     parsed = raw.select("value", "file", "block_start", "row", r.alias("r")).select(
@@ -165,7 +173,7 @@ def parse_lines(raw: DataFrame) -> DataFrame:
         "kind", "index", "peer", "clock", "pid",
         "view", "delivered_at", "sent_at",
         F.xxhash64("text").alias("text_hash"),
-        "members",
+        "members", removed_of_view().alias("removed"),
     )
 
 
@@ -196,9 +204,9 @@ def narrow_records(read: DataFrame) -> DataFrame:
     """The narrow per-row frame of the fast path, from :func:`read_records`.
 
     Columns: ``file, block_start, row, problem, excerpt, kind, index, peer, clock, pid, view,
-    latency, content_hash, content_hash2, members``. ``content_hash``/``content_hash2`` are xxhash64
+    latency, content_hash, content_hash2, members, removed, early``. ``content_hash``/``content_hash2`` are xxhash64
     and murmur3 of ``(clock, pid, kind, sent_at, text)``: what copies of one message must agree on.
-    ``latency`` is null for views; ``members`` only for views; ``early`` (``sent_at, delivered_at``)
+    ``latency`` is null for views; ``members``/``removed`` only for views; ``early`` (``sent_at, delivered_at``)
     only for the first :data:`EARLY_INDEX` records of a peer, for the picture. The text is hashed,
     never kept.
     """
@@ -216,6 +224,7 @@ def narrow_records(read: DataFrame) -> DataFrame:
         F.xxhash64(*content).alias("content_hash"),
         F.hash(*content).alias("content_hash2"),
         F.when(is_view, F.col("members")).alias("members"),
+        removed_of_view().alias("removed"),
         F.when(F.col("index") <= EARLY_INDEX, F.struct("sent_at", "delivered_at")).alias("early"),
     )
 

@@ -46,11 +46,12 @@ def message(peer: str, index: int, clock: int, pid: str, *, delay: float = 0.002
             "delivered_at": sent + delay, "view": view}
 
 
-def view_record(peer: str, index: int, clock: int, pid: str, view: int, members: list[str],
-                change: str = "join", subject: str | None = None) -> dict:
+def view_record(peer: str, index: int, clock: int, pid: str, view: int, members: list[str], *,
+                joined: list[str] = (), left: list[str] = (), removed: list[str] = ()) -> dict:
+    """A schema-v1 view record installing ``view``."""
     return {"v": 1, "kind": "view", "index": index, "peer": peer, "clock": clock, "pid": pid,
             "delivered_at": 1_763_766_000.0 + clock, "view": view, "members": members,
-            "change": change, "subject": subject or members[-1]}
+            "joined": list(joined), "left": list(left), "removed": list(removed)}
 
 
 def run_of(events: list[tuple[int, str]], peers=PEERS) -> dict[str, list[dict]]:
