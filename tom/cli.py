@@ -37,24 +37,19 @@ def _positive_port(text: str) -> int:
     return int(text)
 
 
-def _delay(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 60.0:
-        raise argparse.ArgumentTypeError(f"delay must be 0..60 seconds, got {text!r}")
-    return value
+def _seconds(low: float, high: float):
+    """An argparse type: seconds between ``low`` and ``high``."""
 
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected seconds between {low:g} and {high:g}, got {text!r}")
+        return value
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.05 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"expected seconds between 0.05 and 3600, got {text!r}")
-    return value
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,26 +57,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     peer = sub.add_parser("peer", help="run one peer",
-                          description="Run one TOM peer: listen on PORT, connect to every neighbor, multicast "
-                                      "what you type (or stdin lines with --no-ui), append delivered messages "
-                                      "to OUTPUT as JSON Lines.")
+                          description="Run one TOM peer: listen on PORT, connect to every neighbor, join the "
+                                      "group (or form it), multicast what you type (or stdin lines with "
+                                      "--no-ui) in one total order, append every delivered message and view "
+                                      "change to OUTPUT as JSON Lines. quit, end of input or SIGTERM leave "
+                                      "the group.")
     peer.add_argument("neighbors", type=Path, help="neighbors file: one host:port per line")
     peer.add_argument("output", type=Path, help="output file (JSON Lines, appended)")
     peer.add_argument("port", type=_positive_port, help="TCP port to listen on")
     peer.add_argument("--host", help="address to listen on (asked on a terminal if not given)")
     peer.add_argument("--name", help="address others reach this peer by, when --host is 0.0.0.0")
-    peer.add_argument("--delay", type=_delay, default=0.0, metavar="SECONDS",
+    peer.add_argument("--delay", type=_seconds(0, 60), default=0.0, metavar="SECONDS",
                       help="hold every outgoing frame this long (keeps each link's order)")
-    peer.add_argument("--jitter", type=_delay, default=0.0, metavar="SECONDS",
+    peer.add_argument("--jitter", type=_seconds(0, 60), default=0.0, metavar="SECONDS",
                       help="add a random extra delay up to this much, per link (never reorders a link): "
                            "ACKs then overtake messages (premature ACKs)")
     peer.add_argument("--no-ui", action="store_true", help="headless: each stdin line is one message")
     peer.add_argument("--static", action="store_true",
                       help="the handout's static group: every neighbor is a member from the start, no joins, "
                            "no failure detection (a neighbor that is not running blocks delivery)")
-    peer.add_argument("--heartbeat", type=_seconds, default=1.0, metavar="SECONDS",
+    peer.add_argument("--heartbeat", type=_seconds(0.05, 3600), default=1.0, metavar="SECONDS",
                       help="heartbeat period (default 1)")
-    peer.add_argument("--timeout", type=_seconds, default=5.0, metavar="SECONDS",
+    peer.add_argument("--timeout", type=_seconds(0.05, 3600), default=5.0, metavar="SECONDS",
                       help="silence after which a member is suspected (default 5); removal follows "
                            "after a further verification period")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")
