@@ -141,6 +141,10 @@ def run_peer(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["verify"]:  # the verifier parses its own arguments (--help included)
+        from analysis.verify import main as verify_main
+
+        return verify_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
