@@ -489,7 +489,6 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
     """
     good = F.col("problem").isNull()
     msg = good & (F.col("kind") == "message")
-    h = F.col("content_hash")
     when_msg = lambda c: F.when(msg, c)  # noqa: E731
     early = F.struct("clock", "pid", "kind", "peer", "index", "view",
                      F.col("early.sent_at").alias("sent_at"),

@@ -10,7 +10,6 @@ first messages for the picture. Exit status: 0 verified, 1 violations found, 2 u
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
