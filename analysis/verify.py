@@ -54,6 +54,11 @@ def default_report_dir(first_path: str) -> Path:
     return base / "tom-verify"
 
 
+def _plain_local(path: str) -> bool:
+    """A local path without glob characters (those, and remote URIs, are resolved by Spark)."""
+    return "://" not in path and not path.startswith("file:") and not any(ch in path for ch in "*?[{")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the verification for command-line ``argv`` (without program name); return the exit code."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -65,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False, soft_wrap=True)
     if not inside_spark_submit() and not java_available():
         console.print(JAVA_MISSING, markup=False)
+        return EXIT_UNUSABLE
+    missing = [p for p in args.paths if _plain_local(p) and not Path(p).exists()]
+    if missing:  # say so at once: no JVM to start, no report dir to create
+        console.print("UNUSABLE INPUT", style="bold red")
+        for p in missing:
+            console.print(f"  no such path: {p}", markup=False)
         return EXIT_UNUSABLE
     report_dir = (args.report_dir or default_report_dir(args.paths[0])).resolve()
     try:

@@ -88,7 +88,10 @@ def test_unusable_input_exits_2(spark, tmp_path, content):
         target.write_text(content)
     code = verify.main([str(target), "--report-dir", str(tmp_path / "out")])
     assert code == 2
-    assert report(tmp_path / "out")["verdict"] == "UNUSABLE INPUT"
+    if content is None:  # a missing local path is refused before Spark starts: no report is written
+        assert not (tmp_path / "out").exists()
+    else:
+        assert report(tmp_path / "out")["verdict"] == "UNUSABLE INPUT"
 
 
 def test_missing_java_is_one_line(monkeypatch, tmp_path, capsys):
