@@ -12,7 +12,7 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from tom.core import Core, Delivery, Timing, ViewDelivery
+from tom.core import Core, Timing, ViewDelivery
 from tom.errors import UsageError
 from tom.frames import Frame, format_frame, parse_frame
 from tom.pid import pid_key

@@ -1,6 +1,5 @@
 """Real `tom peer` processes on loopback: ordering, hostile input, clean shutdown, clear errors."""
 
-import json
 import random
 import socket
 

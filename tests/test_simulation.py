@@ -37,8 +37,6 @@ def test_random_schedules_agree(chunk):
 
 def test_simulation_detects_a_non_fifo_network():
     """The checker can fail: with FIFO broken (a frame may overtake), some seed diverges or stalls."""
-    import random
-
     from netsim import Network as Net
 
     class Reordering(Net):
@@ -47,7 +45,6 @@ def test_simulation_detects_a_non_fifo_network():
 
     failures = 0
     for seed in range(200):
-        rng = random.Random(seed)
         net = Reordering.of(4, seed, max_delay=3.0)
         random_workload(net, messages=30, span=1.0)
         net.run()

@@ -50,10 +50,6 @@ class Link:
 
     # -- buffer --------------------------------------------------------------------------------
 
-    def push(self, release: float, data: bytes) -> None:
-        self.buffer.append((release, data, True))
-        self._wake.set()
-
     def push_many(self, release: float, data: list[bytes]) -> None:
         """Queue ``data`` to leave at ``release`` — or after the frames already queued: never earlier,
         so a random delay per batch (jitter) cannot reorder the link."""

@@ -13,7 +13,7 @@ import random
 import trio
 
 from .errors import FrameError
-from .frames import Frame, Hello, Resume, encode_frame
+from .frames import Hello, Resume, encode_frame
 from .links import Link, LineReader, backoff, expect, hello_bytes, resume_bytes
 from .listener import run_link
 from .pid import pid_key, socket_host, split_pid
