@@ -93,22 +93,31 @@ class Sim:
             return
         node.alive, node.gone = False, "crashed"
         self.log.append(f"{self.now:.2f} crash {pid}")
-        # in-flight frames from it: each link keeps a random prefix
+        self.cut_in_flight(node)
+        for other in self.nodes.values():
+            if other.alive:
+                other.core.disconnected(pid)
+
+    def cut_in_flight(self, node: Node, rng: random.Random | None = None) -> None:
+        """The process is gone: of its frames in flight, each link keeps a random prefix — with ``rng``
+        possibly none of them; without, at least the first (the crash model the regression seeds
+        were found with, drawn from the simulation's own stream)."""
+        pid = node.pid
         cut: dict[str, float] = {}
         kept = []
         for at, seq, item in sorted(self._events):
             if item[0] == "frame" and item[1] == pid and item[5] == node.incarnation:
                 dst = item[2]
                 if dst not in cut:
-                    cut[dst] = at if self.rng.random() < 0.5 else float("inf")
+                    if rng is None:
+                        cut[dst] = at if self.rng.random() < 0.5 else float("inf")
+                    else:
+                        cut[dst] = rng.choice([float("-inf"), at, float("inf")])
                 if at > cut[dst]:
                     continue
             kept.append((at, seq, item))
         self._events = kept
         heapq.heapify(self._events)
-        for other in self.nodes.values():
-            if other.alive:
-                other.core.disconnected(pid)
 
     def leave(self, pid: str) -> None:
         node = self.nodes.get(pid)
@@ -148,6 +157,13 @@ class Sim:
         for dests, frame in ready.sends:
             for dst in dests:
                 self.transmit(node, dst, frame)
+        if node.gone in ("left", "removed"):
+            # the process exits: what it had not yet written may never leave (as after a crash);
+            # drawn from a stream of its own, so that the scenario of a seed stays what it was
+            self.cut_in_flight(node, random.Random(f"{self.seed}/{node.pid}/{node.incarnation}"))
+            for other in self.nodes.values():
+                if other.alive:
+                    other.core.disconnected(node.pid)
 
     def transmit(self, node: Node, dst: str, frame: Frame) -> None:
         key = (node.pid, dst)
@@ -255,7 +271,9 @@ def random_scenario(seed: int, *, faults: bool = True) -> Sim:
 # -- the guarantees ------------------------------------------------------------------------------
 
 def event_id(d) -> tuple:
-    return ("view", d.view, d.members) if isinstance(d, ViewDelivery) else ("msg", d.clock, d.pid, d.text)
+    if isinstance(d, ViewDelivery):  # every field: two peers must deliver the very same view change
+        return ("view", d.view, d.clock, d.pid, d.members, d.joined, d.left, d.removed)
+    return ("msg", d.clock, d.pid, d.text)
 
 
 def check(sim: Sim) -> None:
@@ -289,6 +307,18 @@ def check(sim: Sim) -> None:
             ia, ib = sb.index(common[0]), sb.index(common[-1])
             assert seqs[id(a)][lo:hi + 1] == sb[ia:ib + 1], \
                 f"{a.pid}/{a.incarnation} and {b.pid}/{b.incarnation} delivered different sets; {where}"
+    # a peer that left is no crashed peer: the view it left in is the survivors' view too (unless its
+    # coordinator crashed before telling anyone)
+    crashed = {n.pid for n in sim.history if n.gone == "crashed"}
+    for node in sim.history:
+        views = [d for d in node.delivered if isinstance(d, ViewDelivery)]
+        if node.gone != "left" or len(views) < 2 or views[-1].pid in crashed:
+            continue
+        last, before = event_id(views[-1]), event_id(views[-2])
+        for n in sim.nodes.values():
+            if n.alive and before in seqs[id(n)]:
+                assert last in seqs[id(n)], \
+                    f"{node.pid} left in a view {n.pid} never delivered: {last}; {where}"
     # liveness: the live members end in one view, with nothing pending, and got every survivor's message
     live = [n for n in sim.nodes.values() if n.alive]
     assert live, f"nobody left alive; {where}"

@@ -1,6 +1,8 @@
 """Dynamic groups on the seeded simulation: joins, leaves, crashes (also mid-broadcast), restarts,
 broken connections and long delays; every run is checked against the guarantees (dynsim.check)."""
 
+import dataclasses
+import heapq
 import os
 
 import pytest
@@ -121,3 +123,28 @@ def test_removal_takes_the_timeout_plus_verification():
     core = sim.nodes[sim.pids[0]].core
     assert core._installed_at - crashed_at >= timing.suspect_after + timing.verify_after - 0.5
     assert core._installed_at - crashed_at <= timing.suspect_after + timing.verify_after + 2 * timing.heartbeat
+
+
+def test_a_leaving_coordinator_lets_the_next_member_decide_the_view_it_leaves_in():
+    """The smallest member leaves and everything it had not yet written when it exits is lost: the
+    view it left in must still be the survivors' view (it once coordinated its own leave, and
+    the survivors then installed a different view v+1 without the INSTALL that died with it)."""
+    sim = manual(3)
+    sim.run(until=5)
+    leaver = sim.nodes[sim.pids[0]]
+
+    def exit_loses_everything(node, rng=None):
+        sim._events = [e for e in sim._events
+                       if not (e[2][0] == "frame" and e[2][1] == node.pid and e[2][5] == node.incarnation)]
+        heapq.heapify(sim._events)
+
+    sim.cut_in_flight = exit_loses_everything
+    sim.send(sim.pids[1], "before")
+    sim.leave(leaver.pid)
+    sim.run(until=30)
+    assert leaver.gone == "left"
+    last = views_of(leaver)[-1]
+    assert last.left == (leaver.pid,) and last.pid == sim.pids[1]  # decided by the next member
+    for pid in sim.pids[1:]:
+        assert views_of(sim.nodes[pid])[-1] == dataclasses.replace(last, index=views_of(sim.nodes[pid])[-1].index)
+    check(sim)

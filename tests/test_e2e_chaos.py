@@ -32,9 +32,11 @@ def run_chaos(tmp_path, ports, *flags, verify=False):
 
 
 def test_kill_join_and_leave_under_load_keep_one_order(tmp_path):
-    ports = free_ports(5)
+    ports = sorted(free_ports(5))
     p = [f"127.0.0.1:{port}" for port in ports]
-    result, run_dir = run_chaos(tmp_path, ports, "--kill", p[2], "--join-late", p[4], "--leave", p[3])
+    # the smallest pid coordinates: it is the one that leaves, so its own leave is decided by another
+    leaver, killed, late, survivors = p[0], p[2], p[4], [p[1], p[3]]
+    result, run_dir = run_chaos(tmp_path, ports, "--kill", killed, "--join-late", late, "--leave", leaver)
     assert result.returncode == 0, result.stdout + result.stderr
     files = {pid: records(run_dir / f"out-{pid.rsplit(':', 1)[1]}.jsonl") for pid in p}
     seqs = {pid: [event(r) for r in recs] for pid, recs in files.items()}
@@ -47,19 +49,24 @@ def test_kill_join_and_leave_under_load_keep_one_order(tmp_path):
                 assert sa[start:start + overlap] == sb[:overlap], f"{a} and {b} diverge"
     views = {r["view"]: r for recs in files.values() for r in recs if r["kind"] == "view"}
     changes = [(v, r["joined"], r["left"], r["removed"]) for v, r in sorted(views.items())]
-    assert any(p[2] in r for _, _, _, r in changes), changes  # the killed peer was removed
-    assert any(p[4] in j for _, j, _, _ in changes[1:]), changes  # the late one joined
-    assert any(p[3] in l for _, _, l, _ in changes), changes  # the leaver left
+    assert any(killed in r for _, _, _, r in changes), changes  # the killed peer was removed
+    assert any(late in j for _, j, _, _ in changes[1:]), changes  # the late one joined
+    assert any(leaver in l for _, _, l, _ in changes), changes  # the leaver left
+    # the view the leaver left in (its last record) is the survivors' view too, field for field
+    last = {k: v for k, v in files[leaver][-1].items() if k not in ("index", "peer", "delivered_at")}
+    assert last["kind"] == "view" and last["left"] == [leaver], last
+    for pid in survivors:
+        assert last in [{k: v for k, v in r.items() if k not in ("index", "peer", "delivered_at")}
+                        for r in files[pid]], pid
     # survivors and the leaver: every message of theirs reached every survivor
-    survivors = [p[0], p[1]]
     for pid in survivors:
         got = {(r["pid"], r["text"]) for r in files[pid] if r["kind"] == "message"}
-        for origin in (p[0], p[1], p[3]):
+        for origin in (*survivors, leaver):
             assert sum(1 for o, _ in got if o == origin) == 150, (pid, origin)
     # the killed peer's messages: delivered by both survivors or by neither
-    killed = [{(r["clock"], r["text"]) for r in files[s] if r["kind"] == "message" and r["pid"] == p[2]}
-              for s in survivors]
-    assert killed[0] == killed[1]
+    killed_msgs = [{(r["clock"], r["text"]) for r in files[s] if r["kind"] == "message" and r["pid"] == killed}
+                   for s in survivors]
+    assert killed_msgs[0] == killed_msgs[1]
     # the late joiner starts with the view it joined in, which the survivors delivered too
-    assert seqs[p[4]][0][0] == "view" and seqs[p[4]][0] in seqs[p[0]]
-    assert len([e for e in seqs[p[4]] if e[0] == "message"]) > 0
+    assert seqs[late][0][0] == "view" and seqs[late][0] in seqs[survivors[0]]
+    assert len([e for e in seqs[late] if e[0] == "message"]) > 0

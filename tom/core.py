@@ -17,7 +17,7 @@ Correctness rests on FIFO links: a member's ACK for (c, q) is sent after its clo
 message it sends later sorts after (c, q), and every message it sent earlier arrived before that ACK.
 
 Views (virtual synchrony): the group changes only through a *flush* run by the coordinator, the
-smallest member not suspected. It sends PROPOSE(v+1); every old member that is not being removed
+smallest member not suspected and not leaving. It sends PROPOSE(v+1); every old member that is not being removed
 stops multicasting, forwards (RELAY) the pending messages of removed members, and sends a FLUSH
 marker to the others. Once a member holds the markers of all of them it holds every message of view
 v that any of them holds, so it can deliver the rest of view v needing only their ACKs (and drop
@@ -565,10 +565,10 @@ class Core:
             self._ready.sends.append((tuple(self.links), beat))
 
     def _request_leave(self) -> None:
+        """Tell every member: a leaver never coordinates (see `_coordinator`), so each must know."""
         self.leaves[self.me] = self.now
-        coordinator = self._coordinator()
-        if coordinator is not None and coordinator != self.me:
-            self._ready.sends.append(((coordinator,), Leave(self.me)))
+        if self.everyone:
+            self._ready.sends.append((self.everyone, Leave(self.me)))
         self._maybe_propose()
 
     def _tell_removed(self, src: str) -> None:
@@ -630,11 +630,16 @@ class Core:
         return {p for p, since in self.suspected.items() if since <= limit}
 
     def _coordinator(self) -> str | None:
+        """The smallest member not found dead and not known to be leaving (the smallest alive if all
+        are leaving). A leaver does not coordinate its own leave: it would deliver the view it leaves
+        in and exit, and if its INSTALL died with it the others would install another view v+1. Run
+        by a remaining member, the decision is held by a survivor before the leaver delivers it."""
         view = self.view
         if view is None:
             return None
         alive = [p for p in view.members if p not in self._verified()]
-        return min(alive, key=pid_key) if alive else None
+        staying = [p for p in alive if p not in self.leaves]
+        return min(staying or alive, key=pid_key) if alive else None
 
     def _maybe_propose(self) -> None:
         view = self.view

@@ -282,7 +282,8 @@ class HeadlessRun:
                 survivors = [p for p in self.procs if p not in (chaos.kill, chaos.leave, chaos.join_late)]
                 origins = [p for p in self.procs if p != chaos.kill]
                 complete = all(sent[p] >= self.messages for p in origins) and \
-                    (not chaos.join_late or chaos.join_late in self.procs)
+                    (not chaos.join_late or chaos.join_late in self.procs) and \
+                    (not chaos.leave or ("leave" in done_events and self.procs[chaos.leave].poll() is not None))
                 for pid, counter in counters.items():
                     counter.update()
                     progress.update(tasks[pid], completed=counter.messages)

@@ -106,6 +106,7 @@ class Peer:
             in_tx, in_rx = trio.open_memory_channel(CHANNEL_SIZE)
             out_tx, out_rx = trio.open_memory_channel(CHANNEL_SIZE)
             self._in = in_tx
+            self._out = out_tx
             ui = TerminalUI(self.me, self.core.status, self.links, in_tx) if cfg.interactive else None
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
@@ -163,9 +164,12 @@ class Peer:
         self._nursery.start_soon(self._drain_then_stop)
 
     async def _drain_then_stop(self, limit: float = 3.0) -> None:
-        """Stop once the last frames (e.g. the INSTALL of our own leave) are written, within ``limit``."""
+        """Stop once the last frames (e.g. the FLUSHED and ACKs of our own leave) have passed the
+        sender and are written, within ``limit``. (Nothing depends on it for agreement: the view a
+        peer leaves in is decided by a remaining member, see `Core._coordinator`.)"""
         with trio.move_on_after(limit):
-            while any(link.buffer and link.stream is not None for link in self.links.values()):
+            while (self._out.statistics().current_buffer_used
+                   or any(link.buffer and link.stream is not None for link in self.links.values())):
                 await trio.sleep(0.02)
             await trio.sleep(0.2)  # let the neighbors read them before our sockets close
         self.stop()
