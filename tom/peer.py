@@ -167,9 +167,14 @@ class Peer:
         """Stop once the last frames (e.g. the FLUSHED and ACKs of our own leave) have passed the
         sender and are written, within ``limit``. (Nothing depends on it for agreement: the view a
         peer leaves in is decided by a remaining member, see `Core._coordinator`.)"""
+        last = self.core.last_install
+        # when everyone leaves, the last one coordinates: it waits (bounded) for the others to go first,
+        # which they do once its INSTALL has reached them
+        others = set(last.left) - {self.me} if last is not None and last.coordinator == self.me else set()
         with trio.move_on_after(limit):
             while (self._out.statistics().current_buffer_used
-                   or any(link.buffer and link.stream is not None for link in self.links.values())):
+                   or any(link.buffer and link.stream is not None for link in self.links.values())
+                   or any(self.links[p].stream is not None for p in others if p in self.links)):
                 await trio.sleep(0.02)
             await trio.sleep(0.2)  # let the neighbors read them before our sockets close
         self.stop()
