@@ -46,6 +46,7 @@ class Sim:
     _link_free: dict = field(default_factory=dict)
     _backlog: dict = field(default_factory=dict)  # (src, dst) -> frames waiting for the connection
     log: list[str] = field(default_factory=list)
+    batching: random.Random | None = None  # if set: a peer often takes several frames per step
 
     @property
     def pids(self) -> list[str]:
@@ -186,6 +187,8 @@ class Sim:
             return
         frame = parse_frame(format_frame(frame))
         nd.core.receive(src, frame)
+        if self.batching is not None and self.batching.random() < 0.7:
+            return  # its step goes on: what it sends leaves with its next frame or tick (ACK runs)
         self.flush(nd)
 
     def send(self, pid: str, text: str) -> None:
@@ -237,11 +240,14 @@ class Sim:
         raise AssertionError(f"seed {self.seed}: simulation did not finish")
 
 
-def random_scenario(seed: int, *, faults: bool = True) -> Sim:
-    """Build and run one random scenario; return the finished simulation."""
+def random_scenario(seed: int, *, faults: bool = True, batching: bool | None = None) -> Sim:
+    """Build and run one random scenario; return the finished simulation. ``batching`` (default: odd
+    seeds) lets a peer handle several frames per step, from a random stream of its own."""
     rng = random.Random(seed)
     n = rng.randint(3, 6)
     sim = Sim(seed, n, rng, max_delay=rng.choice([0.005, 0.05, 0.5]))
+    if seed % 2 == 1 if batching is None else batching:
+        sim.batching = random.Random(f"batching/{seed}")
     pids = sim.pids
     late = set(rng.sample(pids, rng.randint(0, 2))) if faults else set()
     for pid in pids:

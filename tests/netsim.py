@@ -25,14 +25,30 @@ class Network:
     _seq: int = 0
     _link_free: dict = field(default_factory=dict)
     delivered: dict[str, list[Delivery]] = field(default_factory=dict)
+    batching: random.Random | None = None  # if set: a core takes several frames before its sends go out
+    _dirty: set = field(default_factory=set)
 
     @classmethod
-    def of(cls, n: int, seed: int, max_delay: float = 1.0) -> "Network":
+    def of(cls, n: int, seed: int, max_delay: float = 1.0, batching: bool = False) -> "Network":
+        """``batching``: like the real processor, a core often handles several frames in one step
+        (so its ACKs go out in runs, as ACKS frames); drawn from a stream of its own."""
         pids = [f"127.0.0.1:{5000 + i}" for i in range(n)]
         cores = {p: Core(p, pids) for p in pids}
-        net = cls(cores, random.Random(seed), max_delay)
+        net = cls(cores, random.Random(seed), max_delay,
+                  batching=random.Random(f"batching/{seed}") if batching else None)
         net.delivered = {p: [] for p in pids}
         return net
+
+    def _step_done(self, pid: str) -> None:
+        """A core handled an event: its step ends now, or (batching) maybe after more events."""
+        if self.batching is None:
+            self._flush(pid)
+            return
+        self._dirty.add(pid)
+        if self.batching.random() < 0.3 or not self._events:
+            for p in sorted(self._dirty):
+                self._flush(p)
+            self._dirty.clear()
 
     def _push(self, at: float, item: tuple) -> None:
         self._seq += 1
@@ -62,13 +78,13 @@ class Network:
             if item[0] == "send":
                 _, pid, text = item
                 self.cores[pid].broadcast(text, sent_at=self.now)
-                self._flush(pid)
+                self._step_done(pid)
             else:
                 _, src, dst, frame = item
                 if self.wire:
                     frame = parse_frame(format_frame(frame))
                 self.cores[dst].receive(src, frame)
-                self._flush(dst)
+                self._step_done(dst)
         raise AssertionError("simulation did not quiesce")
 
 

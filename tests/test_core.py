@@ -4,7 +4,7 @@ import pytest
 
 from tom.core import Core, LamportClock
 from tom.errors import FrameError, UsageError
-from tom.frames import Ack, Message
+from tom.frames import Ack, Acks, Message
 
 A, B, C = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"
 GROUP = [A, B, C]
@@ -143,3 +143,29 @@ def test_stats_count_premature_acks_and_releases_behind_the_head():
     core.receive(A, Message(1, A, "head"))          # the head completes: both leave together
     assert texts(core.ready()) == ["head", "second"]
     assert core.stats == {"premature_acks": 1, "released_behind_head": 1}
+
+
+def test_acks_of_a_run_of_messages_go_out_as_one_frame_and_count_as_one_ack_each():
+    """Messages handled in one step are acknowledged in one ACKS frame per origin, and an ACKS
+    frame counts as exactly one ACK per clock (a repeat counts for nothing)."""
+    core = Core(B, [A, B, C])
+    for clock in (1, 2, 3):
+        core.receive(A, Message(clock, A, f"m{clock}"))
+    core.receive(C, Message(1, C, "c1"))
+    assert core.ready().sends == [((A, C), Acks((1, 2, 3), A)), ((A, C), Ack(1, C))]
+    core.receive(C, Acks((1, 2), A))
+    core.receive(C, Acks((1, 2), A))  # a repeat: no second ACK
+    out = core.ready()
+    assert [(d.clock, d.pid) for d in out.deliveries] == [(1, A)]  # (1, C) still needs A's ACK
+    core.receive(A, Ack(1, C))
+    assert [(d.clock, d.pid) for d in core.ready().deliveries] == [(1, C), (2, A)]
+
+
+def test_a_frame_between_acks_splits_the_run():
+    """An ACK never moves past a frame sent before or after it: runs only merge ACKs back to back."""
+    core = Core(B, [A, B, C])
+    core.receive(A, Message(1, A, "a1"))
+    core.broadcast("b")
+    core.receive(A, Message(2, A, "a2"))
+    kinds = [type(f).__name__ for _, f in core.ready().sends]
+    assert kinds == ["Ack", "Message", "Ack"]

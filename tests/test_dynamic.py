@@ -25,7 +25,8 @@ def test_random_schedules_keep_the_guarantees(chunk):
 
 @pytest.mark.parametrize("seed", REGRESSIONS)
 def test_regression_seeds(seed):
-    check(random_scenario(seed))
+    check(random_scenario(seed, batching=False))  # the scenario the seed failed with
+    check(random_scenario(seed, batching=True))
 
 
 def test_the_checker_catches_a_flush_that_does_not_wait_for_the_markers(monkeypatch):

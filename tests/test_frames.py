@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tom.errors import FrameError
-from tom.frames import Ack, Hello, Message, encode_frame, format_frame, parse_frame, MAX_TEXT_CHARS
+from tom.frames import Ack, Acks, Hello, Message, encode_frame, format_frame, parse_frame, MAX_TEXT_CHARS
 
 PIDS = st.sampled_from(["127.0.0.1:5000", "10.0.0.2:5000", "my-host.lan:80", "[::1]:65535"])
 
@@ -39,6 +39,13 @@ def test_ack_round_trips(clock, pid):
     assert parse_frame(format_frame(Ack(clock, pid))) == Ack(clock, pid)
 
 
+@given(clocks=st.lists(st.integers(0, 2**62), min_size=2, max_size=50), pid=PIDS)
+def test_acks_round_trip(clocks, pid):
+    frame = Acks(tuple(clocks), pid)
+    assert parse_frame(format_frame(frame)) == frame
+    assert parse_frame(format_frame(frame)) == frame  # again, with the pid now known (fast path)
+
+
 @given(pid=PIDS, inc=st.integers(0, 2**62))
 def test_hello_round_trips(pid, inc):
     assert parse_frame(format_frame(Hello(pid, inc))) == Hello(pid, inc)
@@ -50,6 +57,9 @@ def test_hello_round_trips(pid, inc):
     "ACK-1-127.0.0.1:99999", "ACK-1-127.0.0.1:5000-extra", "NOPE-1-2", "MESSAGE@nan-1-127.0.0.1:5000-x",
     "MESSAGE-1-127.0.0.1:5000-bad\\escape", "HELLO-127.0.0.1:5000", "ACK-١٢-127.0.0.1:5000",
     "MESSAGE-1-127.0.0.1:5000-" + "x" * (MAX_TEXT_CHARS + 1), "A" * 70000,
+    "ACKS-1-127.0.0.1:5000", "ACKS-1,-127.0.0.1:5000", "ACKS-,1-127.0.0.1:5000", "ACKS-1,02-127.0.0.1:5000",
+    "ACKS-1,x-127.0.0.1:5000", "ACKS-1,2-127.0.0.1:0", "ACKS-1,2", "ACKS-1;2-127.0.0.1:5000",
+    "ACKS-" + ",".join(["1"] * 40000) + "-127.0.0.1:5000",
 ])
 def test_malformed_lines_are_rejected(line):
     with pytest.raises(FrameError):

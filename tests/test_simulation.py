@@ -14,7 +14,7 @@ def run_seed(seed: int) -> None:
 
     rng = random.Random(seed)
     n = rng.randint(3, 7)
-    net = Network.of(n, seed, max_delay=rng.choice([0.01, 0.5, 3.0]))
+    net = Network.of(n, seed, max_delay=rng.choice([0.01, 0.5, 3.0]), batching=seed % 2 == 1)
     sent = random_workload(net, messages=rng.randint(1, 40), span=rng.choice([0.1, 5.0, 50.0]))
     net.run()
     expected = sorted(text for _, text in sent)

@@ -39,6 +39,7 @@ from .errors import FrameError, UsageError
 from .frames import (
     MAX_TEXT_CHARS,
     Ack,
+    Acks,
     Flush,
     Flushed,
     Frame,
@@ -51,6 +52,7 @@ from .frames import (
     Relay,
     Removed,
     trusted_ack,
+    trusted_acks,
     trusted_message,
 )
 from .pid import pid_key, sorted_pids
@@ -166,6 +168,29 @@ class ViewDelivery:
     removed: tuple[str, ...]
 
 
+class _AckRun:
+    """ACKs queued back to back for the same destinations, sent as one frame per origin (`Acks`).
+
+    Only ACKs with no other frame between them share a run, so batching never moves an ACK ahead of
+    a frame sent before it (or behind one sent after it): the FIFO argument is untouched."""
+
+    __slots__ = ("clocks",)
+
+    def __init__(self, clock: int, pid: str) -> None:
+        self.clocks: dict[str, list[int]] = {pid: [clock]}
+
+    def add(self, clock: int, pid: str) -> None:
+        clocks = self.clocks.get(pid)
+        if clocks is None:
+            self.clocks[pid] = [clock]
+        else:
+            clocks.append(clock)
+
+    def frames(self) -> list[Frame]:
+        return [trusted_ack(c[0], pid) if len(c) == 1 else trusted_acks(tuple(c), pid)
+                for pid, c in self.clocks.items()]
+
+
 @dataclass(slots=True)
 class Ready:
     """What the shell must do: send ``sends`` (to each pid of the tuple), persist ``deliveries``,
@@ -244,6 +269,7 @@ class Core:
         self.now = now
         self.started_at = now
         self._ready = Ready()
+        self._ack_runs = False  # some of _ready.sends are _AckRun (turned into frames by `ready`)
         self.stats = {"premature_acks": 0, "released_behind_head": 0}
         self.view: View | None = None
         self.mode = "joining"
@@ -384,11 +410,13 @@ class Core:
         if fast is None:
             fast = self._fast = self._fast_sources()
         t = type(frame)
-        if src in fast and (t is Ack or t is Message) and not self.suspected:
+        if src in fast and (t is Ack or t is Message or t is Acks) and not self.suspected:
             # the common case, with every check of the slow path already known to pass for src
             self.last_heard[src] = self.now
             if t is Ack:
                 self._on_ack(src, frame)  # type: ignore[arg-type]
+            elif t is Acks:
+                self._on_acks(src, frame)  # type: ignore[arg-type]
             elif frame.pid == src:  # type: ignore[attr-defined]
                 self._on_message(src, frame, relayed=False)  # type: ignore[arg-type]
             else:
@@ -401,7 +429,7 @@ class Core:
         self.last_heard[src] = self.now
         if src in self.suspected and self._member_link(src):
             del self.suspected[src]  # (a new incarnation speaking does not clear its old one)
-        if t is Ack or t is Message or t is Relay:
+        if t is Ack or t is Message or t is Relay or t is Acks:
             self._on_ordered(src, frame, t)
         elif t is Heartbeat:
             if frame.view > self.peer_view.get(src, -1):  # type: ignore[attr-defined]
@@ -431,6 +459,15 @@ class Core:
     def ready(self) -> Ready:
         """Take everything to send, to deliver and to notice since the last call."""
         out, self._ready = self._ready, Ready()
+        if self._ack_runs:
+            self._ack_runs = False
+            sends: list[tuple[tuple[str, ...], Frame]] = []
+            for dests, frame in out.sends:
+                if type(frame) is _AckRun:
+                    sends.extend([(dests, f) for f in frame.frames()])
+                else:
+                    sends.append((dests, frame))  # type: ignore[arg-type]
+            out.sends = sends
         return out
 
     # -- ordered traffic -----------------------------------------------------------------------
@@ -476,6 +513,8 @@ class Core:
             return  # cut off: what a removed member sends after the flush started is not delivered
         if t is Ack:
             self._on_ack(src, frame)  # type: ignore[arg-type]
+        elif t is Acks:
+            self._on_acks(src, frame)  # type: ignore[arg-type]
         elif t is Message:
             if frame.pid != src:  # type: ignore[attr-defined]
                 raise FrameError(f"{src} relayed a message of {frame.pid} outside a flush")  # type: ignore[attr-defined]
@@ -506,7 +545,13 @@ class Core:
         entry.acks.add(msg.pid)
         entry.acks.add(src)
         entry.acks.add(self.me)
-        self._ready.sends.append((self.everyone, trusted_ack(msg.clock, msg.pid)))
+        sends = self._ready.sends
+        last = sends[-1] if sends else None
+        if last is not None and last[0] is self.everyone and type(last[1]) is _AckRun:
+            last[1].add(msg.clock, msg.pid)  # type: ignore[attr-defined]
+        else:
+            sends.append((self.everyone, _AckRun(msg.clock, msg.pid)))  # type: ignore[arg-type]
+            self._ack_runs = True
         if entry is self.queue.head():
             self._deliver_ready()
 
@@ -523,6 +568,33 @@ class Core:
             entry.acks.add(src)
             if entry is self.queue.head():  # an ACK for an entry behind the head changes nothing yet
                 self._deliver_ready()
+
+    def _on_acks(self, src: str, acks: Acks) -> None:
+        """One `_on_ack` per clock, in order (the clock observes the largest once: still Lamport)."""
+        pid = acks.pid
+        if pid not in self.view.members:  # type: ignore[union-attr]
+            raise FrameError(f"{src} acknowledged messages of {pid}, which is not a member")
+        key, delivered_key = pid_key(pid), self.delivered_key
+        queue, stats = self.queue, self.stats
+        head = queue.head()
+        touched_head = False
+        top = -1
+        for clock in acks.clocks:
+            if (clock, key) <= delivered_key:
+                continue
+            if clock > top:
+                top = clock
+            entry = queue.reserve(clock, pid)
+            if entry.text is None and not entry.acks:
+                stats["premature_acks"] += 1
+            if src not in entry.acks:
+                entry.acks.add(src)
+                if entry is head or head is None:
+                    touched_head = True
+        if top >= 0:
+            self.clock.observe(top)
+        if touched_head or queue.head() is not head:
+            self._deliver_ready()
 
     def _deliver_ready(self) -> None:
         if self.mode not in ("normal", "flushing"):

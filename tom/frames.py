@@ -9,6 +9,8 @@ frames are the baseline and are accepted unchanged:
 TOM adds:
 
     MESSAGE@<sent_at>-<clock>-<pid>-<text>      the same, with the origin's send time (Unix seconds)
+    ACKS-<clock>,<clock>,...-<pid>              several ACKs of one origin's messages in one line:
+                                                exactly one ACK per clock, in that order
     HELLO-<pid>-<incarnation>                   first frame on a new connection: who is speaking
     HEARTBEAT-<view>                            "I am alive, in view <view>" (0: not in a group yet)
     RELAY[@<sent_at>]-<clock>-<pid>-<text>      a removed member's message, forwarded during a flush
@@ -106,6 +108,22 @@ class Ack(Frame):
     @property
     def key(self) -> tuple[int, str]:
         return (self.clock, self.pid)
+
+
+@dataclass(frozen=True, slots=True)
+class Acks(Frame):
+    """The sending peer holds the messages ``(c, pid)`` for each ``c`` in ``clocks`` (two or more; one
+    is a plain `Ack`): what a peer sends when it acknowledges a run of messages at once."""
+
+    clocks: tuple[int, ...]
+    pid: str
+
+    def __post_init__(self) -> None:
+        if type(self.clocks) is not tuple or len(self.clocks) < 2:
+            raise FrameError("ACKS needs two clocks or more")
+        for clock in self.clocks:
+            _check_clock(clock)
+        _check_pid(self.pid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +366,8 @@ def format_frame(frame: Frame) -> str:
     t = type(frame)
     if t is Ack:
         return f"ACK-{frame.clock}-{frame.pid}"  # type: ignore[attr-defined]
+    if t is Acks:
+        return f"ACKS-{','.join(map(str, frame.clocks))}-{frame.pid}"  # type: ignore[attr-defined]
     if t is Message:
         m: Message = frame  # type: ignore[assignment]
         head = "MESSAGE" if m.sent_at is None else f"MESSAGE@{m.sent_at:.6f}"
@@ -445,6 +465,17 @@ def trusted_ack(clock: int, pid: str) -> Ack:
     return ack
 
 
+_set_acks_clocks, _set_acks_pid = Acks.clocks.__set__, Acks.pid.__set__  # type: ignore[attr-defined]
+
+
+def trusted_acks(clocks: tuple[int, ...], pid: str) -> Acks:
+    """An Acks from validated fields (two clocks or more)."""
+    acks = _new(Acks)
+    _set_acks_clocks(acks, clocks)
+    _set_acks_pid(acks, pid)
+    return acks
+
+
 def trusted_message(clock: int, pid: str, text: str, sent_at: float | None) -> Message:
     """A Message from validated fields, ``sent_at`` already at whole microseconds."""
     msg = _new(Message)
@@ -466,12 +497,30 @@ def _fast_ack(line: str) -> Ack | None:
     return None
 
 
+def _fast_acks(line: str) -> Acks | None:
+    """`_fast_ack` for ACKS; None sends the line down the general path."""
+    clocks, sep, pid = line[5:].partition("-")
+    if not (sep and pid in _VALID_PIDS and len(line) <= MAX_FRAME_BYTES):
+        return None
+    parts = clocks.split(",")
+    if len(parts) < 2:
+        return None
+    for c in parts:
+        if not (c.isdigit() and c.isascii() and len(c) <= 18 and (c[0] != "0" or len(c) == 1)):
+            return None
+    return trusted_acks(tuple(map(int, parts)), pid)
+
+
 def parse_frame(line: str) -> Frame:
     """Parse one line (without its newline) into a Frame; raise FrameError if it is not one."""
     if line.startswith("ACK-"):
         ack = _fast_ack(line)
         if ack is not None:
             return ack
+    elif line.startswith("ACKS-"):
+        acks = _fast_acks(line)
+        if acks is not None:
+            return acks
     if len(line) > MAX_FRAME_BYTES:
         raise FrameError(f"frame of {len(line)} characters is over the limit")
     kind, sep, rest = line.partition("-")
@@ -483,6 +532,11 @@ def parse_frame(line: str) -> Frame:
             if not sep:
                 raise FrameError("ACK needs clock and pid")
             return Ack(_int(clock, "clock"), pid)
+        if kind == "ACKS":
+            clocks, sep, pid = rest.partition("-")
+            if not sep:
+                raise FrameError("ACKS needs clocks and pid")
+            return Acks(tuple(_int(c, "clock") for c in clocks.split(",")), pid)
         if kind == "HEARTBEAT":
             return Heartbeat(_int(rest, "view"))
         if kind in ("MESSAGE", "RELAY") or kind.startswith(("MESSAGE@", "RELAY@")):
