@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tom.errors import FrameError
-from tom.frames import Ack, Acks, Hello, Message, encode_frame, format_frame, parse_frame, MAX_TEXT_CHARS
+from tom.frames import (Ack, Acks, Hello, Message, MAX_TEXT_CHARS, _fast_message, _parse_general, encode_frame,
+                        escape_text, format_frame, parse_frame)
 
 PIDS = st.sampled_from(["127.0.0.1:5000", "10.0.0.2:5000", "my-host.lan:80", "[::1]:65535"])
 
@@ -75,3 +76,43 @@ def test_frames_validate_when_built():
 
 def test_send_time_beyond_microseconds_is_rounded_as_when_built():
     assert parse_frame("MESSAGE@1.1234567-1-127.0.0.1:5000-x") == Message(1, "127.0.0.1:5000", "x", 1.1234567)
+
+
+def _general_or_error(line):
+    try:
+        return _parse_general(line)
+    except FrameError:
+        return FrameError
+
+
+def _parse_or_error(line):
+    try:
+        return parse_frame(line)
+    except FrameError:
+        return FrameError
+
+
+FIELD = st.sampled_from(["", "0", "01", "1", "42", "x", "1.5", "1.", ".5", "1763766000.123456",
+                         "1763766000.1234567", "99999999999.1", "١٢", "127.0.0.1:5000", "my-host.lan:80"])
+
+
+@given(kind=st.sampled_from(["MESSAGE@", "MESSAGE", "ACK", "ACKS", "RELAY@"]),
+       fields=st.lists(FIELD | st.text(max_size=8), min_size=0, max_size=4),
+       text=st.text(max_size=40), known=st.booleans())
+def test_fast_paths_agree_with_the_general_parser(kind, fields, text, known):
+    """Whatever the line, the fast paths return what the general parser returns, or hand over."""
+    if known:
+        parse_frame("ACK-1-127.0.0.1:5000")  # makes the pid known, as after the first frame
+    line = kind + ("" if kind.endswith("@") else "-") + "-".join(fields) + "-" + escape_text(text)
+    for candidate in (line, line.replace("-", "", 1), kind + "-".join(fields)):
+        assert _parse_or_error(candidate) == _general_or_error(candidate), candidate
+
+
+@given(clock=st.integers(0, 2**62), text=st.text(max_size=200),
+       sent_at=st.floats(0, 1e10, allow_nan=False))
+def test_fast_message_path_is_taken_and_exact(clock, text, sent_at):
+    msg = Message(clock, "127.0.0.1:5000", text, sent_at)
+    line = format_frame(msg)
+    parse_frame(line)
+    assert _parse_general(line) == msg
+    assert _fast_message(line) == (msg if clock < 10**18 else None)  # 19 digits: the general path

@@ -31,7 +31,7 @@ right view. A new attempt (a higher ``attempt``) replaces a flush stalled by a f
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -94,12 +94,14 @@ class Entry:
 
 
 class PendingQueue:
-    """Entries keyed by ``(clock, pid)``, iterated and popped in ``(clock, pid_key)`` order."""
+    """Entries keyed by ``(clock, pid)``, iterated and popped in ``(clock, pid_key)`` order.
+
+    The heap holds ``(clock, pid_key, entry)``: keys are unique, so an entry is never compared."""
 
     __slots__ = ("_heap", "_entries")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, tuple[str, int], str]] = []
+        self._heap: list[tuple[int, tuple[str, int], Entry]] = []
         self._entries: dict[tuple[int, str], Entry] = {}
 
     def __len__(self) -> int:
@@ -107,7 +109,7 @@ class PendingQueue:
 
     def __iter__(self) -> Iterator[Entry]:
         """Entries in delivery order (a sorted copy: for status, not for the hot path)."""
-        return iter([self._entries[(c, p)] for c, _, p in sorted(self._heap)])
+        return iter([e for _, _, e in sorted(self._heap, key=lambda item: item[:2])])
 
     def get(self, clock: int, pid: str) -> Entry | None:
         return self._entries.get((clock, pid))
@@ -117,18 +119,17 @@ class PendingQueue:
         entry = self._entries.get((clock, pid))
         if entry is None:
             entry = self._entries[(clock, pid)] = Entry(clock, pid)
-            heapq.heappush(self._heap, (clock, pid_key(pid), pid))
+            heappush(self._heap, (clock, pid_key(pid), entry))
         return entry
 
     def head(self) -> Entry | None:
-        if not self._heap:
-            return None
-        c, _, p = self._heap[0]
-        return self._entries[(c, p)]
+        heap = self._heap
+        return heap[0][2] if heap else None
 
     def pop(self) -> Entry:
-        c, _, p = heapq.heappop(self._heap)
-        return self._entries.pop((c, p))
+        entry = heappop(self._heap)[2]
+        del self._entries[(entry.clock, entry.pid)]
+        return entry
 
 
 @dataclass(frozen=True, slots=True)

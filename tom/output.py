@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring, encode_basestring_ascii  # what json.dumps(str) calls
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -77,7 +78,10 @@ class OutputFile:
                 sent = "null" if d.sent_at is None else repr(d.sent_at)
                 text = d.text
                 # raw non-ASCII keeps files readable; but U+0085/U+2028/U+2029 split lines for some readers
-                text = dumps(text, ensure_ascii=not text.isascii() and any(c in text for c in _LINE_BREAKS))
+                if text.isascii() or not any(c in text for c in _LINE_BREAKS):
+                    text = encode_basestring(text)  # = json.dumps(text, ensure_ascii=False)
+                else:
+                    text = encode_basestring_ascii(text)
                 lines.append(f'{head}{d.index},"peer":{self._peer},"clock":{d.clock},"pid":{pid},'
                              f'"text":{text},"sent_at":{sent},'
                              f'"delivered_at":{stamp},"view":{d.view}}}\n')
