@@ -30,168 +30,51 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-HOST = "127.0.0.1"
+from benchmarks.peergroup import (HOST, Group, GroupError, OutputCounter, Peer, busy_cpus, source_tree,
+                                  stop_on_sigterm)
+
 DEFAULT_MESSAGES = {3: 20000, 5: 10000}
 DEFAULT_OTHER = 10000
 POLL = 0.0002  # seconds between polls of the output files (light load)
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-class BenchError(Exception):
+class BenchError(GroupError):
     pass
 
 
 # -- processes -------------------------------------------------------------------------------------
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports that were free on 127.0.0.1 a moment ago (bound to port 0, then closed)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-class Tail:
-    """Counts the message records (view records are not counted) of a growing file, reading only
-    what is new."""
+class Tail(OutputCounter):
+    """Counts the message records (view records are not counted) of a growing file."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        super().__init__(path)
         self.lines = 0
-        self._f = None
 
     def poll(self) -> int:
-        if self._f is None:
-            try:
-                self._f = open(self.path, "rb")
-            except FileNotFoundError:
-                return 0
-        data = self._f.read()
+        data = self.read()
         if data:
             self.lines += data.count(b"\n") - data.count(b'"kind":"view"')
         return self.lines
 
-    def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
 
+class BenchGroup(Group):
+    """The peers of one scenario: SIGKILL 5 s after SIGTERM, deliveries counted by ``Tail``."""
 
-@dataclass
-class Peer:
-    port: int
-    output: Path
-    log: Path
-    proc: subprocess.Popen
-    tail: Tail
-    sent: int = 0
-
-    @property
-    def pid(self) -> str:
-        return f"{HOST}:{self.port}"
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU time of the process so far (Linux /proc)."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / CLK_TCK
-        except (OSError, IndexError, ValueError):
-            return float("nan")
-
-    def send(self, texts: list[str]) -> None:
-        self.proc.stdin.write(("\n".join(texts) + "\n").encode())
-        self.proc.stdin.flush()
-        self.sent += len(texts)
-
-
-@dataclass
-class Group:
-    """A group of peer processes in ``workdir``; use as a context manager so they always stop."""
-
-    n: int
-    workdir: Path
-    delay: float = 0.0
-    src: Path | None = None
-    peers: list[Peer] = field(default_factory=list)
-
-    def __enter__(self) -> Group:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        ports = free_ports(self.n)
-        neighbors = self.workdir / "neighbors"
-        neighbors.write_text("".join(f"{HOST}:{p}\n" for p in ports))
-        for port in ports:
-            out = self.workdir / f"out-{port}.jsonl"
-            log = self.workdir / f"peer-{port}.log"
-            cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(out), str(port),
-                   "--host", HOST, "--no-ui"]
-            if self.delay:
-                cmd += ["--delay", str(self.delay)]
-            env = dict(os.environ)
-            if self.src is not None:  # run the peers from another source tree (e.g. a git worktree)
-                env["PYTHONPATH"] = str(self.src) + os.pathsep + env.get("PYTHONPATH", "")
-            with open(log, "wb") as logf:
-                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,
-                                        cwd=self.src or None,
-                                        start_new_session=True)  # our Ctrl-C is ours to handle
-            self.peers.append(Peer(port, out, log, proc, Tail(out)))
-
-    def check_alive(self) -> None:
-        for p in self.peers:
-            if p.proc.poll() is not None:
-                raise BenchError(f"peer {p.pid} exited with code {p.proc.returncode}:\n{log_tail(p.log)}")
-
-    def stop(self) -> None:
-        # signal first: a feeder thread blocked writing to a stdin pipe then fails (EPIPE) instead of
-        # holding the pipe's lock while we close it
-        for p in self.peers:
-            if p.proc.poll() is None:
-                try:
-                    p.proc.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        end = time.monotonic() + 5.0
-        for p in self.peers:
-            try:
-                p.proc.wait(timeout=max(0.0, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.proc.kill()
-                p.proc.wait(timeout=5.0)
-            p.tail.close()
-        for p in self.peers:
-            try:
-                if p.proc.stdin:
-                    p.proc.stdin.close()
-            except (OSError, ValueError):
-                pass
+    counter_type = Tail
+    error = BenchError
 
     def counts(self) -> list[int]:
-        return [p.tail.poll() for p in self.peers]
+        return [p.counter.poll() for p in self.peers]
 
     def wait_delivered(self, expected: int, deadline: float, sleep: float = POLL) -> None:
         """Wait until every peer's output holds ``expected`` lines, or fail at ``deadline``."""
@@ -214,13 +97,6 @@ class Group:
         self.wait_delivered(self.n, deadline, sleep=0.005)
 
 
-def log_tail(path: Path, n: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
-
-
 # -- records and checks ----------------------------------------------------------------------------
 
 
@@ -240,7 +116,7 @@ def read_records(path: Path) -> list[dict]:
     return records
 
 
-def verify(group: Group, expected: int) -> tuple[bool, str, list[list[dict]]]:
+def verify(group: BenchGroup, expected: int) -> tuple[bool, str, list[list[dict]]]:
     """Same ``(clock, pid)`` sequence at every peer, ``expected`` messages, in order, no duplicate."""
     per_peer = [[r for r in read_records(p.output) if r.get("kind") == "message"] for p in group.peers]
     problems = []
@@ -375,7 +251,7 @@ def summarize_profile(raw: Path, top: int = 25) -> None:
 def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: float,
                profile: Path | None, rate: int, src: Path | None = None) -> dict:
     deadline = time.monotonic() + deadline_s
-    with Group(n, workdir, src=src) as group:
+    with BenchGroup(n, workdir, src=src) as group:
         group.warm_up(deadline)
         base = n  # warm-up deliveries
         total = n * per_peer
@@ -450,7 +326,7 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
 def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None = None,
           profile: Path | None = None, rate: int = 250) -> dict:
     deadline = time.monotonic() + deadline_s
-    with Group(n, workdir, src=src) as group:
+    with BenchGroup(n, workdir, src=src) as group:
         group.warm_up(deadline)
         spy = start_profiler(group.peers[0].proc.pid, profile, rate) if profile else None
         expected = n
@@ -478,27 +354,40 @@ def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None
 # -- main ------------------------------------------------------------------------------------------
 
 
-def busy_cpus(interval: float = 0.5) -> float:
-    """CPUs busy over ``interval`` seconds (from /proc/stat), before we start anything."""
-    def sample() -> tuple[int, int]:
-        try:
-            v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        except (OSError, ValueError):
-            return 0, 0
-        idle = v[3] + (v[4] if len(v) > 4 else 0)
-        return sum(v) - idle, sum(v)
-    b0, t0 = sample()
-    time.sleep(interval)
-    b1, t1 = sample()
-    return (b1 - b0) / max(1, t1 - t0) * (os.cpu_count() or 1)
-
-
 def ms(x: float) -> str:
     return f"{1000 * x:8.3f}"
 
 
-def _sigterm(_sig, _frame):
-    raise KeyboardInterrupt
+def scenario(run: Callable[[], dict], show: Callable[[dict], None], prof: Path | None, top: int) -> dict | None:
+    """Run one scenario, print its figures and, with ``prof``, its profile; a BenchError is printed
+    as FAILED and gives None."""
+    try:
+        result = run()
+    except BenchError as e:
+        print(f"  FAILED: {e}")
+        return None
+    show(result)
+    if prof:
+        summarize_profile(prof, top=top)
+    return result
+
+
+def print_throughput(t: dict, n: int) -> None:
+    print(f"  {t['total']} multicasts in {t['elapsed']:.3f} s -> {t['rate']:,.0f}/s delivered at "
+          f"every peer; latency p50 {ms(t['p50']).strip()} ms, p99 {ms(t['p99']).strip()} ms, "
+          f"max {ms(t['max']).strip()} ms; order {'OK' if t['ok'] else 'MISMATCH: ' + t['why']}")
+    print("  peer CPU: " + ", ".join(f"{100 * c:.0f}%" for c in t["cpu"])
+          + f" of one core each; {t['cpu_us']:.1f} CPU-us per multicast per peer")
+    cores = os.cpu_count() or 1
+    print(f"  CPU-bound ceiling: {1e6 / t['cpu_us']:,.0f}/s with a core per peer, "
+          f"{1e6 * min(cores, n) / n / t['cpu_us']:,.0f}/s on this machine's {cores} CPUs")
+
+
+def print_light(lt: dict) -> None:
+    print(f"  latency p50 {ms(lt['p50']).strip()} ms, p99 {ms(lt['p99']).strip()} ms "
+          f"(last peer: p50 {ms(lt['all_p50']).strip()}, p99 {ms(lt['all_p99']).strip()}; "
+          f"p50 at origin {ms(lt['origin_p50']).strip()}, at others {ms(lt['others_p50']).strip()}); "
+          f"order {'OK' if lt['ok'] else 'MISMATCH: ' + lt['why']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -531,11 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.light <= 100_000:
         ap.error("--light must be 1..100000")
 
-    if args.src is not None:
-        args.src = args.src.resolve()
-        if not (args.src / "tom" / "__init__.py").exists():
-            ap.error(f"--src {args.src}: no tom package there")
-    signal.signal(signal.SIGTERM, _sigterm)
+    args.src = source_tree(ap, args.src)
+    stop_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="tom-bench-"))
     print(f"TOM benchmark: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, loopback {HOST}, "
           f"workdir {tmp}"
@@ -553,42 +439,16 @@ def main(argv: list[str] | None = None) -> int:
                 what = f"window {args.window}/peer" if args.window else "unbounded"
                 print(f"\n[{n} peers] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
                 prof = tmp / f"profile-{n}p.txt" if args.profile else None
-                try:
-                    t = throughput(n, per_peer, args.window, tmp / f"tp{n}", args.deadline, prof, args.rate,
-                                   args.src)
-                except BenchError as e:
-                    print(f"  FAILED: {e}")
-                    t, status = None, 1
-                if t:
-                    print(f"  {t['total']} multicasts in {t['elapsed']:.3f} s -> {t['rate']:,.0f}/s delivered at "
-                          f"every peer; latency p50 {ms(t['p50']).strip()} ms, p99 {ms(t['p99']).strip()} ms, "
-                          f"max {ms(t['max']).strip()} ms; order {'OK' if t['ok'] else 'MISMATCH: ' + t['why']}")
-                    print("  peer CPU: " + ", ".join(f"{100 * c:.0f}%" for c in t["cpu"])
-                          + f" of one core each; {t['cpu_us']:.1f} CPU-us per multicast per peer")
-                    cores = os.cpu_count() or 1
-                    print(f"  CPU-bound ceiling: {1e6 / t['cpu_us']:,.0f}/s with a core per peer, "
-                          f"{1e6 * min(cores, n) / n / t['cpu_us']:,.0f}/s on this machine's {cores} CPUs")
-                    status |= 0 if t["ok"] else 1
-                    if prof:
-                        summarize_profile(prof)
-                row["tp"] = t
+                row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{n}", args.deadline,
+                                                        prof, args.rate, args.src),
+                                     lambda t: print_throughput(t, n), prof, top=25)
             if args.only in (None, "light"):
                 print(f"[{n} peers] light load: {args.light} messages, one at a time ...", flush=True)
-                try:
-                    lprof = tmp / f"profile-light-{n}p.txt" if args.profile else None
-                    lt = light(n, args.light, tmp / f"light{n}", args.deadline, args.src, lprof, args.rate)
-                except BenchError as e:
-                    print(f"  FAILED: {e}")
-                    lt, status = None, 1
-                if lt:
-                    print(f"  latency p50 {ms(lt['p50']).strip()} ms, p99 {ms(lt['p99']).strip()} ms "
-                          f"(last peer: p50 {ms(lt['all_p50']).strip()}, p99 {ms(lt['all_p99']).strip()}; "
-                          f"p50 at origin {ms(lt['origin_p50']).strip()}, at others {ms(lt['others_p50']).strip()}); "
-                          f"order {'OK' if lt['ok'] else 'MISMATCH: ' + lt['why']}")
-                    status |= 0 if lt["ok"] else 1
-                    if lprof:
-                        summarize_profile(lprof, top=15)
-                row["lt"] = lt
+                lprof = tmp / f"profile-light-{n}p.txt" if args.profile else None
+                row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{n}", args.deadline, args.src,
+                                                   lprof, args.rate),
+                                     print_light, lprof, top=15)
+            status |= 0 if all(r and r["ok"] for k, r in row.items() if k != "n") else 1
             rows.append(row)
     except KeyboardInterrupt:
         print("\ninterrupted: peers stopped")

@@ -30,16 +30,16 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.peers import CLK_TCK, HOST, busy_cpus, free_ports, log_tail, pid_key
+from benchmarks.peergroup import (Group, GroupError, OutputCounter, Peer, busy_cpus, loadavg, source_tree,
+                                  stop_on_sigterm)
+from benchmarks.peers import pid_key
 
 STOP_GRACE = 20.0  # seconds between SIGTERM and SIGKILL
 FORM_TIMEOUT = 60.0  # seconds allowed for the group to form
@@ -52,32 +52,26 @@ FLAT_PCT = 15.0
 MSG_MARK = b'"kind":"message"'
 
 
-class SoakError(Exception):
+class SoakError(GroupError):
     pass
 
 
 # -- peers -----------------------------------------------------------------------------------------
 
 
-class Counter:
-    """Counts the message records of a growing JSON Lines file, reading only what is new; keeps the
-    view records (few) parsed, and only complete lines are looked at."""
+class Counter(OutputCounter):
+    """Counts the message records of a growing JSON Lines file; keeps the view records (few) parsed,
+    and only complete lines are looked at."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        super().__init__(path)
         self.messages = 0
         self.views: list[dict] = []
         self._rest = b""
-        self._f = None
 
     def poll(self) -> int:
-        if self._f is None:
-            try:
-                self._f = open(self.path, "rb")
-            except FileNotFoundError:
-                return 0
         for _ in range(64):  # bounded: at most 64 MiB per poll
-            data = self._f.read(MIB)
+            data = self.read(MIB)
             if not data:
                 break
             data = self._rest + data
@@ -94,11 +88,6 @@ class Counter:
                             pass
         return self.messages
 
-    def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
-
 
 def memory(pid: int) -> dict[str, int]:
     """VmRSS, VmHWM, RssAnon of a process, bytes (empty when it is gone)."""
@@ -114,96 +103,15 @@ def memory(pid: int) -> dict[str, int]:
     return out
 
 
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return float("nan")
+class SoakGroup(Group):
+    """N peers; a peer has STOP_GRACE s to leave the group before its SIGKILL."""
 
+    counter_type = Counter
+    error = SoakError
+    stop_grace = STOP_GRACE
 
-@dataclass
-class Peer:
-    index: int
-    port: int
-    output: Path
-    log: Path
-    proc: subprocess.Popen
-    counter: Counter
-
-    @property
-    def pid(self) -> str:
-        return f"{HOST}:{self.port}"
-
-
-@dataclass
-class Group:
-    """N peer processes in ``workdir``; a context manager, so they always stop."""
-
-    n: int
-    workdir: Path
-    src: Path | None = None
-    peers: list[Peer] = field(default_factory=list)
-
-    def __enter__(self) -> Group:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        ports = sorted(free_ports(self.n))
-        neighbors = self.workdir / "neighbors"
-        neighbors.write_text("".join(f"{HOST}:{p}\n" for p in ports))
-        env = dict(os.environ)
-        if self.src is not None:
-            env["PYTHONPATH"] = str(self.src) + os.pathsep + env.get("PYTHONPATH", "")
-        for i, port in enumerate(ports):
-            out = self.workdir / f"out-{port}.jsonl"
-            log = self.workdir / f"peer-{port}.log"
-            cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(out), str(port),
-                   "--host", HOST, "--no-ui"]
-            with open(log, "wb") as logf:
-                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,
-                                        cwd=self.src or None, start_new_session=True)
-            self.peers.append(Peer(i, port, out, log, proc, Counter(out)))
-
-    def check_alive(self) -> None:
-        for p in self.peers:
-            if p.proc.poll() is not None:
-                raise SoakError(f"peer {p.pid} exited with code {p.proc.returncode}:\n{log_tail(p.log)}")
-
-    def stop(self) -> None:
-        """SIGTERM every peer still running (it leaves the group), SIGKILL whoever is left after 20 s."""
-        for p in self.peers:
-            if p.proc.poll() is None:
-                try:
-                    p.proc.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        end = time.monotonic() + STOP_GRACE
-        for p in self.peers:
-            try:
-                p.proc.wait(timeout=max(0.0, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                print(f"  peer {p.pid} still running {STOP_GRACE:.0f} s after SIGTERM: SIGKILL")
-                p.proc.kill()
-                try:
-                    p.proc.wait(timeout=5.0)
-                except subprocess.TimeoutExpired:
-                    pass
-        for p in self.peers:
-            p.counter.close()
-            try:
-                if p.proc.stdin:
-                    p.proc.stdin.close()
-            except (OSError, ValueError):
-                pass
+    def killed(self, peer: Peer) -> None:
+        print(f"  peer {peer.pid} still running {STOP_GRACE:.0f} s after SIGTERM: SIGKILL")
 
     def wait_formed(self, deadline: float) -> float:
         """Until every output file holds a view record with all N members; returns seconds taken."""
@@ -274,12 +182,12 @@ class Sample:
     cpu: list[float]
 
 
-def sample(group: Group, t0: float, feeders: list[Feeder]) -> Sample:
+def sample(group: SoakGroup, t0: float, feeders: list[Feeder]) -> Sample:
     delivered = [p.counter.poll() for p in group.peers]
     mems = [memory(p.proc.pid) for p in group.peers]
     return Sample(time.monotonic() - t0, delivered, [m.get("VmRSS", 0) for m in mems],
                   [m.get("RssAnon", 0) for m in mems], sum(f.sent for f in feeders),
-                  [cpu_seconds(p.proc.pid) for p in group.peers])
+                  [p.cpu_seconds() for p in group.peers])
 
 
 # -- order check (streaming) -----------------------------------------------------------------------
@@ -300,7 +208,7 @@ def message_keys(path: Path, limit: int):
             yield r["clock"], r["pid"], r["text"]
 
 
-def verify(group: Group, expected: int) -> tuple[bool, list[str]]:
+def verify(group: SoakGroup, expected: int) -> tuple[bool, list[str]]:
     """All peers: the same (clock, pid) sequence, strictly increasing, ``expected`` long, and every
     origin's messages s<i>.0, s<i>.1, ... each once, in send order (an origin's clocks increase)."""
     problems: list[str] = []
@@ -367,7 +275,7 @@ def slope(points: list[tuple[int, int]]) -> float:
     return sxy / sxx * 100_000 / MIB
 
 
-def report(group: Group, samples: list[Sample], base: Sample, total: int, wall: float | None,
+def report(group: SoakGroup, samples: list[Sample], base: Sample, total: int, wall: float | None,
            cpu0: list[float]) -> bool:
     w = 22
     print("\ndelivered vs RSS (first sample at or past each tenth of the run; RSS in MiB)")
@@ -434,7 +342,7 @@ def report(group: Group, samples: list[Sample], base: Sample, total: int, wall: 
     return flat and complete
 
 
-def write_csv(path: Path, group: Group, samples: list[Sample]) -> None:
+def write_csv(path: Path, group: SoakGroup, samples: list[Sample]) -> None:
     with open(path, "w") as f:
         f.write("t,sent," + ",".join(f"delivered_{p.port},rss_kib_{p.port},anon_kib_{p.port},cpu_s_{p.port}"
                                      for p in group.peers) + "\n")
@@ -442,13 +350,6 @@ def write_csv(path: Path, group: Group, samples: list[Sample]) -> None:
             f.write(f"{s.t:.3f},{s.sent}," + ",".join(
                 f"{d},{r // 1024},{a // 1024},{c:.2f}" for d, r, a, c in zip(s.delivered, s.rss, s.anon, s.cpu))
                 + "\n")
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "?"
 
 
 # -- main ------------------------------------------------------------------------------------------
@@ -459,7 +360,7 @@ def run(args, workdir: Path) -> int:
     start = time.monotonic()
     deadline = start + args.deadline
     per_peer = [total // n + (1 if i < total % n else 0) for i in range(n)]
-    with Group(n, workdir, src=args.src) as group:
+    with SoakGroup(n, workdir, src=args.src) as group:
         formed = group.wait_formed(deadline)
         print(f"group of {n} formed in {formed:.1f} s: " + ", ".join(f"{p.pid} (pid {p.proc.pid})" for p in group.peers))
         stop = threading.Event()
@@ -529,10 +430,6 @@ def run(args, workdir: Path) -> int:
     return status
 
 
-def _sigterm(_sig, _frame):
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/soak", description=__doc__.split("\n\n")[0])
     ap.add_argument("--peers", type=int, default=3, help="group size (default 3)")
@@ -554,11 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--messages must be 10..50000000")
     if args.rate < 0 or not 0.05 <= args.sample <= 60 or not 1 <= args.deadline <= 86400:
         ap.error("--rate >= 0, --sample 0.05..60, --deadline 1..86400")
-    if args.src is not None:
-        args.src = args.src.resolve()
-        if not (args.src / "tom" / "__init__.py").exists():
-            ap.error(f"--src {args.src}: no tom package there")
-    signal.signal(signal.SIGTERM, _sigterm)
+    args.src = source_tree(ap, args.src)
+    stop_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="tom-soak-"))
     print(f"TOM soak: {args.peers} peers, {args.messages:,} messages"
           + (f" at {args.rate:,.0f}/s" if args.rate else " as fast as the peers take them")

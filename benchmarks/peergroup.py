@@ -1,0 +1,248 @@
+"""A group of real ``tom peer`` processes on loopback, shared by the benchmarks (peers.py, soak.py).
+
+Invariants the scripts rely on:
+
+* loopback only: every peer listens on 127.0.0.1 (``HOST``), on a port that was free a moment
+  before; its neighbors file, output and log live in the group's ``workdir``;
+* every process a ``Group`` starts is stopped on any exit: use it as a context manager (a failed
+  ``start`` stops what it had started, ``__exit__`` runs on errors and Ctrl-C, and
+  ``stop_on_sigterm`` turns SIGTERM into Ctrl-C); ``stop`` sends SIGTERM, then SIGKILL to whoever is
+  left after ``stop_grace`` seconds. Peers run in their own session: a Ctrl-C at the terminal
+  reaches the script only, which then stops them;
+* every loop is bounded: ``start`` and ``stop`` go once over the ``n`` peers and every wait has a
+  timeout (``stop`` takes at most ``stop_grace`` s plus 5 s per peer that had to be killed).
+
+A script subclasses ``Group`` to say how a peer's output is counted (``counter_type``), which
+exception a dead peer raises (``error``), how long a peer may take to leave (``stop_grace``) and
+what to say when one had to be killed (``killed``); its own waits and workloads go there too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+HOST = "127.0.0.1"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class GroupError(Exception):
+    """A peer of the group exited on its own."""
+
+
+class OutputCounter:
+    """Counts the records of a peer's output file as it grows (``poll``); ``read`` returns only what
+    is new, nothing while the file does not exist yet."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._f = None
+
+    def read(self, size: int = -1) -> bytes:
+        if self._f is None:
+            try:
+                self._f = open(self.path, "rb")
+            except FileNotFoundError:
+                return b""
+        return self._f.read(size)
+
+    def poll(self) -> int:
+        """Records counted so far."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports that were free on 127.0.0.1 a moment ago (bound to port 0, then closed)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc); NaN when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def log_tail(path: Path, n: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class Peer:
+    index: int  # position in the group (ports in increasing order)
+    port: int
+    output: Path
+    log: Path
+    proc: subprocess.Popen
+    counter: OutputCounter  # of ``output``
+    sent: int = 0  # messages written by ``send``
+
+    @property
+    def pid(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def send(self, texts: list[str]) -> None:
+        """Write one message per text to the peer's stdin."""
+        self.proc.stdin.write(("\n".join(texts) + "\n").encode())
+        self.proc.stdin.flush()
+        self.sent += len(texts)
+
+
+@dataclass
+class Group:
+    """``n`` peer processes in ``workdir``; a context manager, so they always stop."""
+
+    counter_type: ClassVar[type[OutputCounter]]  # set by the subclass
+    error: ClassVar[type[Exception]] = GroupError  # raised by check_alive
+    stop_grace: ClassVar[float] = 5.0  # seconds between SIGTERM and SIGKILL
+
+    n: int
+    workdir: Path
+    src: Path | None = None  # run the peers' tom package from this source tree (e.g. a git worktree)
+    delay: float = 0.0  # tom peer --delay
+    peers: list[Peer] = field(default_factory=list)
+
+    def __enter__(self) -> Group:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        ports = sorted(free_ports(self.n))
+        neighbors = self.workdir / "neighbors"
+        neighbors.write_text("".join(f"{HOST}:{p}\n" for p in ports))
+        env = dict(os.environ)
+        if self.src is not None:
+            env["PYTHONPATH"] = str(self.src) + os.pathsep + env.get("PYTHONPATH", "")
+        for i, port in enumerate(ports):
+            out = self.workdir / f"out-{port}.jsonl"
+            log = self.workdir / f"peer-{port}.log"
+            cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(out), str(port),
+                   "--host", HOST, "--no-ui"]
+            if self.delay:
+                cmd += ["--delay", str(self.delay)]
+            counter = self.counter_type(out)  # before the process: nothing may fail between start and record
+            with open(log, "wb") as logf:
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,
+                                        cwd=self.src or None,
+                                        start_new_session=True)  # our Ctrl-C is ours to handle
+            self.peers.append(Peer(i, port, out, log, proc, counter))
+
+    def check_alive(self) -> None:
+        for p in self.peers:
+            if p.proc.poll() is not None:
+                raise self.error(f"peer {p.pid} exited with code {p.proc.returncode}:\n{log_tail(p.log)}")
+
+    def killed(self, peer: Peer) -> None:
+        """Called when ``peer`` is still running ``stop_grace`` s after SIGTERM, before its SIGKILL."""
+
+    def stop(self) -> None:
+        """SIGTERM every peer still running (it leaves the group), SIGKILL whoever is left after
+        ``stop_grace`` seconds, then close the counters and stdin pipes. Calling it again is harmless."""
+        # signal first: a feeder thread blocked writing to a stdin pipe then fails (EPIPE) instead of
+        # holding the pipe's lock while we close it
+        for p in self.peers:
+            if p.proc.poll() is None:
+                try:
+                    p.proc.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        end = time.monotonic() + self.stop_grace
+        for p in self.peers:
+            try:
+                p.proc.wait(timeout=max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.killed(p)
+                p.proc.kill()
+                try:
+                    p.proc.wait(timeout=5.0)
+                except subprocess.TimeoutExpired:
+                    pass
+        for p in self.peers:
+            p.counter.close()
+            try:
+                if p.proc.stdin:
+                    p.proc.stdin.close()
+            except (OSError, ValueError):
+                pass
+
+
+def source_tree(ap: argparse.ArgumentParser, src: Path | None) -> Path | None:
+    """The ``--src`` option resolved (``Group.src``); a usage error unless it holds a tom package."""
+    if src is None:
+        return None
+    src = src.resolve()
+    if not (src / "tom" / "__init__.py").exists():
+        ap.error(f"--src {src}: no tom package there")
+    return src
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise KeyboardInterrupt, so that it takes Ctrl-C's way out, which stops the peers."""
+    signal.signal(signal.SIGTERM, _sigterm)
+
+
+def _sigterm(_sig, _frame):
+    raise KeyboardInterrupt
+
+
+# -- the machine -----------------------------------------------------------------------------------
+
+
+def busy_cpus(interval: float = 0.5) -> float:
+    """CPUs busy over ``interval`` seconds (from /proc/stat), before we start anything."""
+    def sample() -> tuple[int, int]:
+        try:
+            v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return 0, 0
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return sum(v) - idle, sum(v)
+    b0, t0 = sample()
+    time.sleep(interval)
+    b1, t1 = sample()
+    return (b1 - b0) / max(1, t1 - t0) * (os.cpu_count() or 1)
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
