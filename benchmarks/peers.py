@@ -239,7 +239,7 @@ def summarize_profile(raw: Path, top: int = 25) -> None:
     for n, c in self_c.most_common(top):
         shown.add(n)
         print(f"  {100 * c / total_busy:7.1f} {100 * incl_c[n] / total_busy:7.1f}  {n}")
-    print(f"  -- top inclusive --")
+    print("  -- top inclusive --")
     for n, c in incl_c.most_common(top + 15):
         if 100 * c / total_busy >= 2.0:
             print(f"  {100 * self_c[n] / total_busy:7.1f} {100 * c / total_busy:7.1f}  {n}")
