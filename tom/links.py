@@ -34,9 +34,12 @@ class Link:
 
     def __init__(self, pid: str) -> None:
         self.pid = pid
-        self.buffer: deque[tuple[float, bytes, bool]] = deque()  # (release, data, counted)
-        self.unacked: deque[bytes] = deque()  # written, not yet confirmed
-        self.confirmed = 0  # frames the neighbor confirmed: unacked[0] is frame confirmed + 1
+        # (release, data, n): ``data`` holds ``n`` whole frames queued together (n = 0: link control,
+        # e.g. RECEIVED, not counted); batches, not frames, so that the hot path handles each once
+        self.buffer: deque[tuple[float, bytes, int]] = deque()
+        self.unacked: deque[tuple[bytes, int]] = deque()  # written, not yet confirmed: (data, n)
+        self.unacked_frames = 0  # the sum of n over unacked
+        self.confirmed = 0  # frames the neighbor confirmed: unacked[0] starts with frame confirmed + 1
         self.received = 0  # frames received from the neighbor's current incarnation
         self._confirm_sent = 0
         self.stream: trio.abc.Stream | None = None
@@ -56,8 +59,13 @@ class Link:
         if release < self._last_release:
             release = self._last_release
         self._last_release = release
-        self.buffer.extend([(release, d, True) for d in data])
+        self.buffer.append((release, b"".join(data), len(data)))
         self._wake.set()
+
+    @property
+    def queued(self) -> int:
+        """Frames waiting to be written (for status)."""
+        return sum(n for _, _, n in self.buffer)
 
     async def _wait(self) -> None:
         self._wake = trio.Event()
@@ -68,25 +76,26 @@ class Link:
     def meet(self, incarnation: int) -> int:
         """The neighbor introduced itself as ``incarnation``; return how many of its frames we have."""
         if self.incarnation is not None and incarnation != self.incarnation:
-            dropped = len(self.buffer) + len(self.unacked)
+            dropped = self.queued + self.unacked_frames
             log.info("%s restarted (incarnation %s): %d frames meant for the old one dropped",
                      self.pid, incarnation, dropped)
             self.buffer.clear()
             self.unacked.clear()
-            self.confirmed = self.received = self._confirm_sent = 0
+            self.confirmed = self.received = self._confirm_sent = self.unacked_frames = 0
         self.incarnation = incarnation
         return self.received
 
     def attach(self, stream: trio.abc.Stream, neighbor_has: int, now: float) -> None:
         """Make ``stream`` the connection; the neighbor has our first ``neighbor_has`` frames."""
-        if not self.confirmed <= neighbor_has <= self.confirmed + len(self.unacked):
-            log.warning("%s claims %d frames; we sent %d", self.pid, neighbor_has,
-                        self.confirmed + len(self.unacked))
-            neighbor_has = max(self.confirmed, min(neighbor_has, self.confirmed + len(self.unacked)))
+        sent = self.confirmed + self.unacked_frames
+        if not self.confirmed <= neighbor_has <= sent:
+            log.warning("%s claims %d frames; we sent %d", self.pid, neighbor_has, sent)
+            neighbor_has = max(self.confirmed, min(neighbor_has, sent))
         self._confirm(neighbor_has)
         if self.unacked:  # written but lost with the old connection: send them again, first
-            self.buffer.extendleft(reversed([(now, d, True) for d in self.unacked]))
+            self.buffer.extendleft(reversed([(now, d, n) for d, n in self.unacked]))
             self.unacked.clear()
+            self.unacked_frames = 0
         self.stream, self.state = stream, "up"
         self._wake.set()
 
@@ -98,14 +107,27 @@ class Link:
         return False
 
     def _confirm(self, count: int) -> None:
+        """Drop the first ``count - confirmed`` unacked frames (splitting a batch at a frame end)."""
         unacked = self.unacked
-        for _ in range(min(count - self.confirmed, len(unacked))):
-            unacked.popleft()
+        k = min(count - self.confirmed, self.unacked_frames)
+        while k > 0:
+            data, n = unacked[0]
+            if n <= k:
+                unacked.popleft()
+                self.unacked_frames -= n
+                k -= n
+                continue
+            end = -1
+            for _ in range(k):  # every frame ends with exactly one newline
+                end = data.index(b"\n", end + 1)
+            unacked[0] = (data[end + 1:], n - k)
+            self.unacked_frames -= k
+            k = 0
         self.confirmed = max(self.confirmed, count)
 
     def on_received(self, count: int) -> None:
         """The neighbor confirmed ``count`` frames."""
-        if count <= self.confirmed + len(self.unacked):
+        if count <= self.confirmed + self.unacked_frames:
             self._confirm(count)
 
     def count_in(self, n: int, now: float) -> None:
@@ -115,7 +137,7 @@ class Link:
         self.last_heard = now
         if self.received - self._confirm_sent >= CONFIRM_EVERY:
             self._confirm_sent = self.received
-            self.buffer.append((now, encode_frame(Received(self.received)), False))
+            self.buffer.append((now, encode_frame(Received(self.received)), 0))
             self._wake.set()
 
     async def writer(self) -> None:
@@ -132,12 +154,13 @@ class Link:
             now = trio.current_time()
             chunks, size = [], 0
             while buffer and size < WRITE_BATCH_BYTES and buffer[0][0] <= now:
-                _, data, counted = buffer.popleft()
+                _, data, n = buffer.popleft()
                 chunks.append(data)
                 size += len(data)
-                if counted:
-                    unacked.append(data)
-                    self.frames_out += 1
+                if n:
+                    unacked.append((data, n))
+                    self.unacked_frames += n
+                    self.frames_out += n
             stream = self.stream
             try:
                 await stream.send_all(b"".join(chunks))

@@ -66,7 +66,7 @@ def render_status(status: Status, links: dict[str, Link], now: float) -> list:
         heard = status.last_heard.get(pid)
         age = "never" if heard is None else f"{max(0.0, status.now - heard):.1f}s ago"
         members.add_row(pid, member, state, str(link.incarnation or ""), str(link.frames_in), str(link.frames_out),
-                        str(len(link.buffer)), age)
+                        str(link.queued), age)
     pending = Table(title=f"Pending messages ({len(status.pending)})", title_justify="left", box=None,
                     pad_edge=False)
     for col in ("#", "frame", "ACKs", "missing ACKs from"):
