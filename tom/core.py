@@ -415,9 +415,9 @@ class Core:
             # the common case, with every check of the slow path already known to pass for src
             self.last_heard[src] = self.now
             if t is Ack:
-                self._on_ack(src, frame)  # type: ignore[arg-type]
+                self._on_acks(src, frame.pid, (frame.clock,))  # type: ignore[attr-defined]
             elif t is Acks:
-                self._on_acks(src, frame)  # type: ignore[arg-type]
+                self._on_acks(src, frame.pid, frame.clocks)  # type: ignore[attr-defined]
             elif frame.pid == src:  # type: ignore[attr-defined]
                 self._on_message(src, frame, relayed=False)  # type: ignore[arg-type]
             else:
@@ -513,9 +513,9 @@ class Core:
         if src in self._cut:
             return  # cut off: what a removed member sends after the flush started is not delivered
         if t is Ack:
-            self._on_ack(src, frame)  # type: ignore[arg-type]
+            self._on_acks(src, frame.pid, (frame.clock,))  # type: ignore[attr-defined]
         elif t is Acks:
-            self._on_acks(src, frame)  # type: ignore[arg-type]
+            self._on_acks(src, frame.pid, frame.clocks)  # type: ignore[attr-defined]
         elif t is Message:
             if frame.pid != src:  # type: ignore[attr-defined]
                 raise FrameError(f"{src} relayed a message of {frame.pid} outside a flush")  # type: ignore[attr-defined]
@@ -556,45 +556,33 @@ class Core:
         if entry is self.queue.head():
             self._deliver_ready()
 
-    def _on_ack(self, src: str, ack: Ack) -> None:
-        if ack.pid not in self.view.members:  # type: ignore[union-attr]
-            raise FrameError(f"{src} acknowledged a message of {ack.pid}, which is not a member")
-        if self._stale(ack.clock, ack.pid):
-            return
-        self.clock.observe(ack.clock)
-        entry = self.queue.reserve(ack.clock, ack.pid)
-        if entry.text is None and not entry.acks:
-            self.stats["premature_acks"] += 1  # this ACK overtook its message: it reserves the entry
-        if src not in entry.acks:
-            entry.acks.add(src)
-            if entry is self.queue.head():  # an ACK for an entry behind the head changes nothing yet
-                self._deliver_ready()
-
-    def _on_acks(self, src: str, acks: Acks) -> None:
-        """One `_on_ack` per clock, in order (the clock observes the largest once: still Lamport)."""
-        pid = acks.pid
+    def _on_acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> None:
+        """``src`` holds the messages ``(c, pid)`` for each ``c`` in ``clocks`` (one ACK, or an ACKS):
+        each reserves its entry if absent (a premature ACK) and counts once per acker; the Lamport
+        clock observes the largest once."""
         if pid not in self.view.members:  # type: ignore[union-attr]
-            raise FrameError(f"{src} acknowledged messages of {pid}, which is not a member")
+            raise FrameError(f"{src} acknowledged a message of {pid}, which is not a member")
         key, delivered_key = pid_key(pid), self.delivered_key
         queue, stats = self.queue, self.stats
         head = queue.head()
         touched_head = False
         top = -1
-        for clock in acks.clocks:
+        for clock in clocks:
             if (clock, key) <= delivered_key:
-                continue
+                continue  # stale: about a message already delivered
             if clock > top:
                 top = clock
             entry = queue.reserve(clock, pid)
             if entry.text is None and not entry.acks:
-                stats["premature_acks"] += 1
+                stats["premature_acks"] += 1  # this ACK overtook its message: it reserves the entry
             if src not in entry.acks:
                 entry.acks.add(src)
                 if entry is head or head is None:
                     touched_head = True
         if top >= 0:
             self.clock.observe(top)
-        if touched_head or queue.head() is not head:
+        # an ACK for an entry behind the head changes nothing yet; a new, smaller head is bodiless
+        if touched_head:
             self._deliver_ready()
 
     def _deliver_ready(self) -> None:
