@@ -273,16 +273,15 @@ class Core:
         self._ack_runs = False  # some of _ready.sends are _AckRun (turned into frames by `ready`)
         self.stats = {"premature_acks": 0, "released_behind_head": 0}
         self.view: View | None = None
+        self._fast = None  # see _fast_sources
         self.mode = "joining"
-        self._fast = None
         members = frozenset(members)
         self.everyone: tuple[str, ...] = ()  # the other members of the view: where multicasts go
         if static:
             if me not in members:
                 raise UsageError(f"{me} is not a member of the group")
             self._set_view(View(1, members, {p: NO_INCARNATION for p in members}))
-            self.mode = "normal"
-            self._fast = None
+            self._set_mode("normal")
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
         self._known_inc: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
         self.peer_view: dict[str, int] = {}  # view each peer last announced on its link
@@ -331,6 +330,11 @@ class Core:
         self._deliver_ready()
         return msg
 
+    def _set_mode(self, mode: str) -> None:
+        """Change the mode; `_fast_sources` depends on it, so its cache goes too."""
+        self.mode = mode
+        self._fast = None
+
     def _set_view(self, view: View) -> None:
         self.view = view
         self._fast = None
@@ -341,8 +345,7 @@ class Core:
         if self.mode in ("left", "removed") or self.leaving:
             return
         if self.static or self.view is None:
-            self.mode = "left"
-            self._fast = None
+            self._set_mode("left")
             self._ready.notices.append("left")
             return
         self.leaving = True
@@ -647,8 +650,7 @@ class Core:
 
     def _become_removed(self, why: str) -> None:
         if self.mode not in ("left", "removed"):
-            self.mode = "removed"
-            self._fast = None
+            self._set_mode("removed")
             self.flush = None
             self._ready.notices.append("removed")
 
@@ -781,10 +783,8 @@ class Core:
             return
         early = self._early_markers.pop((p.view, p.attempt, p.coordinator), set())
         self._cut |= removed
-        self._fast = None
         self.flush = Flushing(p, flush_set, removed, {self.me} | (early & flush_set))
-        self.mode = "flushing"
-        self._fast = None
+        self._set_mode("flushing")
         sends = self._ready.sends
         others = tuple(sorted_pids(flush_set - {self.me}))
         for entry in self.queue:
@@ -810,8 +810,7 @@ class Core:
         flush = self.flush
         assert flush is not None
         flush.done = True
-        self.mode = "flushed"
-        self._fast = None
+        self._set_mode("flushed")
         p = flush.proposal
         report = Flushed(p.view, p.attempt, self.clock.time)
         if p.coordinator == self.me:
@@ -868,7 +867,6 @@ class Core:
         self._early_markers.clear()
         self._max_attempt = -1
         self._cut = set()
-        self._fast = None
         old_incs = old.incarnations if old is not None else {}
         for pid in list(self.suspected):
             if members.get(pid) != old_incs.get(pid):
@@ -886,12 +884,10 @@ class Core:
         if told:
             self._ready.sends.append((told, i))
         if self.me not in members:
-            self.mode = "left" if self.me in i.left else "removed"
-            self._fast = None
+            self._set_mode("left" if self.me in i.left else "removed")
             self._ready.notices.append(self.mode)
             return
-        self.mode = "normal"
-        self._fast = None
+        self._set_mode("normal")
         # the view announcement must precede this view's frames on every link, connected or not
         announce = tuple(sorted_pids(set(self.links) | set(self.everyone)))
         if announce:
