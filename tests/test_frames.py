@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tom.errors import FrameError
-from tom.frames import (Ack, Acks, Hello, Message, MAX_TEXT_CHARS, _fast_message, _parse_general, encode_frame,
+from tom.frames import (Ack, Acks, Hello, Message, MAX_FRAME_BYTES, _fast_message, _parse_general, encode_frame,
                         escape_text, format_frame, parse_frame)
 
 PIDS = st.sampled_from(["127.0.0.1:5000", "10.0.0.2:5000", "my-host.lan:80", "[::1]:65535"])
@@ -57,7 +57,7 @@ def test_hello_round_trips(pid, inc):
     "MESSAGE-01-127.0.0.1:5000-hi", "MESSAGE--1-127.0.0.1:5000-hi", "ACK-1", "ACK-1-127.0.0.1:0",
     "ACK-1-127.0.0.1:99999", "ACK-1-127.0.0.1:5000-extra", "NOPE-1-2", "MESSAGE@nan-1-127.0.0.1:5000-x",
     "MESSAGE-1-127.0.0.1:5000-bad\\escape", "HELLO-127.0.0.1:5000", "ACK-١٢-127.0.0.1:5000",
-    "MESSAGE-1-127.0.0.1:5000-" + "x" * (MAX_TEXT_CHARS + 1), "A" * 70000,
+    "MESSAGE-1-127.0.0.1:5000-" + "x" * MAX_FRAME_BYTES, "A" * 70000,
     "ACKS-1-127.0.0.1:5000", "ACKS-1,-127.0.0.1:5000", "ACKS-,1-127.0.0.1:5000", "ACKS-1,02-127.0.0.1:5000",
     "ACKS-1,x-127.0.0.1:5000", "ACKS-1,2-127.0.0.1:0", "ACKS-1,2", "ACKS-1;2-127.0.0.1:5000",
     "ACKS-" + ",".join(["1"] * 40000) + "-127.0.0.1:5000",

@@ -31,13 +31,14 @@ right view. A new attempt (a higher ``attempt``) replaces a flush stalled by a f
 
 from __future__ import annotations
 
+from array import array
 from heapq import heappop, heappush
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .errors import FrameError, UsageError
 from .frames import (
-    MAX_TEXT_CHARS,
+    MAX_FRAME_BYTES,
     Ack,
     Acks,
     Flush,
@@ -53,6 +54,8 @@ from .frames import (
     Removed,
     trusted_ack,
     trusted_acks,
+    delivery_digest,
+    message_frame_bytes,
     trusted_message,
 )
 from .pid import pid_key, sorted_pids
@@ -192,18 +195,32 @@ class _AckRun:
                 for pid, c in self.clocks.items()]
 
 
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Peer ``peer`` reports another digest than ours after ``position`` messages of view ``view``:
+    the two have not delivered the same sequence (see `Core._check_digest`)."""
+
+    peer: str
+    view: int
+    position: int
+    mine: int
+    theirs: int
+
+
 @dataclass(slots=True)
 class Ready:
     """What the shell must do: send ``sends`` (to each pid of the tuple), persist ``deliveries``,
-    and act on ``notices`` (``"left"``: this peer's leave is delivered; ``"removed"``: the group went
-    on without this peer)."""
+    act on ``notices`` (``"left"``: this peer's leave is delivered; ``"removed"``: the group went on
+    without this peer; ``"not-admitted"``: joining for longer than `Timing.admit_after`), and report
+    ``alarms``."""
 
     sends: list[tuple[tuple[str, ...], Frame]] = field(default_factory=list)
     deliveries: list[Delivery | ViewDelivery] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    alarms: list[Divergence] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.sends or self.deliveries or self.notices)
+        return bool(self.sends or self.deliveries or self.notices or self.alarms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +243,9 @@ class Status:
     suspected: tuple[str, ...]
     last_heard: Mapping[str, float]
     now: float
+    alarms: tuple[Divergence, ...] = ()
+    view_delivered: int = 0  # messages delivered in the current view
+    digest: int = 0  # their running digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +256,7 @@ class Timing:
     suspect_after: float = 5.0
     verify_after: float = 1.0
     form_after: float = 2.5
+    admit_after: float = 10.0  # joining this long: say so (notice "not-admitted"), and again as long
 
 
 @dataclass(slots=True)
@@ -271,7 +292,7 @@ class Core:
         self.started_at = now
         self._ready = Ready()
         self._ack_runs = False  # some of _ready.sends are _AckRun (turned into frames by `ready`)
-        self.stats = {"premature_acks": 0, "released_behind_head": 0}
+        self.stats = {"premature_acks": 0, "released_behind_head": 0, "divergence_alarms": 0}
         self.view: View | None = None
         self._fast = None  # see _fast_sources
         self.mode = "joining"
@@ -301,6 +322,16 @@ class Core:
         self._proposed_at = float("-inf")
         self._installed_at = now
         self._removed_told: dict[str, float] = {}
+        self._not_admitted_at = now
+        # divergence check: messages delivered in this view, their running digest, and the digest
+        # after each of the last positions (bounded; `_check_digest`)
+        self.view_delivered = 0
+        self.digest = 0
+        self._digests = array("I")
+        self._digests_base = 0  # _digests[k] is the digest after message _digests_base + k + 1
+        self._claims: dict[str, tuple[int, int, int]] = {}  # peer -> (view, count, digest) not yet reached
+        self._alarmed: set[tuple[str, int]] = set()
+        self.alarms: list[Divergence] = []
 
     @classmethod
     def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0) -> "Core":
@@ -309,9 +340,9 @@ class Core:
     # -- inputs --------------------------------------------------------------------------------
 
     def broadcast(self, text: str, sent_at: float | None = None) -> Message | None:
-        """Multicast ``text``; held (returns None) while no view is installed or a flush runs."""
-        if len(text) > MAX_TEXT_CHARS:
-            raise UsageError(f"message of {len(text)} characters is over the limit of {MAX_TEXT_CHARS}")
+        """Multicast ``text``; held (returns None) while no view is installed or a flush runs.
+        UsageError (nothing sent) if its frame could exceed MAX_FRAME_BYTES: `check_text`."""
+        check_text(self.me, text)
         if self.mode in ("left", "removed"):
             raise UsageError(f"this peer has {self.mode} the group")
         if self.leaving:
@@ -379,6 +410,11 @@ class Core:
         """Time passed: send heartbeats, suspect silent members, drive joins and view changes."""
         self.now = now
         t = self.timing
+        if self._claims:
+            self._check_claims()
+        if self.mode == "joining" and not self.static and now - self._not_admitted_at >= t.admit_after:
+            self._not_admitted_at = now
+            self._ready.notices.append("not-admitted")
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now
             self._send_heartbeats()
@@ -439,6 +475,8 @@ class Core:
             if frame.view > self.peer_view.get(src, -1):  # type: ignore[attr-defined]
                 self.peer_view[src] = frame.view  # type: ignore[attr-defined]
                 self._fast = None
+            if frame.count is not None and self.view is not None and frame.view == self.view.id:  # type: ignore[attr-defined]
+                self._check_digest(src, frame.count, frame.digest)  # type: ignore[attr-defined]
         elif t is Join:
             self._on_join(src, frame)  # type: ignore[arg-type]
         elif t is Leave:
@@ -616,6 +654,8 @@ class Core:
             self.delivered += 1
             self.delivered_key = (head.clock, pid_key(head.pid))
             out.append(Delivery(self.delivered, head.clock, head.pid, head.text, head.sent_at, view.id))
+        if released:
+            self._record_digests(out[len(out) - released:])
         if released > 1:  # entries that were complete but waited behind a blocked head
             self.stats["released_behind_head"] += released - 1
         if final and not queue:
@@ -625,8 +665,64 @@ class Core:
 
     def _send_heartbeats(self) -> None:
         if self.links:
-            beat = Heartbeat(self.view.id if self.view is not None and self.mode != "joining" else 0)
+            if self.view is not None and self.mode != "joining":
+                beat = Heartbeat(self.view.id, self.view_delivered, self.digest)
+            else:
+                beat = Heartbeat(0)
             self._ready.sends.append((tuple(self.links), beat))
+
+    # -- divergence check ----------------------------------------------------------------------
+
+    MAX_DIGESTS = 1 << 20  # positions kept for comparison (4 MiB); older claims go unchecked
+
+    def _record_digests(self, delivered: list) -> None:
+        """Chain the digest over messages just delivered, in order (the view's running digest)."""
+        digest, digests = self.digest, self._digests
+        for d in delivered:
+            digest = delivery_digest(digest, d.clock, d.pid, d.text)
+            digests.append(digest)
+        self.digest = digest
+        self.view_delivered += len(delivered)
+        if len(digests) > self.MAX_DIGESTS:
+            drop = len(digests) - self.MAX_DIGESTS // 2
+            del digests[:drop]
+            self._digests_base += drop
+        if self._claims:
+            self._check_claims()
+
+    def _digest_at(self, count: int) -> int | None:
+        """Our digest after ``count`` messages of this view; None if no longer kept."""
+        if count == 0:
+            return 0
+        k = count - self._digests_base - 1
+        return self._digests[k] if 0 <= k < len(self._digests) else None
+
+    def _check_digest(self, src: str, count: int, digest: int) -> None:
+        """``src`` says: after ``count`` messages of our view, its digest is ``digest``. Compare it
+        with ours at the same position — now, or once we get there (`_claims`)."""
+        if count > self.view_delivered:
+            self._claims[src] = (self.view.id, count, digest)  # type: ignore[union-attr]
+            return
+        mine = self._digest_at(count)
+        if mine is None or mine == digest:
+            return
+        key = (src, self.view.id)  # type: ignore[union-attr]
+        self.stats["divergence_alarms"] += 1
+        if key in self._alarmed:
+            return  # once diverged, it stays so in this view: one alarm per peer and view
+        self._alarmed.add(key)
+        alarm = Divergence(src, key[1], count, mine, digest)
+        self.alarms = (self.alarms + [alarm])[-100:]
+        self._ready.alarms.append(alarm)
+
+    def _check_claims(self) -> None:
+        view = self.view
+        for src, (vid, count, digest) in list(self._claims.items()):
+            if view is None or vid != view.id:
+                del self._claims[src]
+            elif count <= self.view_delivered:
+                del self._claims[src]
+                self._check_digest(src, count, digest)
 
     def _request_leave(self) -> None:
         """Tell every member: a leaver never coordinates (see `_coordinator`), so each must know."""
@@ -862,6 +958,9 @@ class Core:
             i.joined, i.left, i.removed))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
+        self.view_delivered = self.digest = self._digests_base = 0
+        self._digests = array("I")
+        self._claims.clear()
         self.last_install = i
         self.flush = None
         self._early_markers.clear()
@@ -891,7 +990,7 @@ class Core:
         # the view announcement must precede this view's frames on every link, connected or not
         announce = tuple(sorted_pids(set(self.links) | set(self.everyone)))
         if announce:
-            self._ready.sends.append((announce, Heartbeat(i.view)))
+            self._ready.sends.append((announce, Heartbeat(i.view, 0, 0)))
         early, self._early = self._early, []
         for src, frame in early:
             if src in self.links:
@@ -912,6 +1011,11 @@ class Core:
         """Messages accepted but not yet delivered (pending here or held until a view is installed)."""
         return len(self.queue) + len(self._held_texts)
 
+    def undelivered_own(self) -> int:
+        """Messages entered at this peer and not delivered here (held, or pending): what a stop now
+        would leave undelivered, as far as this peer knows."""
+        return len(self._held_texts) + sum(1 for e in self.queue if e.pid == self.me and e.text is not None)
+
     def status(self) -> Status:
         view = self.view
         members = sorted_pids(view.members) if view is not None else []
@@ -922,5 +1026,20 @@ class Core:
             for e in self.queue
         )
         return Status(self.me, self.mode, self.clock.time, view, self.delivered, pending,
-                      tuple(sorted_pids(self.suspected)), dict(self.last_heard), self.now)
+                      tuple(sorted_pids(self.suspected)), dict(self.last_heard), self.now,
+                      tuple(self.alarms), self.view_delivered, self.digest)
 
+
+def check_text(me: str, text: str) -> None:
+    """UsageError, in one line, if ``text`` cannot be multicast by ``me``: its frame could exceed
+    MAX_FRAME_BYTES (at any clock), or it is not valid Unicode."""
+    if type(text) is not str:
+        raise UsageError("a message text must be a string")
+    try:
+        size = message_frame_bytes(me, text)
+    except UnicodeEncodeError:
+        raise UsageError("message not sent: its text is not valid Unicode (a lone surrogate)") from None
+    if size > MAX_FRAME_BYTES:
+        raise UsageError(f"message not sent: its frame would take {size:,} bytes, over the limit of "
+                         f"{MAX_FRAME_BYTES:,} (about {MAX_FRAME_BYTES - size + len(text.encode()):,} bytes "
+                         f"of UTF-8 text; backslashes and line breaks count twice)")

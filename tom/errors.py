@@ -18,5 +18,13 @@ class ConfigError(TomError):
     """The configuration (neighbors file, address, port, output path) cannot be used."""
 
 
+class OutputError(TomError):
+    """The output file cannot be written (e.g. the disk is full): the message names file and cause."""
+
+
 class UsageError(TomError):
     """The local user asked for something that cannot be done (e.g. sending an over-long message)."""
+
+
+class RefusedError(FrameError):
+    """A neighbor refused this peer's connection (REFUSED); the message is its reason."""

@@ -12,7 +12,9 @@ TOM adds:
     ACKS-<clock>,<clock>,...-<pid>              several ACKs of one origin's messages in one line:
                                                 exactly one ACK per clock, in that order
     HELLO-<pid>-<incarnation>                   first frame on a new connection: who is speaking
-    HEARTBEAT-<view>                            "I am alive, in view <view>" (0: not in a group yet)
+    HEARTBEAT-<view>[-<count>-<digest>]         "I am alive, in view <view>" (0: not in a group yet),
+                                                "and delivered <count> messages in it, digest <crc32>"
+    REFUSED-<reason>                            last line on a connection the sender will not take
     RELAY[@<sent_at>]-<clock>-<pid>-<text>      a removed member's message, forwarded during a flush
     JOIN-<pid>-<incarnation>                    please add me to the group
     LEAVE-<pid>                                 please take me out of the group
@@ -33,16 +35,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from zlib import crc32
 
 from .errors import FrameError
+from .pid import is_pid
 
 MAX_FRAME_BYTES = 65536
-"""Longest line accepted from the network, newline excluded."""
-MAX_TEXT_CHARS = 16384
-"""Longest message text a peer may send (escaping can at most double it; still under the frame limit)."""
+"""The one size limit: the longest frame, in bytes of its UTF-8 line without the newline. A sender
+refuses a message whose frame could exceed it (`message_frame_bytes`, at any clock and send time);
+a receiver takes a longer line on a member's link for a link fault."""
 
-_PID = re.compile(r"(?:\[[0-9a-f:.]+\]|[a-z0-9._-]+):(?:[1-9][0-9]{0,4})\Z")
-
+_MESSAGE_HEAD_MAX = len("MESSAGE@") + len("99999999999.999999") + 1 + len(str(2**63 - 1)) + 1
 
 _VALID_PIDS: set[str] = set()  # pids already checked: a peer sees few, and checks them per frame
 
@@ -50,7 +53,7 @@ _VALID_PIDS: set[str] = set()  # pids already checked: a peer sees few, and chec
 def _check_pid(pid: str) -> None:
     if pid in _VALID_PIDS:
         return
-    if type(pid) is not str or not _PID.match(pid) or int(pid.rpartition(":")[2]) > 65535:
+    if not is_pid(pid):
         raise FrameError(f"bad pid {pid!r}")
     if len(_VALID_PIDS) < 4096:
         _VALID_PIDS.add(pid)
@@ -83,8 +86,8 @@ class Message(Frame):
         _check_pid(self.pid)
         if type(self.text) is not str:
             raise FrameError("text must be a string")
-        if len(self.text) > MAX_TEXT_CHARS:
-            raise FrameError(f"text of {len(self.text)} characters is over the limit of {MAX_TEXT_CHARS}")
+        if len(self.text) > MAX_FRAME_BYTES:  # a cheap bound (a character is at least a byte)
+            raise FrameError(f"text of {len(self.text)} characters is over the frame limit of {MAX_FRAME_BYTES} bytes")
         if self.sent_at is not None:
             # microseconds are kept, so that the decimal wire form round-trips exactly
             object.__setattr__(self, "sent_at", round(float(self.sent_at), 6))
@@ -158,12 +161,42 @@ class Relay(Frame):
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat(Frame):
-    """The sender is alive and has view ``view`` installed (0: not a member of any group yet)."""
+    """The sender is alive and has view ``view`` installed (0: not a member of any group yet).
+
+    With a digest: the sender has delivered ``count`` messages in that view, and ``digest`` is the
+    CRC-32 chain of their keys and texts (`delivery_digest`); peers compare it with theirs at the same
+    position to notice a divergence. ``count`` is None in the course tool's plain ``HEARTBEAT-<view>``.
+    """
 
     view: int
+    count: int | None = None
+    digest: int = 0
 
     def __post_init__(self) -> None:
         _check_count(self.view, "view")
+        if self.count is not None:
+            _check_count(self.count, "count")
+        if type(self.digest) is not int or not 0 <= self.digest <= 0xFFFFFFFF:
+            raise FrameError(f"bad digest {self.digest!r}")
+
+
+def delivery_digest(previous: int, clock: int, pid: str, text: str) -> int:
+    """The running digest after delivering message ``(clock, pid, text)``: CRC-32 over its key and
+    text, chained on ``previous`` (0 at the start of a view). Cheap and the same on every peer that
+    delivers the same sequence; a check against accidents (a divergence), not against forgery."""
+    return crc32(text.encode(), crc32(f"{clock}-{pid}-".encode(), previous))
+
+
+@dataclass(frozen=True, slots=True)
+class Refused(Frame):
+    """The last frame on a connection the sender will not take: ``reason`` says why, for its user
+    (e.g. the dialler is not in the sender's neighbors file)."""
+
+    reason: str
+
+    def __post_init__(self) -> None:
+        if type(self.reason) is not str or len(self.reason) > 1000:
+            raise FrameError("bad refusal reason")
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +377,16 @@ def escape_text(text: str) -> str:
     return text
 
 
+def message_frame_bytes(pid: str, text: str) -> int:
+    """A bound on the bytes the MESSAGE (or RELAY) frame of ``text`` from ``pid`` can take on the wire,
+    at any clock and send time, newline excluded — exact for texts near the limit: what a sender
+    holds against `MAX_FRAME_BYTES`. UnicodeEncodeError if ``text`` cannot be UTF-8 (a lone
+    surrogate)."""
+    if len(text) * 4 + _MESSAGE_HEAD_MAX + len(pid) < MAX_FRAME_BYTES // 2:
+        return _MESSAGE_HEAD_MAX + len(pid) + 1 + len(text) * 4  # plenty of room: a bound is enough
+    return _MESSAGE_HEAD_MAX + len(pid) + 1 + len(escape_text(text).encode())
+
+
 def _unescape_one(m: re.Match[str]) -> str:
     try:
         return _UNESCAPE[m.group(0)]
@@ -373,7 +416,12 @@ def format_frame(frame: Frame) -> str:
         head = "MESSAGE" if m.sent_at is None else f"MESSAGE@{m.sent_at:.6f}"
         return f"{head}-{m.clock}-{m.pid}-{escape_text(m.text)}"
     if t is Heartbeat:
-        return f"HEARTBEAT-{frame.view}"  # type: ignore[attr-defined]
+        h: Heartbeat = frame  # type: ignore[assignment]
+        if h.count is None:
+            return f"HEARTBEAT-{h.view}"
+        return f"HEARTBEAT-{h.view}-{h.count}-{h.digest:08x}"
+    if t is Refused:
+        return f"REFUSED-{escape_text(frame.reason)}"  # type: ignore[attr-defined]
     if t is Relay:
         r: Relay = frame  # type: ignore[assignment]
         head = "RELAY" if r.sent_at is None else f"RELAY@{r.sent_at:.6f}"
@@ -530,8 +578,6 @@ def _fast_message(line: str) -> Message | None:
             text = unescape_text(text)
         except FrameError:
             return None
-    if len(text) > MAX_TEXT_CHARS:
-        return None
     return trusted_message(int(clock), pid, text, float(stamp))
 
 
@@ -555,7 +601,7 @@ def parse_frame(line: str) -> Frame:
 def _parse_general(line: str) -> Frame:
     """`parse_frame` without the fast paths: every check, every error message."""
     if len(line) > MAX_FRAME_BYTES:
-        raise FrameError(f"frame of {len(line)} characters is over the limit")
+        raise FrameError(f"frame of {len(line)} characters is over the limit of {MAX_FRAME_BYTES} bytes")
     kind, sep, rest = line.partition("-")
     if not sep:
         raise FrameError(f"not a frame: {line[:60]!r}")
@@ -571,7 +617,14 @@ def _parse_general(line: str) -> Frame:
                 raise FrameError("ACKS needs clocks and pid")
             return Acks(tuple(_int(c, "clock") for c in clocks.split(",")), pid)
         if kind == "HEARTBEAT":
-            return Heartbeat(_int(rest, "view"))
+            if "-" not in rest:
+                return Heartbeat(_int(rest, "view"))
+            view, count, digest = _fields(rest, 3)
+            if len(digest) != 8 or any(c not in "0123456789abcdef" for c in digest):
+                raise FrameError(f"bad digest {digest!r}")
+            return Heartbeat(_int(view, "view"), _int(count, "count"), int(digest, 16))
+        if kind == "REFUSED":
+            return Refused(unescape_text(rest))
         if kind in ("MESSAGE", "RELAY") or kind.startswith(("MESSAGE@", "RELAY@")):
             base, _, stamp = kind.partition("@")
             sent_at = None
@@ -588,7 +641,7 @@ def _parse_general(line: str) -> Frame:
                 raise FrameError(f"{base} needs clock, pid and text")
             pid, text = _split_pid(rest)
             text = unescape_text(text)
-            if base == "MESSAGE" and pid in _VALID_PIDS and len(text) <= MAX_TEXT_CHARS:
+            if base == "MESSAGE" and pid in _VALID_PIDS:
                 # every field is checked: the clock by _int, the send time above (6 decimals on the wire)
                 return trusted_message(_int(clock, "clock"), pid, text, sent_at)
             cls = Message if base == "MESSAGE" else Relay

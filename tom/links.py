@@ -20,7 +20,8 @@ from collections import deque
 
 import trio
 
-from .frames import MAX_FRAME_BYTES, FrameError, Hello, Received, Resume, encode_frame, parse_frame
+from .errors import RefusedError
+from .frames import MAX_FRAME_BYTES, FrameError, Hello, Received, Refused, Resume, encode_frame, parse_frame
 
 log = logging.getLogger("tom.links")
 
@@ -48,6 +49,7 @@ class Link:
         self.frames_in = 0
         self.frames_out = 0
         self.last_heard: float | None = None
+        self.refused: str | None = None  # the reason the neighbor gave when it last refused us
         self._wake = trio.Event()
         self._last_release = float("-inf")
 
@@ -171,39 +173,46 @@ class Link:
 
 
 class LineReader:
-    """Splits a byte stream into lines; a line over MAX_FRAME_BYTES is reported and skipped."""
+    """Splits a byte stream into lines. A line over MAX_FRAME_BYTES ends what `chunk` returns, as
+    OVER_LONG: on a member's link that is a link fault, and the caller closes the connection."""
 
     def __init__(self, stream: trio.abc.ReceiveStream) -> None:
         self.stream = stream
         self.pending = b""
-        self.skipping = False
 
     async def chunk(self) -> list[str | bytes] | None:
         """The complete lines of the next chunk (possibly none), or None at end of stream.
 
-        Lines come decoded (str) when the whole chunk is UTF-8 — one decode per chunk, the common
-        case — and as bytes otherwise, for `decode` to report the bad ones one by one.
+        Lines the handshake (`line`) read past come first, without waiting for more bytes. Lines come
+        decoded (str) when the whole chunk is UTF-8 — one decode per chunk, the common case — and as
+        bytes otherwise, for `decode` to report the bad ones.
         """
-        data = await self.stream.receive_some(65536)
-        if not data:
-            return None
+        if b"\n" in self.pending:
+            data = b""
+        else:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                return None
         buf = self.pending + data
         end = buf.rfind(b"\n")
         lines: list = []
         if end >= 0:
             complete, self.pending = buf[:end], buf[end + 1:]
+            if len(complete) > MAX_FRAME_BYTES:  # a line of it may be over the limit: look at each
+                raw = complete.split(b"\n")
+                for i, line in enumerate(raw):
+                    if len(line) > MAX_FRAME_BYTES:
+                        self.pending = b""
+                        return [*raw[:i], OVER_LONG]
             try:
                 lines = complete.decode("utf-8").split("\n")
             except UnicodeDecodeError:
                 lines = complete.split(b"\n")
-            if self.skipping:
-                lines.pop(0)  # tail of an over-long line
-                self.skipping = False
         else:
             self.pending = buf
         if len(self.pending) > MAX_FRAME_BYTES:
-            self.pending, self.skipping = b"", True
-            lines.append(OVER_LONG)  # reported as a bad frame by the caller
+            self.pending = b""
+            lines.append(OVER_LONG)
         return lines
 
     async def line(self, limit: int = 4096) -> bytes:
@@ -216,20 +225,23 @@ class LineReader:
             if len(self.pending) > limit and b"\n" not in self.pending:
                 raise FrameError(f"no line in the first {limit} bytes")
         line, _, self.pending = self.pending.partition(b"\n")
-        return line.rstrip(b"\r")
+        return line[:-1] if line.endswith(b"\r") else line
 
 
-OVER_LONG = b"\xff over-long"  # stands for a dropped over-long line (not valid UTF-8: never a frame)
+OVER_LONG = b"\xff over-long"  # stands for a line over the limit (not valid UTF-8: never a frame)
 
 
 def decode(raw: str | bytes):
-    """Parse one line; FrameError if it is not a frame."""
+    """Parse one line (a CRLF line ending's ``\\r`` is not part of it); FrameError if it is not a
+    frame."""
     if type(raw) is str:
         return parse_frame(raw[:-1] if raw.endswith("\r") else raw)
     if raw is OVER_LONG:
-        raise FrameError(f"frame over {MAX_FRAME_BYTES} bytes dropped")
+        raise FrameError(f"a line over the limit of {MAX_FRAME_BYTES} bytes")
+    if raw.endswith(b"\r"):  # type: ignore[union-attr]
+        raw = raw[:-1]
     try:
-        return parse_frame(raw.rstrip(b"\r").decode("utf-8"))  # type: ignore[union-attr]
+        return parse_frame(raw.decode("utf-8"))  # type: ignore[union-attr]
     except UnicodeDecodeError:
         raise FrameError(f"not UTF-8: {raw[:40]!r}") from None
 
@@ -238,6 +250,8 @@ async def expect(reader: LineReader, cls: type):
     with trio.fail_after(HANDSHAKE_TIMEOUT):
         raw = await reader.line()
     frame = decode(raw)
+    if type(frame) is Refused:
+        raise RefusedError(frame.reason)
     if type(frame) is not cls:
         raise FrameError(f"expected {cls.__name__.upper()}, got {raw[:60]!r}")
     return frame

@@ -15,10 +15,15 @@ import trio
 from .errors import ConfigError, FrameError
 from .events import Connected, Disconnected, FramesIn
 from .frames import Hello, Received, Resume
+from .frames import Refused, encode_frame
 from .links import Link, LineReader, decode, expect, hello_bytes, resume_bytes
 from .pid import pid_key
+from .ratelimit import LogLimiter, held_back
 
 log = logging.getLogger("tom.listener")
+
+FAULTS = LogLimiter()  # link faults, per neighbor
+REJECTS = LogLimiter()  # rejected connections, per claimed pid or reason
 
 
 async def open_listener(host: str, port: int) -> list[trio.SocketListener]:
@@ -35,39 +40,52 @@ async def open_listener(host: str, port: int) -> list[trio.SocketListener]:
 
 async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
                      incoming: trio.MemorySendChannel) -> None:
-    """Read ``link``'s frames from ``reader`` into ``incoming`` until the connection ends."""
+    """Read ``link``'s frames from ``reader`` into ``incoming`` until the connection ends.
+
+    Invariant: the frames passed on are exactly the frames the neighbor wrote, in order, each once.
+    A line that is not a frame is a link fault, never a dropped line: the frames before it go on,
+    it and everything after it are not counted, and the connection is closed — the next connection's
+    RESUME has them sent again (and if the neighbor keeps sending it, its silence behind it is for
+    the failure detector to judge).
+    """
     src = link.pid
     await incoming.send(Connected(src, link.incarnation))  # type: ignore[arg-type]
     closed = False
+    fault: FrameError | None = None
     try:
-        while True:
+        while fault is None:
             lines = await reader.chunk()
             if lines is None:
                 closed = True
                 break
             frames = []
-            counted = len(lines)
+            counted = 0
             for raw in lines:
                 try:
                     frame = decode(raw)
                 except FrameError as e:
-                    log.warning("rejected frame from %s: %s", src, e)
-                    continue
+                    fault = e
+                    break
                 if type(frame) is Received:
                     link.on_received(frame.count)  # type: ignore[attr-defined]
-                    counted -= 1
                 else:
                     frames.append(frame)
+                    counted += 1
             if counted:
                 link.count_in(counted, trio.current_time())
             if frames:
                 await incoming.send(FramesIn(src, frames))
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass
+    if fault is not None:
+        held = FAULTS.allow(src)
+        if held is not None:
+            log.warning("link fault: %s sent a line this peer cannot take (%s): connection closed, so that "
+                        "it is sent again%s", src, fault, held_back(held))
     if link.detach(stream):
         if closed:
             log.info("%s closed the connection", src)
-        else:
+        elif fault is None:
             log.warning("%s: connection lost", src)
         await incoming.send(Disconnected(src))
 
@@ -101,8 +119,13 @@ async def listener(
             hello = await expect(reader, Hello)
             link = links.get(hello.pid)
             if link is None or pid_key(hello.pid) >= my_key:
-                why = "unknown peer" if link is None else "it should accept our connection, not dial us"
-                raise FrameError(f"HELLO from {hello.pid}: {why}")
+                if link is None:
+                    why = f"{hello.pid} is not in {me}'s neighbors file"
+                else:
+                    why = f"{me} dials {hello.pid}, not the other way round (do the neighbors files differ?)"
+                with trio.move_on_after(1):
+                    await stream.send_all(encode_frame(Refused(why)))
+                raise FrameError(f"refused {hello.pid}: {why}")
             old = link.stream
             if old is not None:
                 link.detach(old)
@@ -113,7 +136,9 @@ async def listener(
             resume = await expect(reader, Resume)
         except (FrameError, trio.TooSlowError, trio.BrokenResourceError, OSError) as e:
             reason = "no handshake in time" if isinstance(e, trio.TooSlowError) else str(e)
-            log.warning("rejected a connection: %s", reason)
+            held = REJECTS.allow(reason if reason.startswith("refused ") else "handshake")
+            if held is not None:
+                log.warning("rejected a connection: %s%s", reason, held_back(held))
             await trio.aclose_forcefully(stream)
             return
         await run_link(link, stream, reader, resume.count, incoming)

@@ -1,14 +1,20 @@
-"""The output file: JSON Lines, one record per delivered event, schema in docs/output-format.md."""
+"""The output file: JSON Lines, one record per delivered event, schema in docs/output-format.md.
+
+Invariant: the file holds whole lines only, one per event this peer recorded as delivered. A write
+that fails (a full disk) is undone to the last whole line and raises OutputError; after that the file
+takes nothing more, so nothing is ever reported delivered that is not on disk.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from json.encoder import encode_basestring, encode_basestring_ascii  # what json.dumps(str) calls
 from collections.abc import Iterable
 from pathlib import Path
 
 from .core import Delivery, ViewDelivery
-from .errors import ConfigError
+from .errors import ConfigError, OutputError
 
 SCHEMA_VERSION = 1
 _LINE_BREAKS = "\x85\u2028\u2029"
@@ -54,10 +60,12 @@ class OutputFile:
         try:
             if self.path.is_dir():
                 raise IsADirectoryError("it is a directory")
-            self._file = open(self.path, "a", encoding="utf-8")
+            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as e:
             reason = e.strerror or str(e)
             raise ConfigError(f"{self.path}: cannot write the output file ({reason})") from None
+        self._size = os.fstat(self._fd).st_size
+        self.failed: OutputError | None = None
         self.written = 0
         self._peer = json.dumps(peer)
         self._head = f'{{"v":{SCHEMA_VERSION},"kind":"message","index":'
@@ -88,9 +96,33 @@ class OutputFile:
             else:
                 lines.append(dumps(record(d, self.peer, delivered_at), ensure_ascii=False,
                                    separators=(",", ":")) + "\n")
-        self._file.write("".join(lines))
-        self._file.flush()
+        self._append("".join(lines).encode())
         self.written += len(lines)
 
+    def _append(self, data: bytes) -> None:
+        """Write ``data`` whole, or raise OutputError with the file cut back to its last whole line."""
+        if self.failed is not None:
+            raise self.failed
+        fd = self._fd
+        assert fd is not None, "output file closed"
+        n = 0
+        try:
+            while n < len(data):
+                n += os.write(fd, memoryview(data)[n:])
+        except OSError as e:
+            if n:
+                try:
+                    os.ftruncate(fd, self._size)  # never leave half a line behind
+                except OSError:
+                    pass
+            self.failed = OutputError(f"cannot write {self.path}: {e.strerror or e}")
+            raise self.failed from None
+        self._size += n
+
     def close(self) -> None:
-        self._file.close()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -17,7 +17,7 @@ import trio
 
 from .core import Core, Timing
 from .events import LeaveGroup
-from .errors import ConfigError
+from .errors import ConfigError, OutputError
 from .links import Link
 from .listener import listener, open_listener
 from .neighbors import load_neighbors
@@ -31,6 +31,13 @@ log = logging.getLogger("tom.peer")
 
 CHANNEL_SIZE = 256
 MAX_BACKLOG = 4096  # undelivered messages above which stdin is not read (headless)
+
+# exit statuses (README and `tom peer --help` list them)
+EXIT_OK = 0  # left (or stopped) with every message entered here delivered and recorded
+EXIT_CONFIG = 2  # setup error: one line, nothing started
+EXIT_REMOVED = 3  # the group removed this peer (it was taken for failed)
+EXIT_UNDELIVERED = 4  # stopped with messages entered here not delivered (never admitted, forced stop)
+EXIT_OUTPUT = 5  # the output file could not be written (e.g. a full disk): this peer left the group
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ class Peer:
                 nursery.start_soon(sender, out_rx, self.me, self.incarnation, self.links, in_tx, cfg.delay,
                                    cfg.jitter)
                 nursery.start_soon(processor, self.core, in_rx, out_tx, self.output,
-                                   ui.on_deliver if ui else None, self._on_notice)
+                                   ui.on_deliver if ui else None, self._on_notice, self._on_output_error)
                 nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)
                 nursery.start_soon(self._stop_on_signal)
                 mode = "static group" if cfg.static else "joining the group"
@@ -126,7 +133,7 @@ class Peer:
                 if ui is not None:
                     await ui.run()
                 else:
-                    await headless(in_tx, busy=lambda: self.core.backlog() > MAX_BACKLOG)
+                    await headless(in_tx, self.me, busy=lambda: self.core.backlog() > MAX_BACKLOG)
                     if cfg.static:
                         log.info("end of input: still serving the group until stopped")
                         await trio.sleep_forever()
@@ -134,6 +141,7 @@ class Peer:
                 await self.leave()
         finally:
             self.output.close()
+            self._report_undelivered()
             st = self.core.stats
             log.info("stopped with %d events delivered; premature ACKs: %d; deliveries released behind a "
                      "late head: %d", self.output.written, st["premature_acks"], st["released_behind_head"])
@@ -148,20 +156,68 @@ class Peer:
             await self._in.send(LeaveGroup())
         with trio.move_on_after(self.cfg.leave_timeout):
             await trio.sleep_forever()  # ended by the "left" notice
-        log.warning("leave not delivered within %.0f s: stopping anyway", self.cfg.leave_timeout)
+        log.warning("leave not delivered within %.0f s: stopping anyway (nothing more is delivered)",
+                    self.cfg.leave_timeout)
         self.stop()
 
     def stop(self) -> None:
+        """Stop now: the tasks are cancelled and nothing more is delivered (pending entries stay
+        pending: a stop never releases them)."""
         if self._scope is not None:
             self._scope.cancel()
 
+    def _report_undelivered(self) -> None:
+        """At exit: one line and EXIT_UNDELIVERED if messages entered here were never delivered."""
+        lost = self.core.undelivered_own()
+        if lost:
+            where = "" if self.core.view is not None else " (it was never admitted to the group)"
+            log.error("%d message%s entered at this peer %s not delivered%s", lost, "s" if lost != 1 else "",
+                      "were" if lost != 1 else "was", where)
+            if self.exit_code == EXIT_OK:
+                self.exit_code = EXIT_UNDELIVERED
+
+    def _on_output_error(self, error: OutputError) -> None:
+        """The output cannot be written: say so once, and leave the group (the others lose nothing;
+        this peer records and shows nothing more)."""
+        log.error("%s: leaving the group (nothing more is recorded here)", error)
+        self.exit_code = EXIT_OUTPUT
+        if not self._leave_requested:
+            self._leave_requested = True
+            self._nursery.start_soon(self.leave)
+
     def _on_notice(self, notice: str) -> None:
+        if notice == "not-admitted":
+            log.warning("%s", self.not_admitted_line())
+            return
         if notice == "left":
-            log.info("left the group")
+            if self.core.view is None:
+                log.info("stopped before it was admitted to the group")
+            else:
+                log.info("left the group")
         elif notice == "removed":
             log.error("this peer was removed from the group (it was taken for failed): stopping")
-            self.exit_code = 3
+            self.exit_code = EXIT_REMOVED
         self._nursery.start_soon(self._drain_then_stop)
+
+    def not_admitted_line(self) -> str:
+        """Why this peer is still outside the group, as far as it can tell: which neighbors connected,
+        which refused it (and why), which never answered."""
+        waited = trio.current_time() - self.core.started_at
+        up = [p for p, link in self.links.items() if link.stream is not None]
+        refused = {p: link.refused for p, link in self.links.items() if link.refused}
+        silent = [p for p in self.links if p not in up and p not in refused]
+        parts = [f"not admitted to the group after {waited:.0f} s: no member adds {self.me}"]
+        if refused:
+            parts.append("; ".join(f"{p} refuses it: {why}" for p, why in refused.items()))
+        if up:
+            parts.append(f"connected to {', '.join(up)}")
+        if silent:
+            parts.append(f"never connected with {', '.join(silent)}")
+        hint = f"is {self.me} in every member's neighbors file?"
+        waiting = self.core.backlog()
+        tail = f" {waiting} message{'s' if waiting != 1 else ''} entered here wait{'s' if waiting == 1 else ''}." \
+            if waiting else ""
+        return f"{parts[0]} ({'; '.join(parts[1:])}): {hint}{tail}" if len(parts) > 1 else f"{parts[0]}: {hint}{tail}"
 
     async def _drain_then_stop(self, limit: float = 3.0) -> None:
         """Stop once the last frames (e.g. the FLUSHED and ACKs of our own leave) have passed the
@@ -197,5 +253,6 @@ class Peer:
                     log.info("%s: stopping", signal.Signals(sig).name)
                     self.stop()
                     return
-            log.warning("leave not delivered within %.0f s: stopping anyway", self.cfg.leave_timeout)
+            log.warning("leave not delivered within %.0f s: stopping anyway (nothing more is delivered)",
+                        self.cfg.leave_timeout)
             self.stop()

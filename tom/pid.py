@@ -10,8 +10,21 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 
 from .errors import ConfigError
+
+PID_PATTERN = re.compile(r"(?:\[[0-9a-f:.]+\]|[a-z0-9._-]+):(?:[1-9][0-9]{0,4})\Z")
+"""The one pid grammar, used by the neighbors file (`make_pid`) and the wire codec: a host — a
+bracketed IPv6 address, or letters ``a-z``, digits, ``.``, ``_`` and ``-`` (IPv4 addresses and host
+names; an internationalised name in its ASCII ``xn--`` form) — then ``:`` and a port 1..65535
+without leading zeros."""
+
+
+def is_pid(text: str) -> bool:
+    """Whether ``text`` is a canonical pid of the one grammar (`PID_PATTERN`, port at most 65535)."""
+    return (type(text) is str and PID_PATTERN.match(text) is not None
+            and int(text.rpartition(":")[2]) <= 65535)
 
 
 def make_pid(host: str, port: int) -> str:
@@ -29,9 +42,11 @@ def make_pid(host: str, port: int) -> str:
         host = str(ip)
     if not 0 < port < 65536:
         raise ConfigError(f"port {port} is out of range 1..65535")
-    if not host or any(c in host for c in " \t\r\n"):
-        raise ConfigError(f"bad host {host!r}")
-    return f"{host}:{port}"
+    pid = f"{host}:{port}"
+    if not is_pid(pid):
+        raise ConfigError(f"bad host {host!r}: a host is an IP address or a name of letters a-z, digits, "
+                          f"'.', '-' and '_' (an internationalised name in its xn-- form)")
+    return pid
 
 
 def parse_pid(text: str) -> str:

@@ -2,7 +2,9 @@
 
 Drains the incoming channel in batches (frames, connections, ticks, the user's texts and quit), feeds
 the core, then writes the core's deliveries to the output file and passes its sends to the sender
-before anything else is read. A frame the core rejects is logged and dropped; the peer goes on.
+before anything else is read. A frame the core rejects is logged (rate-limited); the peer goes on.
+Deliveries are shown to the user only once they are on disk; once the output cannot be written,
+nothing more is recorded or shown, and ``on_output_error`` is told (once).
 """
 
 from __future__ import annotations
@@ -13,14 +15,22 @@ from collections.abc import Callable
 
 import trio
 
-from .core import Core, Delivery, ViewDelivery
-from .errors import FrameError, UsageError
+from .core import Core, Delivery, Divergence, ViewDelivery
+from .errors import FrameError, OutputError, UsageError
 from .events import Connected, Disconnected, Event, FramesIn, LeaveGroup, SendTexts, Tick
 from .output import OutputFile
+from .ratelimit import LogLimiter, held_back
 
 log = logging.getLogger("tom.processor")
 
 MAX_EVENTS_PER_STEP = 64
+REJECTED = LogLimiter()  # frames the core rejects, per sender
+
+
+def divergence_line(me: str, alarm: Divergence) -> str:
+    return (f"DIVERGENCE: {alarm.peer} and this peer ({me}) delivered different messages in view {alarm.view}: "
+            f"their digests differ after message {alarm.position} of the view "
+            f"(ours {alarm.mine:08x}, theirs {alarm.theirs:08x})")
 
 
 def apply(core: Core, event: Event, now: float) -> None:
@@ -32,7 +42,9 @@ def apply(core: Core, event: Event, now: float) -> None:
             try:
                 receive(src, frame)
             except FrameError as e:
-                log.warning("rejected frame from %s: %s", src, e)
+                held = REJECTED.allow(src)
+                if held is not None:
+                    log.warning("rejected frame from %s: %s%s", src, e, held_back(held))
     elif t is SendTexts:
         for text in event.texts:  # type: ignore[union-attr]
             try:
@@ -56,6 +68,7 @@ async def processor(
     output: OutputFile,
     on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
+    on_output_error: Callable[[OutputError], None] | None = None,
 ) -> None:
     """Run the core over ``incoming`` until it closes."""
     async with incoming, outgoing:
@@ -71,10 +84,17 @@ async def processor(
             ready = core.ready()
             if ready.sends:
                 await outgoing.send(ready.sends)
-            if ready.deliveries:
-                output.write(ready.deliveries, time.time())
-                if on_deliver is not None:
-                    on_deliver(ready.deliveries)
+            if ready.deliveries and output.failed is None:
+                try:
+                    output.write(ready.deliveries, time.time())
+                except OutputError as e:
+                    if on_output_error is not None:
+                        on_output_error(e)
+                else:
+                    if on_deliver is not None:
+                        on_deliver(ready.deliveries)
+            for alarm in ready.alarms:
+                log.error("%s", divergence_line(core.me, alarm))
             for notice in ready.notices:
                 if on_notice is not None:
                     on_notice(notice)

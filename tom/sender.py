@@ -12,15 +12,18 @@ import random
 
 import trio
 
-from .errors import FrameError
+from .errors import FrameError, RefusedError
 from .frames import Hello, Resume, encode_frame
 from .links import Link, LineReader, backoff, expect, hello_bytes, resume_bytes
 from .listener import run_link
 from .pid import pid_key, socket_host, split_pid
+from .ratelimit import LogLimiter, held_back
 
 log = logging.getLogger("tom.sender")
 
 CONNECT_TIMEOUT = 3.0
+REFUSALS = LogLimiter()  # refused or failed handshakes, per neighbor
+UNKNOWN = LogLimiter(60.0)  # destinations missing from the neighbors file
 
 
 async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendChannel) -> None:
@@ -28,6 +31,8 @@ async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendC
     host, port = socket_host(link.pid), split_pid(link.pid)[1]
     attempt = 0
     while True:
+        if attempt:
+            await trio.sleep(backoff(attempt - 1))
         link.state = "connecting"
         stream = None
         try:
@@ -44,14 +49,23 @@ async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendC
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, FrameError) as e:
             if stream is not None:
                 await trio.aclose_forcefully(stream)
-            if isinstance(e, FrameError):
-                log.warning("%s: handshake failed: %s", link.pid, e)
+            if isinstance(e, RefusedError):
+                link.refused = str(e)
+                held = REFUSALS.allow(link.pid)
+                if held is not None:
+                    log.warning("%s refuses this peer: %s%s", link.pid, e, held_back(held))
+            elif isinstance(e, FrameError):
+                held = REFUSALS.allow(link.pid)
+                if held is not None:
+                    log.warning("%s: handshake failed: %s%s", link.pid, e, held_back(held))
             link.state = "down"
-            await trio.sleep(backoff(attempt))
             attempt += 1
             continue
-        attempt = 0
+        link.refused = None
+        began = trio.current_time()
         await run_link(link, stream, reader, resume.count, incoming)
+        # a connection that ends at once (e.g. a link fault on a frame that comes again) backs off
+        attempt = attempt + 1 if trio.current_time() - began < 1.0 else 0
 
 
 async def sender(
@@ -82,4 +96,13 @@ async def sender(
                 for dest in dests:
                     per_link.setdefault(dest, []).append(data)
             for dest, data in per_link.items():
-                links[dest].push_many(release + random.uniform(0.0, jitter) if jitter else release, data)
+                link = links.get(dest)
+                if link is None:
+                    # the group holds a member this peer's neighbors file does not list
+                    held = UNKNOWN.allow(dest)
+                    if held is not None:
+                        log.warning("%s is a member of the group but not in this peer's neighbors file (do the "
+                                    "neighbors files differ?): %d frames for it not sent%s", dest, len(data),
+                                    held_back(held))
+                    continue
+                link.push_many(release + random.uniform(0.0, jitter) if jitter else release, data)

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .core import Delivery, Status, ViewDelivery
+from .core import Delivery, Status, ViewDelivery, check_text
+from .errors import UsageError
 from .pid import pid_key
 from .events import SendTexts
 from .links import Link
@@ -27,14 +28,16 @@ HELP_LINE = "Commands: 1 or send TEXT, 2 or status, 3 or quit, help."
 
 
 def parse_command(line: str) -> tuple[str, str]:
-    """Map a typed line to ``(command, argument)``: send, status, quit, help, ask-text, empty, unknown."""
+    """Map a typed line to ``(command, argument)``: send, status, quit, help, ask-text, empty, unknown.
+    The text of ``send TEXT`` is everything after the first space, exactly as typed."""
     stripped = line.strip()
     word, _, rest = stripped.partition(" ")
     word = word.lower()
     if not stripped:
         return ("empty", "")
     if word in ("1", "send", "s"):
-        return ("send", rest) if rest else ("ask-text", "")
+        text = line.lstrip().partition(" ")[2]
+        return ("send", text) if rest else ("ask-text", "")
     if word in ("2", "status", "st") and not rest:
         return ("status", "")
     if word in ("3", "quit", "q", "exit") and not rest:
@@ -80,7 +83,12 @@ def render_status(status: Status, links: dict[str, Link], now: float) -> list:
         pending.caption = f"... and {len(status.pending) - 50} more"
     if not status.pending:
         pending.caption = "(none)"
-    return [head, members, pending]
+    parts = [head, members, pending]
+    if status.alarms:
+        last = status.alarms[-1]
+        parts.insert(1, f"[bold red]DIVERGENCE[/]: {len(status.alarms)} alarm(s); last: {last.peer} differs in view "
+                        f"{last.view} after message {last.position} (ours {last.mine:08x}, theirs {last.theirs:08x})")
+    return parts
 
 
 def delivery_line(d: Delivery | ViewDelivery) -> str:
@@ -139,8 +147,13 @@ class TerminalUI:
                     continue
                 command = "send"
             if command == "send":
+                try:
+                    check_text(self.me, arg)
+                except UsageError as e:
+                    console.print(f"[red]{escape(str(e))}[/]", highlight=False)
+                    continue
                 await self.send.send(SendTexts([arg]))
-                console.print(f"[dim]sending:[/] {arg}", highlight=False)
+                console.print(f"[dim]sending:[/] {escape(arg)}", highlight=False)
             elif command == "status":
                 for part in render_status(self.status(), self.links, trio.current_time()):
                     console.print(part)
@@ -153,11 +166,28 @@ class TerminalUI:
                 console.print(f"[red]unknown command[/] {arg!r}. {HELP_LINE}", highlight=False)
 
 
-async def headless(send: trio.MemorySendChannel, fd: int = 0, busy: Callable[[], bool] = lambda: False) -> None:
+def _sendable(me: str, texts: list[str]) -> list[str]:
+    """``texts`` without those that cannot be sent, each of which gets one line on stderr."""
+    ok = []
+    for text in texts:
+        try:
+            check_text(me, text)
+        except UsageError as e:
+            print(f"tom: {e}", file=sys.stderr, flush=True)
+        else:
+            ok.append(text)
+    return ok
+
+
+async def headless(send: trio.MemorySendChannel, me: str, fd: int = 0,
+                   busy: Callable[[], bool] = lambda: False) -> None:
     """Send each non-empty line of ``fd`` as one message, in order; return at end of input.
 
-    While ``busy()`` (too much undelivered already), stdin is not read: a fast producer then waits
-    in its pipe instead of growing this peer's queues and every message's latency without bound.
+    A line is everything before its ``\\n`` but for the ``\\r`` of a CRLF line ending; text that is not
+    UTF-8 is decoded with replacement characters. A line over the size limit gets one line on stderr
+    and is not sent. While ``busy()`` (too much undelivered already), stdin is not read: a fast
+    producer then waits in its pipe instead of growing this peer's queues and every message's latency
+    without bound.
     """
     pending = b""
     while True:
@@ -169,9 +199,14 @@ async def headless(send: trio.MemorySendChannel, fd: int = 0, busy: Callable[[],
         data = pending + chunk
         lines = data.split(b"\n")
         pending = lines.pop()
-        texts = [t for t in (ln.rstrip(b"\r").decode("utf-8", "replace") for ln in lines) if t]
+        texts = [t for t in (_line_text(ln) for ln in lines) if t]
+        texts = _sendable(me, texts) if any(len(t) > 8000 for t in texts) else texts
         if texts:
             await send.send(SendTexts(texts))
-    tail = pending.rstrip(b"\r").decode("utf-8", "replace")
-    if tail:
+    tail = _line_text(pending)
+    if tail and _sendable(me, [tail]):
         await send.send(SendTexts([tail]))
+
+
+def _line_text(line: bytes) -> str:
+    return (line[:-1] if line.endswith(b"\r") else line).decode("utf-8", "replace")
