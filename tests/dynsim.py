@@ -47,6 +47,8 @@ class Sim:
     _backlog: dict = field(default_factory=dict)  # (src, dst) -> frames waiting for the connection
     log: list[str] = field(default_factory=list)
     batching: random.Random | None = None  # if set: a peer often takes several frames per step
+    refusals: random.Random | None = None  # if set: a receiver sometimes refuses a frame (a link fault)
+    refuse_rate: float = 0.003
 
     @property
     def pids(self) -> list[str]:
@@ -127,7 +129,7 @@ class Sim:
             node.core.leave()
             self.flush(node)
 
-    def break_link(self, a: str, b: str) -> None:
+    def break_link(self, a: str, b: str, rng: random.Random | None = None) -> None:
         """The connection a<->b drops and comes back: frames wait, the last ones may come twice."""
         na, nb = self.nodes.get(a), self.nodes.get(b)
         if not (na and nb and na.alive and nb.alive):
@@ -135,7 +137,7 @@ class Sim:
         self.log.append(f"{self.now:.2f} break {a}<->{b}")
         na.core.disconnected(b)
         nb.core.disconnected(a)
-        pause = self.rng.uniform(0.1, 3.0)
+        pause = (rng or self.rng).uniform(0.1, 3.0)
         for x, y in ((a, b), (b, a)):
             self._link_free[(x, y)] = max(self._link_free.get((x, y), 0.0), self.now) + pause
         self.push(self.now + pause, "reconnect", a, b, na.incarnation, nb.incarnation)
@@ -184,6 +186,14 @@ class Sim:
         if src not in nd.core.links or backlog:
             # not (yet / any more) connected: it waits, in order, until the link is back
             self._backlog.setdefault((src, dst), []).append((frame, inc_src))
+            return
+        if self.refusals is not None and self.now >= 6.0 and self.refusals.random() < self.refuse_rate:
+            # (not while the first group forms: a partition then may leave two groups, see README)
+            # the receiver cannot take this frame (say, garbled in transit): a link fault — the
+            # connection closes, and the frame and everything after it come again on the next one
+            self._backlog[(src, dst)] = [(frame, inc_src)]
+            self.log.append(f"{self.now:.2f} {dst} refuses a frame of {src}")
+            self.break_link(src, dst, self.refusals)
             return
         frame = parse_frame(format_frame(frame))
         nd.core.receive(src, frame)
@@ -240,14 +250,20 @@ class Sim:
         raise AssertionError(f"seed {self.seed}: simulation did not finish")
 
 
-def random_scenario(seed: int, *, faults: bool = True, batching: bool | None = None) -> Sim:
+def random_scenario(seed: int, *, faults: bool = True, batching: bool | None = None,
+                    edges: bool = False) -> Sim:
     """Build and run one random scenario; return the finished simulation. ``batching`` (default: odd
-    seeds) lets a peer handle several frames per step, from a random stream of its own."""
+    seeds) lets a peer handle several frames per step, from a random stream of its own. ``edges`` adds,
+    from streams of their own (so a seed's other events stay what they were): receivers that refuse
+    frames (link faults), and leavers force-stopped before their leave is delivered."""
     rng = random.Random(seed)
     n = rng.randint(3, 6)
     sim = Sim(seed, n, rng, max_delay=rng.choice([0.005, 0.05, 0.5]))
     if seed % 2 == 1 if batching is None else batching:
         sim.batching = random.Random(f"batching/{seed}")
+    forced = random.Random(f"forced/{seed}") if edges else None
+    if edges:
+        sim.refusals = random.Random(f"refusals/{seed}")
     pids = sim.pids
     late = set(rng.sample(pids, rng.randint(0, 2))) if faults else set()
     for pid in pids:
@@ -266,6 +282,10 @@ def random_scenario(seed: int, *, faults: bool = True, batching: bool | None = N
                 sim.push(at + rng.uniform(0.5, 10), "start", pid)
             else:
                 sim.push(at, what, pid)
+                if what == "leave" and forced is not None and forced.random() < 0.5:
+                    # a second signal (or the leave timeout): the process stops at once, wherever its
+                    # leave is; like a crash, it must never have delivered outside the rule
+                    sim.push(at + forced.uniform(0.0, 2.0), "crash", pid)
         for _ in range(rng.randint(0, 3)):
             # not while the first group forms: a partition then may leave two groups (see README)
             a, b = rng.sample(pids, 2)

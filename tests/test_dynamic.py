@@ -24,6 +24,37 @@ def test_random_schedules_keep_the_guarantees(chunk):
         check(random_scenario(seed))
 
 
+EDGE_SEEDS = int(os.environ.get("TOM_EDGE_SEEDS", "1000"))
+
+
+@pytest.mark.parametrize("chunk", range(10))
+def test_random_schedules_with_link_faults_and_forced_stops_keep_the_guarantees(chunk):
+    """Receivers refuse frames now and then (the link closes; RESUME re-sends from the refused one),
+    and leavers are stopped at once before their leave is delivered: same guarantees."""
+    for seed in range(chunk, EDGE_SEEDS, 10):
+        check(random_scenario(seed, edges=True))
+
+
+def test_the_checker_catches_a_link_that_drops_the_frame_it_refuses(monkeypatch):
+    """The old behaviour — log the refused frame and carry on — must fail the guarantees on some seed."""
+    def dropping(self, src, dst, frame, inc_src):
+        nd = self.nodes.get(dst)
+        if (self.refusals is not None and nd and nd.alive and src in nd.core.links
+                and not self._backlog.get((src, dst)) and self.refusals.random() < 0.05):
+            return  # dropped, and the link goes on
+        original(self, src, dst, frame, inc_src)
+
+    original = Sim.deliver_frame
+    monkeypatch.setattr(Sim, "deliver_frame", dropping)
+    failures = 0
+    for seed in range(100):
+        try:
+            check(random_scenario(seed, edges=True))
+        except AssertionError:
+            failures += 1
+    assert failures > 0
+
+
 @pytest.mark.parametrize("seed", REGRESSIONS)
 def test_regression_seeds(seed):
     check(random_scenario(seed, batching=False))  # the scenario the seed failed with

@@ -318,3 +318,16 @@ async def test_frames_for_a_member_missing_from_the_neighbors_file_are_one_warni
     warnings = [r.getMessage() for r in caplog.records if "not in this peer's neighbors file" in r.getMessage()]
     assert len(warnings) == 1 and "127.0.0.1:5003" in warnings[0]
     assert links[B].queued == 3  # the known member still gets its frames
+
+
+def test_a_peer_alone_waits_for_a_backed_off_redial_before_forming_a_group(tmp_path):
+    """Seen with --heartbeat 0.2: a peer started next to a running group formed a group of one before
+    the group's re-dial (backed off to 2 s) reached it, and was never admitted."""
+    from tom.links import MAX_BACKOFF, backoff
+    from tom.peer import Peer, PeerConfig
+
+    nb = tmp_path / "n.txt"
+    nb.write_text("127.0.0.1:5000\n127.0.0.1:5001\n")
+    peer = Peer(PeerConfig(nb, tmp_path / "o.jsonl", 5001, "127.0.0.1", heartbeat=0.2, timeout=1.5))
+    peer.output.close()
+    assert peer.core.timing.form_after > MAX_BACKOFF >= max(backoff(k) for k in range(20))

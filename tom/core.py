@@ -322,7 +322,7 @@ class Core:
         self._proposed_at = float("-inf")
         self._installed_at = now
         self._removed_told: dict[str, float] = {}
-        self._not_admitted_at = now
+        self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
         # divergence check: messages delivered in this view, their running digest, and the digest
         # after each of the last positions (bounded; `_check_digest`)
         self.view_delivered = 0
@@ -412,8 +412,9 @@ class Core:
         t = self.timing
         if self._claims:
             self._check_claims()
-        if self.mode == "joining" and not self.static and now - self._not_admitted_at >= t.admit_after:
-            self._not_admitted_at = now
+        if (self.mode == "joining" and not self.static
+                and now - max(self.started_at, self._not_admitted_at) >= t.admit_after):
+            self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
             self._ready.notices.append("not-admitted")
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now

@@ -265,6 +265,9 @@ def resume_bytes(count: int) -> bytes:
     return encode_frame(Resume(count))
 
 
+MAX_BACKOFF = 2.0
+
+
 def backoff(attempt: int) -> float:
-    """Seconds to wait before reconnect attempt ``attempt`` (0-based): 0.05 s doubling to 2 s."""
-    return min(2.0, 0.05 * math.pow(2, attempt))
+    """Seconds to wait before reconnect attempt ``attempt`` (0-based): 0.05 s doubling to MAX_BACKOFF."""
+    return min(MAX_BACKOFF, 0.05 * math.pow(2, attempt))

@@ -18,7 +18,7 @@ import trio
 from .core import Core, Timing
 from .events import LeaveGroup
 from .errors import ConfigError, OutputError
-from .links import Link
+from .links import MAX_BACKOFF, Link
 from .listener import listener, open_listener
 from .neighbors import load_neighbors
 from .output import OutputFile
@@ -88,8 +88,13 @@ class Peer:
         self.neighbors = load_neighbors(cfg.neighbors)
         self.me = own_pid(cfg, self.neighbors)
         self.incarnation = time.time_ns() // 1000
+        # a peer alone forms a group only after a smaller neighbor's re-dial (backing off up to
+        # MAX_BACKOFF) had its chance to reach it: else a peer started late next to a running group
+        # could form a group of its own
         timing = Timing(heartbeat=cfg.heartbeat, suspect_after=cfg.timeout,
-                        verify_after=max(cfg.heartbeat, cfg.timeout / 5), form_after=2.5 * cfg.heartbeat)
+                        verify_after=max(cfg.heartbeat, cfg.timeout / 5),
+                        form_after=max(2.5 * cfg.heartbeat, MAX_BACKOFF + 0.5),
+                        admit_after=5 * cfg.heartbeat + cfg.timeout)
         if cfg.static:
             self.core = Core(self.me, self.neighbors)
         else:
@@ -182,7 +187,6 @@ class Peer:
         log.error("%s: leaving the group (nothing more is recorded here)", error)
         self.exit_code = EXIT_OUTPUT
         if not self._leave_requested:
-            self._leave_requested = True
             self._nursery.start_soon(self.leave)
 
     def _on_notice(self, notice: str) -> None:

@@ -1,0 +1,243 @@
+"""The promise at the edges, with real `tom peer` processes on loopback: an over-long message, a full
+disk, a peer nobody admits, a member missing from a neighbors file, a bad host, a divergent peer."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from procs import free_ports, run_tom, tom_cmd
+
+pytestmark = pytest.mark.e2e
+
+FAST = ("--heartbeat", "0.2", "--timeout", "1.5")
+
+
+class Group:
+    """Headless peers, each with its own neighbors file and output; all killed (by pid) at the end."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.logs: dict[int, Path] = {}
+        self.outputs: dict[int, Path] = {}
+
+    def start(self, port: int, neighbors: list[int], *extra: str, output: str | None = None) -> None:
+        nb = self.tmp / f"neighbors-{port}.txt"
+        nb.write_text("".join(f"127.0.0.1:{p}\n" for p in neighbors))
+        self.outputs[port] = Path(output) if output else self.tmp / f"out-{port}.jsonl"
+        self.logs[port] = self.tmp / f"log-{port}.txt"
+        cmd = tom_cmd("peer", str(nb), str(self.outputs[port]), str(port), "--host", "127.0.0.1", "--no-ui",
+                      *FAST, *extra)
+        self.procs[port] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=open(self.logs[port], "wb"),
+                                            stderr=subprocess.STDOUT)
+
+    def send(self, port: int, lines: list[str]) -> None:
+        stdin = self.procs[port].stdin
+        stdin.write("".join(f"{ln}\n" for ln in lines).encode())
+        stdin.flush()
+
+    def log(self, port: int) -> str:
+        return self.logs[port].read_text(errors="replace")
+
+    def records(self, port: int) -> list[dict]:
+        out = self.outputs[port]
+        if not out.exists() or not out.is_file():
+            return []
+        return [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+
+    def messages(self, port: int) -> list[tuple]:
+        return [(r["clock"], r["pid"], r["text"]) for r in self.records(port) if r["kind"] == "message"]
+
+    def wait(self, what, deadline: float = 40.0, why: str = "") -> None:
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            if what():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"timed out: {why}\n" + "\n".join(f"--- {p}\n{self.log(p)}" for p in self.logs))
+
+    def exit(self, port: int, sig=signal.SIGTERM, timeout: float = 20.0) -> int:
+        p = self.procs[port]
+        if p.poll() is None:
+            p.send_signal(sig)
+        return p.wait(timeout)
+
+    def __enter__(self) -> "Group":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
+
+
+def no_traceback(text: str) -> None:
+    assert "Traceback" not in text and "KeyError" not in text, text
+
+
+def test_an_over_long_message_is_refused_in_one_line_and_the_group_goes_on(tmp_path):
+    ports = free_ports(3)
+    with Group(tmp_path) as g:
+        for p in ports:
+            g.start(p, ports)
+        g.wait(lambda: all(any(r["kind"] == "view" and len(r["members"]) == 3 for r in g.records(p)) for p in ports),
+               why="the group of three formed")
+        emoji = "\U0001F600" * 16384  # passes a limit counted in characters; its frame is ~65.6 KB
+        g.send(ports[0], ["before", emoji, "after"])
+        g.send(ports[1], [f"b{i}" for i in range(200)])
+        g.wait(lambda: all(len(g.messages(p)) == 202 for p in ports), why="202 messages everywhere")
+        assert g.messages(ports[0]) == g.messages(ports[1]) == g.messages(ports[2])
+        assert emoji not in {t for _, _, t in g.messages(ports[0])}
+        log = g.log(ports[0])
+        assert log.count("message not sent: its frame would take") == 1, log
+        assert [g.exit(p) for p in ports] == [0, 0, 0]
+        for p in ports:
+            no_traceback(g.log(p))
+            assert "rejected frame" not in g.log(p) and "link fault" not in g.log(p)
+
+
+def test_a_full_disk_is_one_line_a_clean_leave_and_exit_5_and_the_others_lose_nothing(tmp_path):
+    ports = free_ports(3)
+    with Group(tmp_path) as g:
+        g.start(ports[0], ports)
+        g.start(ports[1], ports)
+        g.start(ports[2], ports, output="/dev/full")
+        g.wait(lambda: all(any(r["kind"] == "view" and len(r["members"]) == 3 for r in g.records(p))
+                           for p in ports[:2]), why="the group of three formed")
+        g.send(ports[0], [f"a{i}" for i in range(50)])
+        g.send(ports[2], [f"c{i}" for i in range(5)])
+        assert g.procs[ports[2]].wait(30) == 5
+        log = g.log(ports[2])
+        no_traceback(log)
+        assert log.count("cannot write /dev/full: No space left on device") == 1, log
+        g.wait(lambda: all(any(r["kind"] == "view" and r["left"] == [f"127.0.0.1:{ports[2]}"] for r in g.records(p))
+                           for p in ports[:2]), why="the others deliver its leave")
+        assert g.messages(ports[0]) == g.messages(ports[1])
+        assert {t for _, _, t in g.messages(ports[0])} >= {f"a{i}" for i in range(50)}
+        assert [g.exit(p) for p in ports[:2]] == [0, 0]
+
+
+def test_a_peer_nobody_admits_says_why_keeps_its_messages_and_exits_4(tmp_path):
+    """D (the smallest port, so it dials the others) is listed by B only: A and C refuse it, B accepts
+    it, but A coordinates and cannot reach it."""
+    d, a, b, c = sorted(free_ports(4))
+    with Group(tmp_path) as g:
+        g.start(a, [a, b, c])
+        g.start(b, [a, b, c, d])
+        g.start(c, [a, b, c])
+        g.wait(lambda: all(any(r["kind"] == "view" and len(r["members"]) == 3 for r in g.records(p)) for p in (a, b, c)),
+               why="the group of three formed")
+        g.start(d, [a, b, c, d])
+        g.send(d, ["from d 1", "from d 2"])
+        g.wait(lambda: "not admitted to the group" in g.log(d), deadline=30, why="D says it is not admitted")
+        line = next(x for x in g.log(d).splitlines() if "not admitted to the group" in x)
+        assert f"127.0.0.1:{a} refuses it: 127.0.0.1:{d} is not in 127.0.0.1:{a}'s neighbors file" in line, line
+        assert f"127.0.0.1:{c} refuses it" in line and f"connected to 127.0.0.1:{b}" in line, line
+        assert "2 messages entered here wait" in line, line
+        assert g.exit(d) == 4
+        log = g.log(d)
+        no_traceback(log)
+        assert "2 messages entered at this peer were not delivered (it was never admitted to the group)" in log, log
+        assert "left the group" not in log
+        assert all(not g.messages(p) for p in (a, b, c))
+        assert [g.exit(p) for p in (a, b, c)] == [0, 0, 0]
+
+
+def test_a_member_missing_from_a_neighbors_file_is_a_warning_not_a_traceback(tmp_path):
+    """A (the coordinator) and D list each other, B does not list D: A admits D, and B's sender is
+    asked to send to a pid it has no link for."""
+    a, b, d = sorted(free_ports(3))
+    with Group(tmp_path) as g:
+        g.start(a, [a, b, d], "-v")
+        g.start(b, [a, b], "-v")
+        g.wait(lambda: all(any(r["kind"] == "view" and len(r["members"]) == 2 for r in g.records(p)) for p in (a, b)),
+               why="A and B formed a group")
+        g.start(d, [a, b, d], "-v")
+        g.wait(lambda: "not in this peer's neighbors file" in g.log(b), deadline=30, why="B warns")
+        g.send(b, ["still alive"])  # it cannot be delivered (D's ACK cannot reach B), but B keeps serving
+        time.sleep(3)
+        assert g.procs[b].poll() is None
+        log = g.log(b)
+        no_traceback(log)
+        assert log.count(f"127.0.0.1:{d} is a member of the group but not in this peer's neighbors file") == 1, log
+
+
+def test_a_host_the_wire_cannot_carry_is_refused_at_start_with_file_and_line(tmp_path):
+    nb = tmp_path / "n.txt"
+    nb.write_text("127.0.0.1:5000\nhost+x:5001\n")
+    r = run_tom("peer", str(nb), str(tmp_path / "o.jsonl"), "5000", "--host", "127.0.0.1", "--no-ui")
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"tom: error: {nb}:2: bad host 'host+x'") and r.stderr.count("\n") == 1, r.stderr
+
+
+def _fake_member(port: int, real: int, heartbeats: list[bytes], deadline: float = 20.0) -> bytes:
+    """A scripted static member on ``port``: takes the real peer's connection, sends one MESSAGE, then
+    ``heartbeats``; returns what it received."""
+    srv = socket.create_server(("127.0.0.1", port))
+    srv.settimeout(deadline)
+    try:
+        conn, _ = srv.accept()
+    finally:
+        srv.close()
+    with conn:
+        conn.settimeout(deadline)
+        got = b""
+        while b"\n" not in got:  # its HELLO
+            got += conn.recv(4096)
+        me = f"127.0.0.1:{port}"
+        conn.sendall(f"HELLO-{me}-1\nRESUME-0\n".encode())
+        while b"RESUME" not in got:
+            got += conn.recv(4096)
+        conn.sendall(f"MESSAGE-1-{me}-hello\n".encode())
+        end = time.monotonic() + deadline
+        while b"ACK-1-" not in got and time.monotonic() < end:
+            got += conn.recv(4096)
+        for hb in heartbeats:
+            conn.sendall(hb)
+            time.sleep(0.3)
+        return got
+
+
+def test_a_divergent_member_is_named_within_seconds(tmp_path):
+    """A static group of two, one of them scripted: after one delivered message it reports a digest
+    that is not the real peer's — the real peer logs it as a divergence, naming both and the position."""
+    real, fake = sorted(free_ports(2))
+    nb = tmp_path / "n.txt"
+    nb.write_text(f"127.0.0.1:{real}\n127.0.0.1:{fake}\n")
+    log = tmp_path / "log.txt"
+    import threading
+
+    result = {}
+    t = threading.Thread(target=lambda: result.update(got=_fake_member(
+        fake, real, [b"HEARTBEAT-1-1-00000000\n"] * 3)))
+    t.start()
+    time.sleep(0.2)
+    p = subprocess.Popen(tom_cmd("peer", str(nb), str(tmp_path / "o.jsonl"), str(real), "--host", "127.0.0.1",
+                                 "--no-ui", "--static"), stdin=subprocess.PIPE, stdout=open(log, "wb"),
+                         stderr=subprocess.STDOUT)
+    try:
+        t.join(30)
+        end = time.monotonic() + 10
+        while "DIVERGENCE" not in log.read_text() and time.monotonic() < end:
+            time.sleep(0.1)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+    text = log.read_text()
+    lines = [x for x in text.splitlines() if "DIVERGENCE" in x]
+    assert len(lines) == 1, text  # one alarm per peer and view, however often it is repeated
+    assert (f"127.0.0.1:{fake} and this peer (127.0.0.1:{real}) delivered different messages in view 1: "
+            f"their digests differ after message 1 of the view") in lines[0]
+    no_traceback(text)
