@@ -414,7 +414,7 @@ class Core:
             self._check_claims()
         if (self.mode == "joining" and not self.static
                 and now - max(self.started_at, self._not_admitted_at) >= t.admit_after):
-            self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
+            self._not_admitted_at = now
             self._ready.notices.append("not-admitted")
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now
