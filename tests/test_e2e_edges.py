@@ -28,13 +28,14 @@ class Group:
         self.logs: dict[int, Path] = {}
         self.outputs: dict[int, Path] = {}
 
-    def start(self, port: int, neighbors: list[int], *extra: str, output: str | None = None) -> None:
+    def start(self, port: int, neighbors: list[int], *extra: str, output: str | None = None,
+              fast: bool = True) -> None:
         nb = self.tmp / f"neighbors-{port}.txt"
         nb.write_text("".join(f"127.0.0.1:{p}\n" for p in neighbors))
         self.outputs[port] = Path(output) if output else self.tmp / f"out-{port}.jsonl"
         self.logs[port] = self.tmp / f"log-{port}.txt"
         cmd = tom_cmd("peer", str(nb), str(self.outputs[port]), str(port), "--host", "127.0.0.1", "--no-ui",
-                      *FAST, *extra)
+                      *(FAST if fast else ()), *extra)
         self.procs[port] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=open(self.logs[port], "wb"),
                                             stderr=subprocess.STDOUT)
 
@@ -145,7 +146,8 @@ def test_a_peer_nobody_admits_says_why_keeps_its_messages_and_exits_4(tmp_path):
         assert g.exit(d) == 4
         log = g.log(d)
         no_traceback(log)
-        assert "2 messages entered at this peer were not delivered (it was never admitted to the group)" in log, log
+        assert ("2 messages entered at this peer were not delivered here before it stopped (it was never "
+                "admitted to the group)") in log, log
         assert "left the group" not in log
         assert all(not g.messages(p) for p in (a, b, c))
         assert [g.exit(p) for p in (a, b, c)] == [0, 0, 0]
@@ -168,6 +170,40 @@ def test_a_member_missing_from_a_neighbors_file_is_a_warning_not_a_traceback(tmp
         log = g.log(b)
         no_traceback(log)
         assert log.count(f"127.0.0.1:{d} is a member of the group but not in this peer's neighbors file") == 1, log
+
+
+def test_a_forced_stop_delivers_nothing_more_and_reports_what_it_leaves_undelivered(tmp_path):
+    """A and B are frozen (SIGSTOP) so C's messages cannot complete; C is asked to leave, then stopped by
+    a second signal: it delivers nothing beyond the rule (its file is a prefix of what the others deliver
+    once they run again) and says how many of its messages it leaves undelivered (exit 4)."""
+    a, b, c = sorted(free_ports(3))
+    with Group(tmp_path) as g:
+        for p in (a, b, c):
+            g.start(p, [a, b, c], fast=False)  # A and B are frozen for less than the 5 s timeout
+        g.wait(lambda: all(any(r["kind"] == "view" and len(r["members"]) == 3 for r in g.records(p)) for p in (a, b, c)),
+               why="the group of three formed")
+        g.send(a, [f"a{i}" for i in range(20)])
+        g.wait(lambda: all(len(g.messages(p)) == 20 for p in (a, b, c)), why="the first 20 delivered")
+        for p in (a, b):
+            g.procs[p].send_signal(signal.SIGSTOP)
+        try:
+            g.send(c, [f"c{i}" for i in range(10)])
+            time.sleep(0.5)
+            g.procs[c].send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            assert g.exit(c) == 4
+        finally:
+            for p in (a, b):
+                g.procs[p].send_signal(signal.SIGCONT)
+        log = g.log(c)
+        no_traceback(log)
+        assert "SIGTERM: stopping" in log and "10 messages entered at this peer were not delivered here" in log, log
+        mine = g.messages(c)
+        assert len(mine) == 20
+        g.wait(lambda: all(any(r["kind"] == "view" and r["removed"] == [f"127.0.0.1:{c}"] for r in g.records(p))
+                           for p in (a, b)), why="A and B remove C")
+        assert g.messages(a) == g.messages(b) and g.messages(a)[:len(mine)] == mine
+        assert [g.exit(p) for p in (a, b)] == [0, 0]
 
 
 def test_a_host_the_wire_cannot_carry_is_refused_at_start_with_file_and_line(tmp_path):

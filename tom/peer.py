@@ -94,7 +94,7 @@ class Peer:
         timing = Timing(heartbeat=cfg.heartbeat, suspect_after=cfg.timeout,
                         verify_after=max(cfg.heartbeat, cfg.timeout / 5),
                         form_after=max(2.5 * cfg.heartbeat, MAX_BACKOFF + 0.5),
-                        admit_after=5 * cfg.heartbeat + cfg.timeout)
+                        admit_after=max(2.5 * cfg.heartbeat, MAX_BACKOFF + 0.5) + cfg.timeout + 2.5 * cfg.heartbeat)
         if cfg.static:
             self.core = Core(self.me, self.neighbors)
         else:
@@ -176,8 +176,8 @@ class Peer:
         lost = self.core.undelivered_own()
         if lost:
             where = "" if self.core.view is not None else " (it was never admitted to the group)"
-            log.error("%d message%s entered at this peer %s not delivered%s", lost, "s" if lost != 1 else "",
-                      "were" if lost != 1 else "was", where)
+            log.error("%d message%s entered at this peer %s not delivered here before it stopped%s", lost,
+                      "s" if lost != 1 else "", "were" if lost != 1 else "was", where)
             if self.exit_code == EXIT_OK:
                 self.exit_code = EXIT_UNDELIVERED
 
