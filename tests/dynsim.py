@@ -345,6 +345,10 @@ def check(sim: Sim) -> None:
             if n.alive and before in seqs[id(n)]:
                 assert last in seqs[id(n)], \
                     f"{node.pid} left in a view {n.pid} never delivered: {last}; {where}"
+    # no divergence alarm where nothing diverged (what the checks above hold)
+    for node in sim.history:
+        alarms = node.core.stats["divergence_alarms"]
+        assert not alarms, f"{node.pid}/{node.incarnation}: {node.core.alarms}; {where}"
     # liveness: the live members end in one view, with nothing pending, and got every survivor's message
     live = [n for n in sim.nodes.values() if n.alive]
     assert live, f"nobody left alive; {where}"

@@ -253,7 +253,7 @@ def test_a_divergent_member_is_named_within_seconds(tmp_path):
 
     result = {}
     t = threading.Thread(target=lambda: result.update(got=_fake_member(
-        fake, real, [b"HEARTBEAT-1-1-00000000\n"] * 3)))
+        fake, real, [f"HEARTBEAT-1-1-00000000-1-127.0.0.1:{fake}\n".encode()] * 3)))
     t.start()
     time.sleep(0.2)
     p = subprocess.Popen(tom_cmd("peer", str(nb), str(tmp_path / "o.jsonl"), str(real), "--host", "127.0.0.1",

@@ -254,6 +254,45 @@ def test_a_digest_from_ahead_is_checked_once_this_peer_gets_there():
     assert (alarm.peer, alarm.position) == (A, 3)
 
 
+def test_a_peer_that_delivered_past_a_message_it_never_acknowledged_raises_an_alarm_at_once():
+    """Symptom 1 of issue 7: R lost B's message (its link dropped the frame) and went on delivering
+    past it, while A waits for R's ACK of it: the positions A can compare never diverge, but R's
+    heartbeat names a last delivery beyond A's head, which R never acknowledged."""
+    a = Core(A, GROUP)
+    a.receive(B, Message(5, B, "the lost one"))  # A's head: it has B's and its own ACK, not C's
+    a.receive(C, Message(6, C, "after it"))
+    a.receive(B, Ack(6, C))
+    assert a.view_delivered == 0
+    for pid in (B, C):
+        a.connected(pid, 0)
+    a.receive(C, Heartbeat(1, 1, 0x1234, (6, C)))  # C delivered (6, C) without holding (5, B)
+    (alarm,) = a.ready().alarms
+    assert (alarm.peer, alarm.position, alarm.skipped) == (C, 1, (5, B))
+    from tom.processor import divergence_line
+
+    assert divergence_line(A, alarm) == (
+        "DIVERGENCE: 127.0.0.1:5002 and this peer (127.0.0.1:5000) delivered different messages in view 1: "
+        "127.0.0.1:5002 delivered past message (5, 127.0.0.1:5001), message 1 of the view here, without "
+        "acknowledging it")
+    a.receive(B, Heartbeat(1, 0, 0, (0, A)))  # B is behind: no alarm
+    assert not a.ready().alarms
+
+
+def test_the_batched_digest_equals_the_reference_fold():
+    from tom.frames import delivery_digest
+
+    core = Core(A, [A, B])
+    texts = ["a", "", "é\n\\", "\U0001F600" * 3]
+    for i, text in enumerate(texts, 1):
+        core.receive(B, Message(i, B, text))
+        if i == 2:
+            core.ready()  # in two batches
+    want = 0
+    for i, text in enumerate(texts, 1):
+        want = delivery_digest(want, i, B, text)
+    assert (core.view_delivered, core.digest) == (4, want)
+
+
 def test_agreeing_peers_raise_no_alarm():
     a, b = Core(A, [A, B]), Core(B, [A, B])
     a.broadcast("x")
@@ -273,7 +312,7 @@ def test_a_joiner_never_admitted_is_told_so_and_keeps_its_messages():
     timing = Timing(heartbeat=1.0, suspect_after=5.0, verify_after=1.0, form_after=2.5, admit_after=10.0)
     d = Core.joining("127.0.0.1:5003", 9, timing)
     d.connected(B, 4)
-    d.receive(B, Heartbeat(1, 0, 0))  # B is in a group, which does not add us
+    d.receive(B, Heartbeat(1, 0, 0, (1, B)))  # B is in a group, which does not add us
     assert d.broadcast("wait for me") is None
     notices = []
     for k in range(1, 41):

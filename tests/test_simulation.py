@@ -26,6 +26,7 @@ def run_seed(seed: int) -> None:
         assert [d.index for d in net.delivered[pid]] == list(range(1, len(seq) + 1))
     for core in net.cores.values():
         assert len(core.queue) == 0, f"seed {seed}: entries left pending"
+        assert core.stats["divergence_alarms"] == 0, f"seed {seed}: a false divergence alarm {core.alarms}"
 
 
 @pytest.mark.parametrize("chunk", range(10))

@@ -54,11 +54,11 @@ from .frames import (
     Removed,
     trusted_ack,
     trusted_acks,
-    delivery_digest,
     message_frame_bytes,
     trusted_message,
 )
 from .pid import pid_key, sorted_pids
+from zlib import crc32
 
 
 NO_INCARNATION = 0
@@ -205,6 +205,7 @@ class Divergence:
     position: int
     mine: int
     theirs: int
+    skipped: tuple[int, str] | None = None  # or: ``peer`` delivered past this message without holding it
 
 
 @dataclass(slots=True)
@@ -325,11 +326,13 @@ class Core:
         self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
         # divergence check: messages delivered in this view, their running digest, and the digest
         # after each of the last positions (bounded; `_check_digest`)
-        self.view_delivered = 0
-        self.digest = 0
+        self._view_delivered = 0
+        self._digest = 0
+        self._digested_upto = 0  # deliveries of _ready already chained into the digest
         self._digests = array("I")
         self._digests_base = 0  # _digests[k] is the digest after message _digests_base + k + 1
         self._claims: dict[str, tuple[int, int, int]] = {}  # peer -> (view, count, digest) not yet reached
+        self._last_message: tuple[int, str] | None = None  # key of the last message delivered in this view
         self._alarmed: set[tuple[str, int]] = set()
         self.alarms: list[Divergence] = []
 
@@ -478,6 +481,7 @@ class Core:
                 self._fast = None
             if frame.count is not None and self.view is not None and frame.view == self.view.id:  # type: ignore[attr-defined]
                 self._check_digest(src, frame.count, frame.digest)  # type: ignore[attr-defined]
+                self._check_skipped(src, frame.last)  # type: ignore[attr-defined]
         elif t is Join:
             self._on_join(src, frame)  # type: ignore[arg-type]
         elif t is Leave:
@@ -501,7 +505,9 @@ class Core:
 
     def ready(self) -> Ready:
         """Take everything to send, to deliver and to notice since the last call."""
+        self._chain_digests()
         out, self._ready = self._ready, Ready()
+        self._digested_upto = 0
         if self._ack_runs:
             self._ack_runs = False
             sends: list[tuple[tuple[str, ...], Frame]] = []
@@ -655,8 +661,6 @@ class Core:
             self.delivered += 1
             self.delivered_key = (head.clock, pid_key(head.pid))
             out.append(Delivery(self.delivered, head.clock, head.pid, head.text, head.sent_at, view.id))
-        if released:
-            self._record_digests(out[len(out) - released:])
         if released > 1:  # entries that were complete but waited behind a blocked head
             self.stats["released_behind_head"] += released - 1
         if final and not queue:
@@ -667,7 +671,7 @@ class Core:
     def _send_heartbeats(self) -> None:
         if self.links:
             if self.view is not None and self.mode != "joining":
-                beat = Heartbeat(self.view.id, self.view_delivered, self.digest)
+                beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key)
             else:
                 beat = Heartbeat(0)
             self._ready.sends.append((tuple(self.links), beat))
@@ -676,14 +680,39 @@ class Core:
 
     MAX_DIGESTS = 1 << 20  # positions kept for comparison (4 MiB); older claims go unchecked
 
-    def _record_digests(self, delivered: list) -> None:
-        """Chain the digest over messages just delivered, in order (the view's running digest)."""
-        digest, digests = self.digest, self._digests
-        for d in delivered:
-            digest = delivery_digest(digest, d.clock, d.pid, d.text)
-            digests.append(digest)
-        self.digest = digest
-        self.view_delivered += len(delivered)
+    @property
+    def view_delivered(self) -> int:
+        """Messages delivered in the current view."""
+        self._chain_digests()
+        return self._view_delivered
+
+    @property
+    def digest(self) -> int:
+        """The running digest of the messages delivered in the current view (`delivery_digest`)."""
+        self._chain_digests()
+        return self._digest
+
+    def _chain_digests(self) -> None:
+        """Chain the digest over the messages delivered since the last call, in order: done in
+        batches (at `ready`, before a view event, before any use), not on the delivery path. Equal
+        to folding `delivery_digest` over them."""
+        out = self._ready.deliveries
+        start = self._digested_upto
+        if start == len(out):
+            return
+        digest, digests, n, last = self._digest, self._digests, 0, None
+        for d in out[start:] if start else out:
+            if type(d) is Delivery:
+                digest = crc32(f"{d.clock}-{d.pid}-{d.text}".encode(), digest)
+                digests.append(digest)
+                n += 1
+                last = d
+        self._digested_upto = len(out)
+        if last is None:
+            return
+        self._digest = digest
+        self._view_delivered += n
+        self._last_message = (last.clock, last.pid)
         if len(digests) > self.MAX_DIGESTS:
             drop = len(digests) - self.MAX_DIGESTS // 2
             del digests[:drop]
@@ -701,27 +730,53 @@ class Core:
     def _check_digest(self, src: str, count: int, digest: int) -> None:
         """``src`` says: after ``count`` messages of our view, its digest is ``digest``. Compare it
         with ours at the same position — now, or once we get there (`_claims`)."""
-        if count > self.view_delivered:
+        self._chain_digests()
+        if count > self._view_delivered:
             self._claims[src] = (self.view.id, count, digest)  # type: ignore[union-attr]
             return
         mine = self._digest_at(count)
         if mine is None or mine == digest:
             return
+        self._alarm(src, count, mine, digest)
+
+    def _alarm(self, src: str, position: int, mine: int, theirs: int,
+               skipped: tuple[int, str] | None = None) -> None:
         key = (src, self.view.id)  # type: ignore[union-attr]
         self.stats["divergence_alarms"] += 1
         if key in self._alarmed:
             return  # once diverged, it stays so in this view: one alarm per peer and view
         self._alarmed.add(key)
-        alarm = Divergence(src, key[1], count, mine, digest)
+        alarm = Divergence(src, key[1], position, mine, theirs, skipped)
         self.alarms = (self.alarms + [alarm])[-100:]
         self._ready.alarms.append(alarm)
 
+    @property
+    def _last_key(self) -> tuple[int, str]:
+        """The key of the last event this peer delivered in this view (its view event before any
+        message; ``(0, me)`` in a static group that has delivered nothing)."""
+        if self._last_message is not None:
+            return self._last_message
+        last = self.last_install
+        return (last.clock + 1, last.coordinator) if last is not None else (0, self.me)
+
+    def _check_skipped(self, src: str, last: tuple[int, str]) -> None:
+        """``src`` says the last event it delivered is ``last``. If that is past our head, whose body we
+        hold and which ``src`` never acknowledged, ``src`` delivered past a message it does not hold:
+        its ACK would have reached us before this heartbeat (links are FIFO). A divergence, seen while
+        we still wait for that ACK (a digest cannot show it: we never reach its position)."""
+        head = self.queue.head()
+        if (head is None or head.text is None or src in head.acks or self.mode != "normal"
+                or (head.clock, pid_key(head.pid)) > (last[0], pid_key(last[1]))):
+            return
+        self._alarm(src, self.view_delivered + 1, self.digest, 0, (head.clock, head.pid))
+
     def _check_claims(self) -> None:
+        self._chain_digests()
         view = self.view
         for src, (vid, count, digest) in list(self._claims.items()):
             if view is None or vid != view.id:
                 del self._claims[src]
-            elif count <= self.view_delivered:
+            elif count <= self._view_delivered:
                 del self._claims[src]
                 self._check_digest(src, count, digest)
 
@@ -959,7 +1014,9 @@ class Core:
             i.joined, i.left, i.removed))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
-        self.view_delivered = self.digest = self._digests_base = 0
+        self._chain_digests()  # what was delivered in the old view belongs to its chain
+        self._view_delivered = self._digest = self._digests_base = 0
+        self._last_message = None
         self._digests = array("I")
         self._claims.clear()
         self.last_install = i
@@ -991,7 +1048,7 @@ class Core:
         # the view announcement must precede this view's frames on every link, connected or not
         announce = tuple(sorted_pids(set(self.links) | set(self.everyone)))
         if announce:
-            self._ready.sends.append((announce, Heartbeat(i.view, 0, 0)))
+            self._ready.sends.append((announce, Heartbeat(i.view, 0, 0, self._last_key)))
         early, self._early = self._early, []
         for src, frame in early:
             if src in self.links:

@@ -12,8 +12,10 @@ TOM adds:
     ACKS-<clock>,<clock>,...-<pid>              several ACKs of one origin's messages in one line:
                                                 exactly one ACK per clock, in that order
     HELLO-<pid>-<incarnation>                   first frame on a new connection: who is speaking
-    HEARTBEAT-<view>[-<count>-<digest>]         "I am alive, in view <view>" (0: not in a group yet),
-                                                "and delivered <count> messages in it, digest <crc32>"
+    HEARTBEAT-<view>[-<count>-<digest>-<clock>-<pid>]
+                                                "I am alive, in view <view>" (0: not in a group yet),
+                                                "delivered <count> messages in it, digest <crc32>, the
+                                                last event I delivered is (<clock>, <pid>)"
     REFUSED-<reason>                            last line on a connection the sender will not take
     RELAY[@<sent_at>]-<clock>-<pid>-<text>      a removed member's message, forwarded during a flush
     JOIN-<pid>-<incarnation>                    please add me to the group
@@ -163,14 +165,16 @@ class Relay(Frame):
 class Heartbeat(Frame):
     """The sender is alive and has view ``view`` installed (0: not a member of any group yet).
 
-    With a digest: the sender has delivered ``count`` messages in that view, and ``digest`` is the
-    CRC-32 chain of their keys and texts (`delivery_digest`); peers compare it with theirs at the same
-    position to notice a divergence. ``count`` is None in the course tool's plain ``HEARTBEAT-<view>``.
+    With a digest: the sender has delivered ``count`` messages in that view, ``digest`` is the CRC-32
+    chain of their keys and texts (`delivery_digest`), and ``last`` the key ``(clock, pid)`` of the last
+    event it delivered; peers compare them with their own to notice a divergence. ``count`` is None
+    (and ``last`` too) in the plain ``HEARTBEAT-<view>``.
     """
 
     view: int
     count: int | None = None
     digest: int = 0
+    last: tuple[int, str] | None = None
 
     def __post_init__(self) -> None:
         _check_count(self.view, "view")
@@ -178,13 +182,20 @@ class Heartbeat(Frame):
             _check_count(self.count, "count")
         if type(self.digest) is not int or not 0 <= self.digest <= 0xFFFFFFFF:
             raise FrameError(f"bad digest {self.digest!r}")
+        if (self.count is None) != (self.last is None):
+            raise FrameError("a heartbeat's digest needs its last key, and the other way round")
+        if self.last is not None:
+            if type(self.last) is not tuple or len(self.last) != 2:
+                raise FrameError(f"bad last key {self.last!r}")
+            _check_clock(self.last[0])
+            _check_pid(self.last[1])
 
 
 def delivery_digest(previous: int, clock: int, pid: str, text: str) -> int:
     """The running digest after delivering message ``(clock, pid, text)``: CRC-32 over its key and
     text, chained on ``previous`` (0 at the start of a view). Cheap and the same on every peer that
     delivers the same sequence; a check against accidents (a divergence), not against forgery."""
-    return crc32(text.encode(), crc32(f"{clock}-{pid}-".encode(), previous))
+    return crc32(f"{clock}-{pid}-{text}".encode(), previous)
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,7 +430,7 @@ def format_frame(frame: Frame) -> str:
         h: Heartbeat = frame  # type: ignore[assignment]
         if h.count is None:
             return f"HEARTBEAT-{h.view}"
-        return f"HEARTBEAT-{h.view}-{h.count}-{h.digest:08x}"
+        return f"HEARTBEAT-{h.view}-{h.count}-{h.digest:08x}-{h.last[0]}-{h.last[1]}"  # type: ignore[index]
     if t is Refused:
         return f"REFUSED-{escape_text(frame.reason)}"  # type: ignore[attr-defined]
     if t is Relay:
@@ -619,10 +630,13 @@ def _parse_general(line: str) -> Frame:
         if kind == "HEARTBEAT":
             if "-" not in rest:
                 return Heartbeat(_int(rest, "view"))
-            view, count, digest = _fields(rest, 3)
+            parts = rest.split("-", 4)
+            if len(parts) != 5:
+                raise FrameError("HEARTBEAT needs view, count, digest, clock and pid")
+            view, count, digest, clock, pid = parts
             if len(digest) != 8 or any(c not in "0123456789abcdef" for c in digest):
                 raise FrameError(f"bad digest {digest!r}")
-            return Heartbeat(_int(view, "view"), _int(count, "count"), int(digest, 16))
+            return Heartbeat(_int(view, "view"), _int(count, "count"), int(digest, 16), (_int(clock, "clock"), pid))
         if kind == "REFUSED":
             return Refused(unescape_text(rest))
         if kind in ("MESSAGE", "RELAY") or kind.startswith(("MESSAGE@", "RELAY@")):

@@ -25,12 +25,17 @@ log = logging.getLogger("tom.processor")
 
 MAX_EVENTS_PER_STEP = 64
 REJECTED = LogLimiter()  # frames the core rejects, per sender
+NOT_SENT = LogLimiter(5.0)  # texts the core refuses (e.g. while leaving), per kind of reason
 
 
 def divergence_line(me: str, alarm: Divergence) -> str:
-    return (f"DIVERGENCE: {alarm.peer} and this peer ({me}) delivered different messages in view {alarm.view}: "
-            f"their digests differ after message {alarm.position} of the view "
-            f"(ours {alarm.mine:08x}, theirs {alarm.theirs:08x})")
+    head = f"DIVERGENCE: {alarm.peer} and this peer ({me}) delivered different messages in view {alarm.view}: "
+    if alarm.skipped is not None:
+        clock, pid = alarm.skipped
+        return (head + f"{alarm.peer} delivered past message ({clock}, {pid}), message {alarm.position} of the "
+                f"view here, without acknowledging it")
+    return head + (f"their digests differ after message {alarm.position} of the view "
+                   f"(ours {alarm.mine:08x}, theirs {alarm.theirs:08x})")
 
 
 def apply(core: Core, event: Event, now: float) -> None:
@@ -50,7 +55,10 @@ def apply(core: Core, event: Event, now: float) -> None:
             try:
                 core.broadcast(text, sent_at=time.time())
             except UsageError as e:
-                log.warning("not sent: %s", e)
+                held = NOT_SENT.allow(str(e)[:30])
+                if held is not None:
+                    log.warning("%s%s", e if str(e).startswith("message not sent") else f"not sent: {e}",
+                                held_back(held))
     elif t is Tick:
         core.tick(now)
     elif t is Connected:

@@ -21,6 +21,7 @@ from .core import Delivery, Status, ViewDelivery, check_text
 from .errors import UsageError
 from .pid import pid_key
 from .events import SendTexts
+from .processor import divergence_line
 from .links import Link
 
 MENU = "Choose what to do:\n1. Send a new message\n2. Print status\n3. Quit\n(or: send TEXT | status | quit | help)"
@@ -86,8 +87,7 @@ def render_status(status: Status, links: dict[str, Link], now: float) -> list:
     parts = [head, members, pending]
     if status.alarms:
         last = status.alarms[-1]
-        parts.insert(1, f"[bold red]DIVERGENCE[/]: {len(status.alarms)} alarm(s); last: {last.peer} differs in view "
-                        f"{last.view} after message {last.position} (ours {last.mine:08x}, theirs {last.theirs:08x})")
+        parts.insert(1, f"[bold red]{escape(divergence_line(status.me, last))}[/] ({len(status.alarms)} alarm(s))")
     return parts
 
 
