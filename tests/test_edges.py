@@ -3,7 +3,6 @@ link, frames behind RESUME at once, one pid grammar, exact texts, divergence not
 never admitted says so, a full disk loses nothing already recorded."""
 
 import json
-import random
 
 import pytest
 import trio

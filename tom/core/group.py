@@ -29,15 +29,14 @@ HEARTBEAT on every link before any frame of that view, so a frame is always attr
 right view. A new attempt (a higher ``attempt``) replaces a flush stalled by a further failure.
 """
 
+
 from __future__ import annotations
 
-from array import array
-from heapq import heappop, heappush
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .errors import FrameError, UsageError
-from .frames import (
+from ..errors import FrameError, UsageError
+from ..frames import (
     MAX_FRAME_BYTES,
     Ack,
     Acks,
@@ -57,119 +56,16 @@ from .frames import (
     message_frame_bytes,
     trusted_message,
 )
-from .pid import pid_key, sorted_pids
-from zlib import crc32
+from ..pid import pid_key, sorted_pids
+from .clock import LamportClock
+from .digest import DigestChain
+from .modes import TRANSITIONS, Mode
+from .queue import PendingQueue
+from .records import Delivery, Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
 
 
 NO_INCARNATION = 0
 """Incarnation of a static member: any incarnation is accepted."""
-
-
-class LamportClock:
-    """A Lamport clock: `tick` before a send, `observe` on a receive."""
-
-    __slots__ = ("time",)
-
-    def __init__(self, time: int = 0) -> None:
-        self.time = time
-
-    def tick(self) -> int:
-        """Advance for a local send and return the new time."""
-        self.time += 1
-        return self.time
-
-    def observe(self, remote: int) -> int:
-        """Merge a received timestamp: ``time = max(time, remote) + 1``."""
-        t = self.time
-        self.time = (remote if remote > t else t) + 1
-        return self.time
-
-
-@dataclass(slots=True)
-class Entry:
-    """A pending message; ``text is None`` while only premature ACKs have reserved it."""
-
-    clock: int
-    pid: str
-    text: str | None = None
-    sent_at: float | None = None
-    acks: set[str] = field(default_factory=set)
-
-
-class PendingQueue:
-    """Entries keyed by ``(clock, pid)``, iterated and popped in ``(clock, pid_key)`` order.
-
-    The heap holds ``(clock, pid_key, entry)``: keys are unique, so an entry is never compared."""
-
-    __slots__ = ("_heap", "_entries")
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, tuple[str, int], Entry]] = []
-        self._entries: dict[tuple[int, str], Entry] = {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __iter__(self) -> Iterator[Entry]:
-        """Entries in delivery order (a sorted copy: for status, not for the hot path)."""
-        return iter([e for _, _, e in sorted(self._heap, key=lambda item: item[:2])])
-
-    def get(self, clock: int, pid: str) -> Entry | None:
-        return self._entries.get((clock, pid))
-
-    def reserve(self, clock: int, pid: str) -> Entry:
-        """The entry for ``(clock, pid)``, created empty (reserved) if absent."""
-        entry = self._entries.get((clock, pid))
-        if entry is None:
-            entry = self._entries[(clock, pid)] = Entry(clock, pid)
-            heappush(self._heap, (clock, pid_key(pid), entry))
-        return entry
-
-    def head(self) -> Entry | None:
-        heap = self._heap
-        return heap[0][2] if heap else None
-
-    def pop(self) -> Entry:
-        entry = heappop(self._heap)[2]
-        del self._entries[(entry.clock, entry.pid)]
-        return entry
-
-
-@dataclass(frozen=True, slots=True)
-class View:
-    """A numbered membership: the members (pid -> incarnation) whose ACKs a message in it needs."""
-
-    id: int
-    members: frozenset[str]
-    incarnations: Mapping[str, int]
-    coordinator: str = ""
-    group: str = ""
-
-
-@dataclass(slots=True)
-class Delivery:
-    """A message leaving the queue: the ``index``-th event this peer delivers, in view ``view``."""
-
-    index: int
-    clock: int
-    pid: str
-    text: str
-    sent_at: float | None
-    view: int
-
-
-@dataclass(slots=True)
-class ViewDelivery:
-    """A view change delivered as the ``index``-th event, ordered at ``(clock, pid)``."""
-
-    index: int
-    clock: int
-    pid: str
-    view: int
-    members: tuple[str, ...]
-    joined: tuple[str, ...]
-    left: tuple[str, ...]
-    removed: tuple[str, ...]
 
 
 class _AckRun:
@@ -193,71 +89,6 @@ class _AckRun:
     def frames(self) -> list[Frame]:
         return [trusted_ack(c[0], pid) if len(c) == 1 else trusted_acks(tuple(c), pid)
                 for pid, c in self.clocks.items()]
-
-
-@dataclass(frozen=True, slots=True)
-class Divergence:
-    """Peer ``peer`` reports another digest than ours after ``position`` messages of view ``view``:
-    the two have not delivered the same sequence (see `Core._check_digest`)."""
-
-    peer: str
-    view: int
-    position: int
-    mine: int
-    theirs: int
-    skipped: tuple[int, str] | None = None  # or: ``peer`` delivered past this message without holding it
-
-
-@dataclass(slots=True)
-class Ready:
-    """What the shell must do: send ``sends`` (to each pid of the tuple), persist ``deliveries``,
-    act on ``notices`` (``"left"``: this peer's leave is delivered; ``"removed"``: the group went on
-    without this peer; ``"not-admitted"``: joining for longer than `Timing.admit_after`), and report
-    ``alarms``."""
-
-    sends: list[tuple[tuple[str, ...], Frame]] = field(default_factory=list)
-    deliveries: list[Delivery | ViewDelivery] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
-    alarms: list[Divergence] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.sends or self.deliveries or self.notices or self.alarms)
-
-
-@dataclass(frozen=True, slots=True)
-class PendingStatus:
-    clock: int
-    pid: str
-    text: str | None
-    acks: tuple[str, ...]
-    missing: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Status:
-    me: str
-    mode: str
-    clock: int
-    view: View | None
-    delivered: int
-    pending: tuple[PendingStatus, ...]
-    suspected: tuple[str, ...]
-    last_heard: Mapping[str, float]
-    now: float
-    alarms: tuple[Divergence, ...] = ()
-    view_delivered: int = 0  # messages delivered in the current view
-    digest: int = 0  # their running digest
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """Failure-detection settings, in the same seconds as `Core.tick`'s ``now``."""
-
-    heartbeat: float = 1.0
-    suspect_after: float = 5.0
-    verify_after: float = 1.0
-    form_after: float = 2.5
-    admit_after: float = 10.0  # joining this long: say so (notice "not-admitted"), and again as long
 
 
 @dataclass(slots=True)
@@ -296,14 +127,14 @@ class Core:
         self.stats = {"premature_acks": 0, "released_behind_head": 0, "divergence_alarms": 0}
         self.view: View | None = None
         self._fast = None  # see _fast_sources
-        self.mode = "joining"
+        self.mode = Mode.JOINING
         members = frozenset(members)
         self.everyone: tuple[str, ...] = ()  # the other members of the view: where multicasts go
         if static:
             if me not in members:
                 raise UsageError(f"{me} is not a member of the group")
             self._set_view(View(1, members, {p: NO_INCARNATION for p in members}))
-            self._set_mode("normal")
+            self._set_mode(Mode.NORMAL)
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
         self._known_inc: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
         self.peer_view: dict[str, int] = {}  # view each peer last announced on its link
@@ -326,13 +157,9 @@ class Core:
         self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
         # divergence check: messages delivered in this view, their running digest, and the digest
         # after each of the last positions (bounded; `_check_digest`)
-        self._view_delivered = 0
-        self._digest = 0
+        self._chain = DigestChain()
         self._digested_upto = 0  # deliveries of _ready already chained into the digest
-        self._digests = array("I")
-        self._digests_base = 0  # _digests[k] is the digest after message _digests_base + k + 1
         self._claims: dict[str, tuple[int, int, int]] = {}  # peer -> (view, count, digest) not yet reached
-        self._last_message: tuple[int, str] | None = None  # key of the last message delivered in this view
         self._alarmed: set[tuple[str, int]] = set()
         self.alarms: list[Divergence] = []
 
@@ -346,11 +173,11 @@ class Core:
         """Multicast ``text``; held (returns None) while no view is installed or a flush runs.
         UsageError (nothing sent) if its frame could exceed MAX_FRAME_BYTES: `check_text`."""
         check_text(self.me, text)
-        if self.mode in ("left", "removed"):
+        if self.mode in (Mode.LEFT, Mode.REMOVED):
             raise UsageError(f"this peer has {self.mode} the group")
         if self.leaving:
             raise UsageError("this peer is leaving the group")
-        if self.mode != "normal":
+        if self.mode != Mode.NORMAL:
             self._held_texts.append((text, sent_at))
             return None
         return self._multicast(text, sent_at)
@@ -364,8 +191,11 @@ class Core:
         self._deliver_ready()
         return msg
 
-    def _set_mode(self, mode: str) -> None:
-        """Change the mode; `_fast_sources` depends on it, so its cache goes too."""
+    def _set_mode(self, mode: Mode) -> None:
+        """Change the mode, by `TRANSITIONS` only (anything else is a bug); `_fast_sources` depends
+        on it, so its cache goes too."""
+        if mode not in TRANSITIONS[self.mode]:
+            raise RuntimeError(f"{self.me}: illegal mode change {self.mode} -> {mode}")
         self.mode = mode
         self._fast = None
 
@@ -376,14 +206,14 @@ class Core:
 
     def leave(self) -> None:
         """Ask to leave; the peer stays until its leave is delivered (notice ``"left"``)."""
-        if self.mode in ("left", "removed") or self.leaving:
+        if self.mode in (Mode.LEFT, Mode.REMOVED) or self.leaving:
             return
         if self.static or self.view is None:
-            self._set_mode("left")
+            self._set_mode(Mode.LEFT)
             self._ready.notices.append("left")
             return
         self.leaving = True
-        if self.mode == "normal":
+        if self.mode == Mode.NORMAL:
             self._request_leave()
         # otherwise the request goes out once the held texts are sent, at the next install
 
@@ -401,7 +231,7 @@ class Core:
             # a restart: the member's old incarnation is certainly gone
             self.suspected[pid] = self.now - self.timing.verify_after
             self._maybe_propose()
-        if self.mode == "joining":
+        if self.mode == Mode.JOINING:
             self._ready.sends.append(((pid,), Join(self.me, self.incarnation)))
 
     def disconnected(self, pid: str) -> None:
@@ -415,27 +245,27 @@ class Core:
         t = self.timing
         if self._claims:
             self._check_claims()
-        if (self.mode == "joining" and not self.static
+        if (self.mode == Mode.JOINING and not self.static
                 and now - max(self.started_at, self._not_admitted_at) >= t.admit_after):
             self._not_admitted_at = now
             self._ready.notices.append("not-admitted")
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now
             self._send_heartbeats()
-            if self.mode == "joining" and self.links:
+            if self.mode == Mode.JOINING and self.links:
                 self._ready.sends.append((tuple(self.links), Join(self.me, self.incarnation)))
-            elif self.leaving and self.mode == "normal":
+            elif self.leaving and self.mode == Mode.NORMAL:
                 self._request_leave()
         if self.static:
             return
         for pid, (_, when) in list(self.joins.items()):
             if now - when > 3 * t.heartbeat + t.suspect_after:
                 del self.joins[pid]
-        if self.mode == "joining":
+        if self.mode == Mode.JOINING:
             self._maybe_form()
             return
         view = self.view
-        if view is None or self.mode in ("left", "removed"):
+        if view is None or self.mode in (Mode.LEFT, Mode.REMOVED):
             return
         for pid in view.members:
             if pid != self.me and pid not in self.suspected:
@@ -473,35 +303,25 @@ class Core:
         self.last_heard[src] = self.now
         if src in self.suspected and self._member_link(src):
             del self.suspected[src]  # (a new incarnation speaking does not clear its old one)
-        if t is Ack or t is Message or t is Relay or t is Acks:
-            self._on_ordered(src, frame, t)
-        elif t is Heartbeat:
-            if frame.view > self.peer_view.get(src, -1):  # type: ignore[attr-defined]
-                self.peer_view[src] = frame.view  # type: ignore[attr-defined]
-                self._fast = None
-            if frame.count is not None and self.view is not None and frame.view == self.view.id:  # type: ignore[attr-defined]
-                self._check_digest(src, frame.count, frame.digest)  # type: ignore[attr-defined]
-                self._check_skipped(src, frame.last)  # type: ignore[attr-defined]
-        elif t is Join:
-            self._on_join(src, frame)  # type: ignore[arg-type]
-        elif t is Leave:
-            if frame.pid != src:  # type: ignore[attr-defined]
-                raise FrameError(f"{src} asked to remove {frame.pid}")  # type: ignore[attr-defined]
-            if not self.static:
-                self.leaves[src] = self.now
-                self._maybe_propose()
-        elif t is Propose:
-            self._on_propose(src, frame)  # type: ignore[arg-type]
-        elif t is Flush:
-            self._on_flush(src, frame)  # type: ignore[arg-type]
-        elif t is Flushed:
-            self._on_flushed(src, frame)  # type: ignore[arg-type]
-        elif t is Install:
-            self._on_install(src, frame)  # type: ignore[arg-type]
-        elif t is Removed:
-            self._on_removed(src, frame)  # type: ignore[arg-type]
-        else:
+        handler = _HANDLERS.get(t)
+        if handler is None:
             raise FrameError(f"unexpected {t.__name__} from {src}")
+        handler(self, src, frame)
+
+    def _on_heartbeat(self, src: str, frame: Heartbeat) -> None:
+        if frame.view > self.peer_view.get(src, -1):
+            self.peer_view[src] = frame.view
+            self._fast = None
+        if frame.count is not None and self.view is not None and frame.view == self.view.id:
+            self._check_digest(src, frame.count, frame.digest)
+            self._check_skipped(src, frame.last)  # type: ignore[arg-type]
+
+    def _on_leave(self, src: str, frame: Leave) -> None:
+        if frame.pid != src:
+            raise FrameError(f"{src} asked to remove {frame.pid}")
+        if not self.static:
+            self.leaves[src] = self.now
+            self._maybe_propose()
 
     def ready(self) -> Ready:
         """Take everything to send, to deliver and to notice since the last call."""
@@ -528,7 +348,7 @@ class Core:
         the mode, connections, announced views, the cut.
         """
         view = self.view
-        if view is None or self.mode not in ("normal", "flushing"):
+        if view is None or self.mode not in (Mode.NORMAL, Mode.FLUSHING):
             return frozenset()
         return frozenset(src for src in view.members
                          if src != self.me and self.peer_view.get(src, view.id) == view.id
@@ -542,7 +362,8 @@ class Core:
         inc = view.incarnations[src]
         return inc == NO_INCARNATION or self.links.get(src, inc) == inc
 
-    def _on_ordered(self, src: str, frame: Frame, t: type) -> None:
+    def _on_ordered(self, src: str, frame: Frame) -> None:
+        t = type(frame)
         view = self.view
         if view is None:
             self._hold(src, frame)
@@ -551,7 +372,7 @@ class Core:
         if announced > view.id:
             self._hold(src, frame)  # a frame of a view this peer has not installed yet
             return
-        if announced < view.id or self.mode in ("left", "removed"):
+        if announced < view.id or self.mode in (Mode.LEFT, Mode.REMOVED):
             return  # the sender is behind: what it still sends of an old view is stale
         if not self._member_link(src):
             if self.static:
@@ -634,7 +455,7 @@ class Core:
             self._deliver_ready()
 
     def _deliver_ready(self) -> None:
-        if self.mode not in ("normal", "flushing"):
+        if self.mode not in (Mode.NORMAL, Mode.FLUSHING):
             return
         view = self.view
         assert view is not None
@@ -670,7 +491,7 @@ class Core:
 
     def _send_heartbeats(self) -> None:
         if self.links:
-            if self.view is not None and self.mode != "joining":
+            if self.view is not None and self.mode != Mode.JOINING:
                 beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key)
             else:
                 beat = Heartbeat(0)
@@ -678,63 +499,38 @@ class Core:
 
     # -- divergence check ----------------------------------------------------------------------
 
-    MAX_DIGESTS = 1 << 20  # positions kept for comparison (4 MiB); older claims go unchecked
-
     @property
     def view_delivered(self) -> int:
         """Messages delivered in the current view."""
         self._chain_digests()
-        return self._view_delivered
+        return self._chain.count
 
     @property
     def digest(self) -> int:
-        """The running digest of the messages delivered in the current view (`delivery_digest`)."""
+        """The running digest of the messages delivered in the current view (`DigestChain`)."""
         self._chain_digests()
-        return self._digest
+        return self._chain.digest
 
     def _chain_digests(self) -> None:
-        """Chain the digest over the messages delivered since the last call, in order: done in
-        batches (at `ready`, before a view event, before any use), not on the delivery path. Equal
-        to folding `delivery_digest` over them."""
+        """Chain the digest over the messages delivered since the last call: in batches (at `ready`,
+        before a view event, before any use), not on the delivery path."""
         out = self._ready.deliveries
         start = self._digested_upto
         if start == len(out):
             return
-        digest, digests, n, last = self._digest, self._digests, 0, None
-        for d in out[start:] if start else out:
-            if type(d) is Delivery:
-                digest = crc32(f"{d.clock}-{d.pid}-{d.text}".encode(), digest)
-                digests.append(digest)
-                n += 1
-                last = d
+        self._chain.extend(out[start:] if start else out)
         self._digested_upto = len(out)
-        if last is None:
-            return
-        self._digest = digest
-        self._view_delivered += n
-        self._last_message = (last.clock, last.pid)
-        if len(digests) > self.MAX_DIGESTS:
-            drop = len(digests) - self.MAX_DIGESTS // 2
-            del digests[:drop]
-            self._digests_base += drop
         if self._claims:
             self._check_claims()
-
-    def _digest_at(self, count: int) -> int | None:
-        """Our digest after ``count`` messages of this view; None if no longer kept."""
-        if count == 0:
-            return 0
-        k = count - self._digests_base - 1
-        return self._digests[k] if 0 <= k < len(self._digests) else None
 
     def _check_digest(self, src: str, count: int, digest: int) -> None:
         """``src`` says: after ``count`` messages of our view, its digest is ``digest``. Compare it
         with ours at the same position — now, or once we get there (`_claims`)."""
         self._chain_digests()
-        if count > self._view_delivered:
+        if count > self._chain.count:
             self._claims[src] = (self.view.id, count, digest)  # type: ignore[union-attr]
             return
-        mine = self._digest_at(count)
+        mine = self._chain.at(count)
         if mine is None or mine == digest:
             return
         self._alarm(src, count, mine, digest)
@@ -754,8 +550,8 @@ class Core:
     def _last_key(self) -> tuple[int, str]:
         """The key of the last event this peer delivered in this view (its view event before any
         message; ``(0, me)`` in a static group that has delivered nothing)."""
-        if self._last_message is not None:
-            return self._last_message
+        if self._chain.last is not None:
+            return self._chain.last
         last = self.last_install
         return (last.clock + 1, last.coordinator) if last is not None else (0, self.me)
 
@@ -765,7 +561,7 @@ class Core:
         its ACK would have reached us before this heartbeat (links are FIFO). A divergence, seen while
         we still wait for that ACK (a digest cannot show it: we never reach its position)."""
         head = self.queue.head()
-        if (head is None or head.text is None or src in head.acks or self.mode != "normal"
+        if (head is None or head.text is None or src in head.acks or self.mode != Mode.NORMAL
                 or (head.clock, pid_key(head.pid)) > (last[0], pid_key(last[1]))):
             return
         self._alarm(src, self.view_delivered + 1, self.digest, 0, (head.clock, head.pid))
@@ -776,7 +572,7 @@ class Core:
         for src, (vid, count, digest) in list(self._claims.items()):
             if view is None or vid != view.id:
                 del self._claims[src]
-            elif count <= self._view_delivered:
+            elif count <= self._chain.count:
                 del self._claims[src]
                 self._check_digest(src, count, digest)
 
@@ -801,8 +597,8 @@ class Core:
         self._become_removed(f"{src} is in view {frame.view} without this peer")
 
     def _become_removed(self, why: str) -> None:
-        if self.mode not in ("left", "removed"):
-            self._set_mode("removed")
+        if self.mode not in (Mode.LEFT, Mode.REMOVED):
+            self._set_mode(Mode.REMOVED)
             self.flush = None
             self._ready.notices.append("removed")
 
@@ -815,7 +611,7 @@ class Core:
         view = self.view
         if view is not None and src in view.members and view.incarnations[src] == join.incarnation:
             # already a member: it missed the INSTALL; resend it
-            if self.last_install is not None and self.mode == "normal":
+            if self.last_install is not None and self.mode == Mode.NORMAL:
                 self._ready.sends.append(((src,), self.last_install))
             return
         self._maybe_propose()
@@ -858,7 +654,7 @@ class Core:
 
     def _maybe_propose(self) -> None:
         view = self.view
-        if self.static or view is None or self.mode not in ("normal", "flushing", "flushed"):
+        if self.static or view is None or self.mode not in (Mode.NORMAL, Mode.FLUSHING, Mode.FLUSHED):
             return
         if self._coordinator() != self.me:
             return
@@ -910,7 +706,7 @@ class Core:
 
     def _on_propose(self, src: str, p: Propose) -> None:
         view = self.view
-        if view is None or self.static or self.mode in ("left", "removed"):
+        if view is None or self.static or self.mode in (Mode.LEFT, Mode.REMOVED):
             return
         if p.view == view.id and self.last_install is not None and src != self.me:
             self._ready.sends.append(((src,), self.last_install))  # it missed our INSTALL: here it is
@@ -936,7 +732,7 @@ class Core:
         early = self._early_markers.pop((p.view, p.attempt, p.coordinator), set())
         self._cut |= removed
         self.flush = Flushing(p, flush_set, removed, {self.me} | (early & flush_set))
-        self._set_mode("flushing")
+        self._set_mode(Mode.FLUSHING)
         sends = self._ready.sends
         others = tuple(sorted_pids(flush_set - {self.me}))
         for entry in self.queue:
@@ -962,7 +758,7 @@ class Core:
         flush = self.flush
         assert flush is not None
         flush.done = True
-        self._set_mode("flushed")
+        self._set_mode(Mode.FLUSHED)
         p = flush.proposal
         report = Flushed(p.view, p.attempt, self.clock.time)
         if p.coordinator == self.me:
@@ -994,12 +790,12 @@ class Core:
 
     def _on_install(self, src: str, i: Install) -> None:
         view = self.view
-        if self.static or self.mode in ("left", "removed"):
+        if self.static or self.mode in (Mode.LEFT, Mode.REMOVED):
             return
         if view is None:
             if dict(i.members).get(self.me) != self.incarnation:
                 return
-        elif i.view != view.id + 1 or i.group != view.group or self.mode not in ("flushing", "flushed"):
+        elif i.view != view.id + 1 or i.group != view.group or self.mode not in (Mode.FLUSHING, Mode.FLUSHED):
             return
         self._install(i)
 
@@ -1015,9 +811,7 @@ class Core:
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
         self._chain_digests()  # what was delivered in the old view belongs to its chain
-        self._view_delivered = self._digest = self._digests_base = 0
-        self._last_message = None
-        self._digests = array("I")
+        self._chain = DigestChain()
         self._claims.clear()
         self.last_install = i
         self.flush = None
@@ -1041,10 +835,10 @@ class Core:
         if told:
             self._ready.sends.append((told, i))
         if self.me not in members:
-            self._set_mode("left" if self.me in i.left else "removed")
+            self._set_mode(Mode.LEFT if self.me in i.left else Mode.REMOVED)
             self._ready.notices.append(self.mode)
             return
-        self._set_mode("normal")
+        self._set_mode(Mode.NORMAL)
         # the view announcement must precede this view's frames on every link, connected or not
         announce = tuple(sorted_pids(set(self.links) | set(self.everyone)))
         if announce:
@@ -1101,3 +895,19 @@ def check_text(me: str, text: str) -> None:
         raise UsageError(f"message not sent: its frame would take {size:,} bytes, over the limit of "
                          f"{MAX_FRAME_BYTES:,} (about {MAX_FRAME_BYTES - size + len(text.encode()):,} bytes "
                          f"of UTF-8 text; backslashes and line breaks count twice)")
+
+
+_HANDLERS = {  # the slow path of `Core.receive`: one handler per frame type (link frames never get here)
+    Ack: Core._on_ordered,
+    Acks: Core._on_ordered,
+    Message: Core._on_ordered,
+    Relay: Core._on_ordered,
+    Heartbeat: Core._on_heartbeat,
+    Join: Core._on_join,
+    Leave: Core._on_leave,
+    Propose: Core._on_propose,
+    Flush: Core._on_flush,
+    Flushed: Core._on_flushed,
+    Install: Core._on_install,
+    Removed: Core._on_removed,
+}

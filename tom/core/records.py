@@ -1,0 +1,111 @@
+"""What the core hands out (deliveries, views, status, alarms, what to do next) and its timing settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..frames import Frame
+from .modes import Mode
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A numbered membership: the members (pid -> incarnation) whose ACKs a message in it needs."""
+
+    id: int
+    members: frozenset[str]
+    incarnations: Mapping[str, int]
+    coordinator: str = ""
+    group: str = ""
+
+
+@dataclass(slots=True)
+class Delivery:
+    """A message leaving the queue: the ``index``-th event this peer delivers, in view ``view``."""
+
+    index: int
+    clock: int
+    pid: str
+    text: str
+    sent_at: float | None
+    view: int
+
+
+@dataclass(slots=True)
+class ViewDelivery:
+    """A view change delivered as the ``index``-th event, ordered at ``(clock, pid)``."""
+
+    index: int
+    clock: int
+    pid: str
+    view: int
+    members: tuple[str, ...]
+    joined: tuple[str, ...]
+    left: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Peer ``peer`` reports another digest than ours after ``position`` messages of view ``view``:
+    the two have not delivered the same sequence (see `Core._check_digest`)."""
+
+    peer: str
+    view: int
+    position: int
+    mine: int
+    theirs: int
+    skipped: tuple[int, str] | None = None  # or: ``peer`` delivered past this message without holding it
+
+
+@dataclass(slots=True)
+class Ready:
+    """What the shell must do: send ``sends`` (to each pid of the tuple), persist ``deliveries``,
+    act on ``notices`` (``"left"``: this peer's leave is delivered; ``"removed"``: the group went on
+    without this peer; ``"not-admitted"``: joining for longer than `Timing.admit_after`), and report
+    ``alarms``."""
+
+    sends: list[tuple[tuple[str, ...], Frame]] = field(default_factory=list)
+    deliveries: list[Delivery | ViewDelivery] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    alarms: list[Divergence] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.sends or self.deliveries or self.notices or self.alarms)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingStatus:
+    clock: int
+    pid: str
+    text: str | None
+    acks: tuple[str, ...]
+    missing: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    me: str
+    mode: "Mode"
+    clock: int
+    view: View | None
+    delivered: int
+    pending: tuple[PendingStatus, ...]
+    suspected: tuple[str, ...]
+    last_heard: Mapping[str, float]
+    now: float
+    alarms: tuple[Divergence, ...] = ()
+    view_delivered: int = 0  # messages delivered in the current view
+    digest: int = 0  # their running digest
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Failure-detection settings, in the same seconds as `Core.tick`'s ``now``."""
+
+    heartbeat: float = 1.0
+    suspect_after: float = 5.0
+    verify_after: float = 1.0
+    form_after: float = 2.5
+    admit_after: float = 10.0  # joining this long: say so (notice "not-admitted"), and again as long
