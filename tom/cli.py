@@ -1,4 +1,5 @@
-"""The ``tom`` command line: ``tom peer`` runs a peer, ``tom verify`` checks output files with Spark."""
+"""The ``tom`` command line: ``tom peer`` runs a peer, ``tom keys`` makes a closed group's credentials,
+``tom verify`` checks output files with Spark."""
 
 from __future__ import annotations
 
@@ -87,7 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--timeout", type=_seconds(0.05, 3600), default=5.0, metavar="SECONDS",
                       help="silence after which a member is suspected (default 5); removal follows "
                            "after a further verification period")
+    peer.add_argument("--keys", type=Path, metavar="DIR",
+                      help="closed group: every link is mutual TLS 1.3 with the credentials in DIR (made by "
+                           "tom keys); only members are accepted, each only as the pid its certificate names")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")
+
+    keys = sub.add_parser("keys", help="create a closed group's credentials",
+                          description="Create the credentials of a closed group in DIR: a group CA (ca.pem, "
+                                      "ca.key) and, for every peer of the neighbors file, a certificate naming "
+                                      "its host:port (HOST_PORT.pem) and its private key (HOST_PORT.key, mode "
+                                      "600). Run again to add the peers that have none; existing ones are kept. "
+                                      "Give each peer ca.pem and its own two files; ca.key stays with you.")
+    keys.add_argument("neighbors", type=Path, help="neighbors file: one host:port per line")
+    keys.add_argument("dir", type=Path, help="folder for the credentials (created, mode 700)")
+    keys.add_argument("--force", action="store_true", help="start over: a new CA and new certificates for all")
+    keys.add_argument("--days", type=int, default=825, help="validity of the peer certificates (default 825)")
 
     verify = sub.add_parser("verify", help="verify output files with Spark", add_help=False)
     verify.add_argument("args", nargs=argparse.REMAINDER)
@@ -140,9 +155,32 @@ def run_peer(args: argparse.Namespace) -> int:
     if args.timeout <= args.heartbeat:
         raise ConfigError("--timeout must be longer than --heartbeat")
     peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
-                           args.static, args.heartbeat, args.timeout, jitter=args.jitter))
-    trio.run(peer.run)
+                           args.static, args.heartbeat, args.timeout, jitter=args.jitter, keys=args.keys))
+    try:
+        trio.run(peer.run)
+    except BaseExceptionGroup as group:  # a TomError raised in one of the peer's tasks
+        errors, rest = group.split(TomError)
+        if errors is None or rest is not None:
+            raise
+        while isinstance(errors, BaseExceptionGroup):
+            errors = errors.exceptions[0]
+        raise errors from None
     return peer.exit_code
+
+
+def run_keys(args: argparse.Namespace) -> int:
+    from .keys import create_keys, file_stem
+    from .neighbors import load_neighbors
+
+    if not 1 <= args.days <= 36500:
+        raise ConfigError(f"--days must be 1..36500, got {args.days}")
+    pids = load_neighbors(args.neighbors)
+    created = create_keys(pids, args.dir, force=args.force, days=args.days)
+    for pid in pids:
+        what = "created" if pid in created else "kept"
+        print(f"{pid}: {args.dir / file_stem(pid)}.pem, .key ({what})")
+    print(f"group CA: {args.dir / 'ca.pem'}; give each peer ca.pem and its own .pem and .key, keep ca.key")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "peer":
             return run_peer(args)
+        if args.command == "keys":
+            return run_keys(args)
         if args.command == "verify":
             from analysis.verify import main as verify_main
 

@@ -20,13 +20,11 @@ from collections import deque
 
 import trio
 
-from .errors import RefusedError
-from .frames import MAX_FRAME_BYTES, FrameError, Hello, Received, Refused, Resume, encode_frame, parse_frame
+from .frames import MAX_FRAME_BYTES, FrameError, Received, encode_frame, parse_frame
 
 log = logging.getLogger("tom.links")
 
 WRITE_BATCH_BYTES = 256 * 1024
-HANDSHAKE_TIMEOUT = 5.0
 CONFIRM_EVERY = 256
 
 
@@ -244,25 +242,6 @@ def decode(raw: str | bytes):
         return parse_frame(raw.decode("utf-8"))  # type: ignore[union-attr]
     except UnicodeDecodeError:
         raise FrameError(f"not UTF-8: {raw[:40]!r}") from None
-
-
-async def expect(reader: LineReader, cls: type):
-    with trio.fail_after(HANDSHAKE_TIMEOUT):
-        raw = await reader.line()
-    frame = decode(raw)
-    if type(frame) is Refused:
-        raise RefusedError(frame.reason)
-    if type(frame) is not cls:
-        raise FrameError(f"expected {cls.__name__.upper()}, got {raw[:60]!r}")
-    return frame
-
-
-def hello_bytes(pid: str, incarnation: int) -> bytes:
-    return encode_frame(Hello(pid, incarnation))
-
-
-def resume_bytes(count: int) -> bytes:
-    return encode_frame(Resume(count))
 
 
 MAX_BACKOFF = 2.0

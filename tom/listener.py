@@ -1,7 +1,8 @@
 """The listener task: accepts connections from neighbors with smaller pids and reads their frames.
 
-Each accepted connection must open with a HELLO from a neighbor whose pid is smaller than ours (the
-smaller pid dials); anything else is logged and closed, and the peer goes on serving everyone else.
+Each accepted connection must pass `tom.handshake.accept` (a HELLO from a neighbor whose pid is smaller
+than ours, the smaller pid dials; inside mutual TLS when the group is secured); anything else is
+logged (rate-limited) and closed, and the peer goes on serving everyone else.
 """
 
 from __future__ import annotations
@@ -14,16 +15,25 @@ import trio
 
 from .errors import ConfigError, FrameError
 from .events import Connected, Disconnected, FramesIn
-from .frames import Hello, Received, Resume
-from .frames import Refused, encode_frame
-from .links import Link, LineReader, decode, expect, hello_bytes, resume_bytes
-from .pid import pid_key
+from .frames import Received
+from .handshake import HANDSHAKE_TIMEOUT, MAX_PENDING, TlsNotConfigured, accept
+from .keys import GroupKeys
+from .links import Link, LineReader, decode
 from .ratelimit import LogLimiter, held_back
 
 log = logging.getLogger("tom.listener")
 
 FAULTS = LogLimiter()  # link faults, per neighbor
 REJECTS = LogLimiter()  # rejected connections, per claimed pid or reason
+
+
+def _address(stream: trio.abc.Stream) -> str:
+    """``host:port`` of the other end of an accepted connection (for log lines)."""
+    try:
+        host, port = stream.socket.getpeername()[:2]  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return "?"
+    return f"{host}:{port}"
 
 
 async def open_listener(host: str, port: int) -> list[trio.SocketListener]:
@@ -107,41 +117,45 @@ async def listener(
     incarnation: int,
     links: dict[str, Link],
     incoming: trio.MemorySendChannel,
+    keys: GroupKeys | None = None,
     *,
     task_status=trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Accept connections on ``listeners`` for ever; report the bound port through ``task_status``."""
-    my_key = pid_key(me)
+    """Accept connections on ``listeners`` for ever; report the bound port through ``task_status``.
+    With ``keys``, only mutual-TLS connections from members (see `tom.handshake`)."""
+    pending = 0
+
+    def reject(address: str, key: str, reason: str) -> None:
+        held = REJECTS.allow(key)
+        if held is not None:
+            log.warning("rejected a connection from %s: %s%s", address, reason, held_back(held))
 
     async def handle(stream: trio.SocketStream) -> None:
-        reader = LineReader(stream)
-        try:
-            hello = await expect(reader, Hello)
-            link = links.get(hello.pid)
-            if link is None or pid_key(hello.pid) >= my_key:
-                if link is None:
-                    why = f"{hello.pid} is not in {me}'s neighbors file"
-                else:
-                    why = f"{me} dials {hello.pid}, not the other way round (do the neighbors files differ?)"
-                with trio.move_on_after(1):
-                    await stream.send_all(encode_frame(Refused(why)))
-                raise FrameError(f"refused {hello.pid}: {why}")
-            old = link.stream
-            if old is not None:
-                link.detach(old)
-                await trio.aclose_forcefully(old)
-                log.info("%s: replaced an older connection", hello.pid)
-            mine = link.meet(hello.incarnation)
-            await stream.send_all(hello_bytes(me, incarnation) + resume_bytes(mine))
-            resume = await expect(reader, Resume)
-        except (FrameError, trio.TooSlowError, trio.BrokenResourceError, OSError) as e:
-            reason = "no handshake in time" if isinstance(e, trio.TooSlowError) else str(e)
-            held = REJECTS.allow(reason if reason.startswith("refused ") else "handshake")
-            if held is not None:
-                log.warning("rejected a connection: %s%s", reason, held_back(held))
+        nonlocal pending
+        if pending >= MAX_PENDING:
+            reject(_address(stream), "busy", f"{MAX_PENDING} handshakes already under way")
             await trio.aclose_forcefully(stream)
             return
-        await run_link(link, stream, reader, resume.count, incoming)
+        pending += 1
+        address = _address(stream)  # now: the TLS layer may take the socket over
+        try:
+            with trio.fail_after(HANDSHAKE_TIMEOUT):
+                link, stream, reader, neighbor_has = await accept(stream, me, incarnation, links, keys)
+        except TlsNotConfigured as e:
+            await trio.aclose_forcefully(stream)
+            if not any(link.state == "up" for link in links.values()):
+                raise ConfigError("a neighbor opened a TLS connection: the group is secured; "
+                                  "start this peer with --keys DIR (see tom keys)") from None
+            reject(address, e.kind, str(e))
+            return
+        except (FrameError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            reason = "no handshake in time" if isinstance(e, trio.TooSlowError) else str(e)
+            reject(address, reason if reason.startswith("refused ") else getattr(e, "kind", "handshake"), reason)
+            await trio.aclose_forcefully(stream)
+            return
+        finally:
+            pending -= 1
+        await run_link(link, stream, reader, neighbor_has, incoming)
 
     async with trio.open_nursery() as nursery:
         for lst in listeners:

@@ -1,7 +1,7 @@
 """A peer process: configuration, start-up checks, and the nursery that runs the four tasks.
 
 Start-up checks run before anything binds or connects, each failing with one ConfigError line:
-neighbors file, own pid in it, output path writable, port free.
+neighbors file, own pid in it, keys (with --keys), output path writable, port free.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import trio
 from .core import Core, Timing
 from .events import LeaveGroup
 from .errors import ConfigError, OutputError
+from .keys import load_group_keys
 from .links import MAX_BACKOFF, Link
 from .listener import listener, open_listener
 from .neighbors import load_neighbors
@@ -54,6 +55,7 @@ class PeerConfig:
     timeout: float = 5.0
     leave_timeout: float = 15.0
     jitter: float = 0.0
+    keys: Path | None = None  # the group's keys folder: every link is mutual TLS (see tom.keys)
 
 
 def own_pid(cfg: PeerConfig, neighbors: list[str]) -> str:
@@ -87,6 +89,7 @@ class Peer:
         self.cfg = cfg
         self.neighbors = load_neighbors(cfg.neighbors)
         self.me = own_pid(cfg, self.neighbors)
+        self.keys = load_group_keys(cfg.keys, self.me) if cfg.keys is not None else None
         self.incarnation = time.time_ns() // 1000
         # a peer alone forms a group only after a smaller neighbor's re-dial (backing off up to
         # MAX_BACKOFF) had its chance to reach it: else a peer started late next to a running group
@@ -123,14 +126,16 @@ class Peer:
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
                 self._nursery = nursery
-                self.port = await nursery.start(listener, listeners, self.me, self.incarnation, self.links, in_tx)
+                self.port = await nursery.start(listener, listeners, self.me, self.incarnation, self.links, in_tx,
+                                                self.keys)
                 nursery.start_soon(sender, out_rx, self.me, self.incarnation, self.links, in_tx, cfg.delay,
-                                   cfg.jitter)
+                                   cfg.jitter, self.keys)
                 nursery.start_soon(processor, self.core, in_rx, out_tx, self.output,
                                    ui.on_deliver if ui else None, self._on_notice, self._on_output_error)
                 nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)
                 nursery.start_soon(self._stop_on_signal)
                 mode = "static group" if cfg.static else "joining the group"
+                mode += ", secured: mutual TLS" if self.keys else ", not secured"
                 print(f"Loaded {len(self.neighbors)} neighbors", flush=True)
                 print(f"Started to listen on {cfg.host}:{self.port}; sending messages from: {self.me} ({mode})",
                       flush=True)

@@ -13,8 +13,10 @@ import random
 import trio
 
 from .errors import FrameError, RefusedError
-from .frames import Hello, Resume, encode_frame
-from .links import Link, LineReader, backoff, expect, hello_bytes, resume_bytes
+from .frames import encode_frame
+from .handshake import HANDSHAKE_TIMEOUT, connect
+from .keys import GroupKeys
+from .links import Link, backoff
 from .listener import run_link
 from .pid import pid_key, socket_host, split_pid
 from .ratelimit import LogLimiter, held_back
@@ -26,8 +28,10 @@ REFUSALS = LogLimiter()  # refused or failed handshakes, per neighbor
 UNKNOWN = LogLimiter(60.0)  # destinations missing from the neighbors file
 
 
-async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendChannel) -> None:
-    """Keep ``link`` connected for ever: connect, handshake, read until it breaks, back off, repeat."""
+async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendChannel,
+               keys: GroupKeys | None = None) -> None:
+    """Keep ``link`` connected for ever: connect, handshake, read until it breaks, back off, repeat.
+    A neighbor that refuses plaintext (we have no keys, it has) stops the peer: PlaintextRefused."""
     host, port = socket_host(link.pid), split_pid(link.pid)[1]
     attempt = 0
     while True:
@@ -38,15 +42,9 @@ async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendC
         try:
             with trio.fail_after(CONNECT_TIMEOUT):
                 stream = await trio.open_tcp_stream(host, port)
-            reader = LineReader(stream)
-            await stream.send_all(hello_bytes(me, incarnation))
-            hello = await expect(reader, Hello)
-            if hello.pid != link.pid:
-                raise FrameError(f"{link.pid} answered as {hello.pid}")
-            mine = link.meet(hello.incarnation)
-            await stream.send_all(resume_bytes(mine))
-            resume = await expect(reader, Resume)
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError, FrameError) as e:
+            with trio.fail_after(HANDSHAKE_TIMEOUT):
+                stream, reader, neighbor_has = await connect(stream, link, me, incarnation, keys)
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, FrameError) as e:
             if stream is not None:
                 await trio.aclose_forcefully(stream)
             if isinstance(e, RefusedError):
@@ -63,7 +61,7 @@ async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendC
             continue
         link.refused = None
         began = trio.current_time()
-        await run_link(link, stream, reader, resume.count, incoming)
+        await run_link(link, stream, reader, neighbor_has, incoming)
         # a connection that ends at once (e.g. a link fault on a frame that comes again) backs off
         attempt = attempt + 1 if trio.current_time() - began < 1.0 else 0
 
@@ -76,6 +74,7 @@ async def sender(
     incoming: trio.MemorySendChannel,
     delay: float = 0.0,
     jitter: float = 0.0,
+    keys: GroupKeys | None = None,
 ) -> None:
     """Route each batch of ``(dests, frame)`` from ``outgoing`` to the links; own the link tasks.
 
@@ -87,7 +86,7 @@ async def sender(
         for link in links.values():
             nursery.start_soon(link.writer)
             if pid_key(link.pid) > my_key:
-                nursery.start_soon(dial, link, me, incarnation, incoming)
+                nursery.start_soon(dial, link, me, incarnation, incoming, keys)
         async for sends in outgoing:
             release = trio.current_time() + delay
             per_link: dict[str, list[bytes]] = {}

@@ -1,0 +1,186 @@
+"""The link handshake, both sides: what a connection must show before it may touch a link.
+
+Plain (the course's wire format): the dialler sends ``HELLO-pid-incarnation``, the listener answers
+with its own HELLO and ``RESUME-n``, the dialler with ``RESUME-n``; then frames flow.
+
+Secured (``--keys``): the same, inside mutual TLS 1.3. Invariants of `accept` (listener side):
+
+* nothing a connection sends is parsed before its TLS handshake completed with a certificate that
+  chains to the group CA; its HELLO must then claim exactly the pid that certificate names, so only
+  a member speaks, and only as itself;
+* only then may it replace the link's current connection (a reconnect), never before;
+* a plaintext connection gets one line (`TLS_REQUIRED`) and is closed;
+* the whole handshake takes at most HANDSHAKE_TIMEOUT seconds, and at most MAX_PENDING handshakes
+  run at once (the listener closes the rest at once), so a flood costs bounded CPU and memory.
+
+`connect` (dialler side) checks the same of the listener: its certificate must name the pid dialled,
+before our HELLO (which carries our incarnation) is sent. A plaintext dialler that meets a secured
+listener gets `TLS_REQUIRED` and raises PlaintextRefused (a ConfigError: the peer stops with one
+line); a plaintext listener that receives a TLS handshake raises TlsNotConfigured.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+
+import trio
+
+from .errors import ConfigError, FrameError, RefusedError
+from .frames import Hello, Refused, Resume, encode_frame
+from .keys import GroupKeys, cert_pid
+from .links import Link, LineReader, decode
+from .pid import pid_key
+
+HANDSHAKE_TIMEOUT = 5.0
+MAX_PENDING = 64
+TLS_REQUIRED = b"TOM-TLS-REQUIRED this peer accepts TLS connections only: the group is secured (--keys)\n"
+
+
+class Rejected(FrameError):
+    """A connection did not pass the handshake; ``kind`` groups the reasons for rate-limited logging."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class PlaintextRefused(ConfigError):
+    """We run without keys and a neighbor refused our plaintext connection: the group is secured."""
+
+
+class TlsNotConfigured(Rejected):
+    """We run without keys and a neighbor opened a TLS handshake: the group is secured."""
+
+
+def looks_like_tls(first: bytes) -> bool:
+    """Whether ``first`` starts a TLS handshake record (content type 22, version 3.x)."""
+    return len(first) >= 2 and first[0] == 0x16 and first[1] == 0x03
+
+
+class Replay(trio.abc.Stream):
+    """``stream``, with ``head`` (bytes already read from it) received again first."""
+
+    def __init__(self, stream: trio.abc.Stream, head: bytes) -> None:
+        self.stream, self.head = stream, head
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self.head:
+            n = len(self.head) if max_bytes is None else max_bytes
+            data, self.head = self.head[:n], self.head[n:]
+            return data
+        return await self.stream.receive_some(max_bytes)
+
+    async def send_all(self, data) -> None:
+        await self.stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+def _tls_reason(e: BaseException) -> str:
+    """What OpenSSL said, in a few words (e.g. ``certificate verify failed: unable to get local issuer``)."""
+    cause = e.__cause__ or e.__context__
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return f"certificate rejected: {cause.verify_message}"
+    if isinstance(cause, ssl.SSLError):
+        return (cause.reason or str(cause)).lower().replace("_", " ")
+    return "connection closed during the TLS handshake"
+
+
+async def _tls(stream: trio.abc.Stream, keys: GroupKeys, server_side: bool) -> tuple[trio.SSLStream, str | None]:
+    """Mutual TLS on ``stream``; return it and the pid the other side's (verified) certificate names."""
+    ctx = keys.server if server_side else keys.client
+    tls = trio.SSLStream(stream, ctx, server_side=server_side)
+    try:
+        await tls.do_handshake()
+    except trio.BrokenResourceError as e:
+        raise Rejected("tls", f"TLS handshake failed: {_tls_reason(e)}") from None
+    return tls, cert_pid(tls.getpeercert() or {})
+
+
+async def _expect(reader: LineReader, cls: type):
+    raw = await reader.line()
+    if raw.startswith(TLS_REQUIRED[:16]):
+        raise PlaintextRefused("the group is secured: its peers accept TLS connections only; "
+                               "start this peer with --keys DIR (see tom keys)")
+    frame = decode(raw)
+    if type(frame) is Refused:
+        raise RefusedError(frame.reason)
+    if type(frame) is not cls:
+        raise Rejected("frame", f"expected {cls.__name__.upper()}, got {raw[:60]!r}")
+    return frame
+
+
+def hello_bytes(pid: str, incarnation: int) -> bytes:
+    return encode_frame(Hello(pid, incarnation))
+
+
+def resume_bytes(count: int) -> bytes:
+    return encode_frame(Resume(count))
+
+
+async def accept(stream: trio.abc.Stream, me: str, incarnation: int, links: dict[str, Link],
+                 keys: GroupKeys | None) -> tuple[Link, trio.abc.Stream, LineReader, int]:
+    """The listener's side (see the module docstring): return the link, the (TLS) stream, its reader and
+    how many of our frames the neighbor has. Raises Rejected (or FrameError) on anything else."""
+    first = await stream.receive_some(4096)
+    if not first:
+        raise Rejected("closed", "connection closed during the handshake")
+    tls = looks_like_tls(first)
+    stream = Replay(stream, first)
+    named = None
+    if keys is not None:
+        if not tls:
+            with trio.move_on_after(1.0):
+                await stream.send_all(TLS_REQUIRED)
+            raise Rejected("plaintext", "plaintext connection refused (this peer accepts TLS only)")
+        stream, named = await _tls(stream, keys, server_side=True)
+        if named is None:
+            raise Rejected("tls", "the certificate names no TOM peer")
+    elif tls:
+        raise TlsNotConfigured("tls", "a TLS handshake: the group is secured but this peer runs without --keys")
+    reader = LineReader(stream)
+    hello = await _expect(reader, Hello)
+    if keys is not None and hello.pid != named:
+        raise Rejected("identity", f"HELLO as {hello.pid} with the certificate of {named}")
+    link = links.get(hello.pid)
+    if link is None or pid_key(hello.pid) >= pid_key(me):
+        if link is None:
+            why = f"{hello.pid} is not in {me}'s neighbors file"
+        else:
+            why = f"{me} dials {hello.pid}, not the other way round (do the neighbors files differ?)"
+        with trio.move_on_after(1):
+            await stream.send_all(encode_frame(Refused(why)))
+        raise Rejected("refused", f"refused {hello.pid}: {why}")
+    old = link.stream
+    if old is not None:  # the neighbor reconnected (authenticated, when secured): the new one wins
+        link.detach(old)
+        await trio.aclose_forcefully(old)
+        logging.getLogger("tom.listener").info("%s: replaced an older connection", hello.pid)
+    mine = link.meet(hello.incarnation)
+    await stream.send_all(hello_bytes(me, incarnation) + resume_bytes(mine))
+    resume = await _expect(reader, Resume)
+    return link, stream, reader, resume.count
+
+
+async def connect(stream: trio.abc.Stream, link: Link, me: str, incarnation: int,
+                  keys: GroupKeys | None) -> tuple[trio.abc.Stream, LineReader, int]:
+    """The dialler's side: return the (TLS) stream, its reader and how many of our frames the neighbor
+    has. Raises Rejected (or FrameError) on a failed handshake, PlaintextRefused if we need keys."""
+    if keys is not None:
+        stream, named = await _tls(stream, keys, server_side=False)
+        if named != link.pid:
+            raise Rejected("identity", f"answered with the certificate of {named or 'no TOM peer'}")
+    reader = LineReader(stream)
+    await stream.send_all(hello_bytes(me, incarnation))
+    hello = await _expect(reader, Hello)
+    if hello.pid != link.pid:
+        raise Rejected("identity", f"answered as {hello.pid}")
+    mine = link.meet(hello.incarnation)
+    await stream.send_all(resume_bytes(mine))
+    resume = await _expect(reader, Resume)
+    return stream, reader, resume.count
