@@ -1,4 +1,7 @@
-"""Helpers to run real `tom peer` processes on loopback from tests; every process is stopped after."""
+"""Helpers to run real `tom peer` processes on loopback from tests; every process is stopped after.
+
+Groups are secured (``--keys``, mutual TLS) unless a test asks for the plain protocol (``secure=False``).
+"""
 
 from __future__ import annotations
 
@@ -48,6 +51,14 @@ def write_neighbors(path: Path, ports: list[int]) -> Path:
     return path
 
 
+def make_keys(folder: Path, ports: list[int]) -> Path:
+    """The group credentials (as `tom keys` makes them) for loopback peers on ``ports``."""
+    from tom.keys import create_keys
+
+    create_keys([f"127.0.0.1:{p}" for p in ports], folder)
+    return folder
+
+
 def tom_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "tom", *args]
 
@@ -55,10 +66,11 @@ def tom_cmd(*args: str) -> list[str]:
 class PeerProcs:
     """A group of headless peers started with Popen; use as a context manager."""
 
-    def __init__(self, tmp: Path, n: int, delay: float = 0.0) -> None:
+    def __init__(self, tmp: Path, n: int, delay: float = 0.0, secure: bool = True) -> None:
         self.tmp = tmp
         self.ports = free_ports(n)
         self.neighbors = write_neighbors(tmp / "neighbors.txt", self.ports)
+        self.keys = make_keys(tmp / "keys", self.ports) if secure else None
         self.outputs = [tmp / f"out-{p}.jsonl" for p in self.ports]
         self.logs = [tmp / f"log-{p}.txt" for p in self.ports]
         self.delay = delay
@@ -68,6 +80,8 @@ class PeerProcs:
         for port, out, log in zip(self.ports, self.outputs, self.logs):
             cmd = tom_cmd("peer", str(self.neighbors), str(out), str(port), "--host", "127.0.0.1",
                           "--no-ui", "--delay", str(self.delay))
+            if self.keys is not None:
+                cmd += ["--keys", str(self.keys)]
             self.procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=open(log, "wb"),
                                                stderr=subprocess.STDOUT))
         self.wait_listening()

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from procs import free_ports, tom_cmd, write_neighbors
+from procs import free_ports, make_keys, tom_cmd, write_neighbors
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
@@ -43,13 +43,15 @@ class Tmux:
 def test_type_a_message_ask_status_and_quit(tmp_path):
     ports = free_ports(2)
     nb = write_neighbors(tmp_path / "nb.txt", ports)
+    keys = make_keys(tmp_path / "keys", ports)
     out_a, out_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     other = subprocess.Popen(tom_cmd("peer", str(nb), str(out_b), str(ports[1]), "--host", "127.0.0.1",
-                                     "--no-ui"), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                                     "--no-ui", "--keys", str(keys)), stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tmux = Tmux()
     try:
-        cmd = " ".join(tom_cmd("peer", str(nb), str(out_a), str(ports[0]), "--host", "127.0.0.1"))
+        cmd = " ".join(tom_cmd("peer", str(nb), str(out_a), str(ports[0]), "--host", "127.0.0.1", "--keys",
+                               str(keys)))
         tmux.run("new-session", "-d", "-s", "ui", "-x", "150", "-y", "50", cmd)
         tmux.wait_for("Choose what to do")
         tmux.wait_for("connected")

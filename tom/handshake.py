@@ -87,6 +87,8 @@ def _tls_reason(e: BaseException) -> str:
     if isinstance(cause, ssl.SSLCertVerificationError):
         return f"certificate rejected: {cause.verify_message}"
     if isinstance(cause, ssl.SSLError):
+        if cause.reason == "UNEXPECTED_EOF_WHILE_READING":
+            return "the other side closed the connection (does it run without --keys?)"
         return (cause.reason or str(cause)).lower().replace("_", " ")
     return "connection closed during the TLS handshake"
 

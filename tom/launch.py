@@ -1,7 +1,8 @@
 """Launch every local peer of a neighbors file: in tmux panes, or headless with a generated workload.
 
-Headless runs keep everything under ``runs/<timestamp>/``: the neighbors file used, one workload and one
-log and one output file per peer, and the verifier's report. A run waits until every message is
+Headless runs keep everything under ``runs/<timestamp>/``: the neighbors file used, the group's keys
+(``keys/``, unless ``--insecure``), one workload and one log and one output file per peer, and the
+verifier's report. A run waits until every message is
 delivered at every peer (or a deadline), stops the peers with SIGTERM, then runs the Spark verifier.
 """
 
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .errors import ConfigError, TomError
+from .keys import create_keys
 from .neighbors import load_neighbors
 from .pid import split_pid
 
@@ -55,9 +57,11 @@ def make_workload(peers: list[str], messages: int, seed: int) -> dict[str, list[
 
 
 def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool,
-                 jitter: float = 0.0) -> list[str]:
+                 jitter: float = 0.0, keys: Path | None = None) -> list[str]:
     host, port = split_pid(pid)
     cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(output), str(port), "--host", host.strip("[]")]
+    if keys is not None:
+        cmd += ["--keys", str(keys)]
     if delay:
         cmd += ["--delay", str(delay)]
     if jitter:
@@ -68,13 +72,13 @@ def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless
 
 
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
-                jitter: float = 0.0) -> int:
+                jitter: float = 0.0, keys: Path | None = None) -> int:
     """One tmux window split in one pane per peer, each running `tom peer` with its terminal UI."""
     if shutil.which("tmux") is None:
         raise ConfigError("tmux is not installed (apt-get install tmux), or use --messages for a headless run")
     session = f"tom-{run_dir.name}"
-    cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False, jitter))
-            for p in peers]
+    cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False, jitter,
+                                    keys)) for p in peers]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", cmds[0]], check=True)
     for cmd in cmds[1:]:
         subprocess.run(["tmux", "split-window", "-t", session, cmd], check=True)
@@ -155,6 +159,7 @@ class HeadlessRun:
     deadline: float
     chaos: Chaos = field(default_factory=Chaos)
     jitter: float = 0.0
+    keys: Path | None = None  # the group's keys folder (secured), or None (plain)
     killed_at: float | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     stdin_open: dict[str, bool] = field(default_factory=dict)
@@ -170,7 +175,7 @@ class HeadlessRun:
         for pid in pids:
             log = open(self.log(pid), "ab")
             self.procs[pid] = subprocess.Popen(
-                peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter),
+                peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter, self.keys),
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
             self.stdin_open[pid] = True
         end = time.monotonic() + 20
@@ -371,6 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=Path, default=Path("runs"), help="folder for run folders (default runs/)")
     p.add_argument("--no-verify", action="store_true", help="skip the Spark verification")
     p.add_argument("--no-attach", action="store_true", help="tmux mode: do not attach")
+    p.add_argument("--insecure", action="store_true",
+                   help="plain TCP, the course's protocol (default: a closed group, keys made in the run folder)")
     chaos = p.add_argument_group("chaos (headless runs; each takes a port or host:port of the neighbors file)")
     chaos.add_argument("--kill", metavar="PEER", help="SIGKILL this peer at 30%% of the workload")
     chaos.add_argument("--pause", metavar="PEER", help="SIGSTOP this peer for --pause-for seconds at 40%%")
@@ -404,8 +411,12 @@ def main(argv: list[str] | None = None) -> int:
         run_dir.mkdir(parents=True)
         neighbors = run_dir / "neighbors.txt"
         shutil.copyfile(args.neighbors, neighbors)
+        keys = None
+        if not args.insecure:
+            keys = run_dir / "keys"
+            create_keys(load_neighbors(neighbors), keys)
         if args.messages <= 0:
-            return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter)
+            return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter, keys)
         chaos = Chaos(pick(peers, args.kill, "--kill"), pick(peers, args.pause, "--pause"),
                       pick(peers, args.join_late, "--join-late"), pick(peers, args.leave, "--leave"),
                       args.pause_for)
@@ -415,9 +426,10 @@ def main(argv: list[str] | None = None) -> int:
         if len(set(roles)) != len(roles):
             raise ConfigError("give each chaos role to a different peer")
         run = HeadlessRun(neighbors, peers, run_dir, args.messages, args.rate, args.delay, args.seed,
-                          args.deadline, chaos, args.jitter)
+                          args.deadline, chaos, args.jitter, keys)
         console.print(f"run folder: [bold]{run_dir}[/] — {len(peers)} peers × {args.messages} messages, "
-                      f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}")
+                      f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}, "
+                      + ("plain TCP (--insecure)" if keys is None else "secured (mutual TLS, keys in the run folder)"))
         try:
             run.start()
             complete = run.drive()

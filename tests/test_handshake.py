@@ -1,0 +1,189 @@
+"""The link handshake on in-memory streams, plain and secured: who is let in, as whom, and when."""
+
+import datetime
+import ssl
+
+import pytest
+import trio
+import trio.testing
+
+from tom.errors import ConfigError
+from tom.handshake import TLS_REQUIRED, PlaintextRefused, Rejected, TlsNotConfigured, accept, connect
+from tom.keys import (GroupKeys, _context, _read_cert, _read_key, create_keys, load_group_keys, make_peer_cert,
+                      write_peer)
+from tom.links import Link
+
+DIALER, LISTENER, OTHER = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:4999"
+PIDS = [OTHER, DIALER, LISTENER]
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("keys")
+    create_keys(PIDS, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def strangers(tmp_path_factory):
+    """Another group's CA, with certificates for the very same pids."""
+    folder = tmp_path_factory.mktemp("strangers")
+    create_keys(PIDS, folder)
+    return folder
+
+
+async def run_pair(dialer_keys, listener_keys, links=None, dialer_pid=DIALER, dialled=LISTENER):
+    """Run `connect` and `accept` against each other; return (dialer outcome, listener outcome), each the
+    result or the exception raised."""
+    ours, theirs = trio.testing.memory_stream_pair()
+    links = links if links is not None else {DIALER: Link(DIALER), OTHER: Link(OTHER)}
+    out = {}
+
+    async def side(name, fn):
+        try:
+            with trio.fail_after(10):
+                out[name] = await fn()
+        except Exception as e:  # the outcome under test
+            out[name] = e
+        finally:
+            await trio.aclose_forcefully(ours if name == "dialer" else theirs)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(side, "dialer", lambda: connect(ours, Link(dialled), dialer_pid, 7, dialer_keys))
+        nursery.start_soon(side, "listener", lambda: accept(theirs, LISTENER, 9, links, listener_keys))
+    return out["dialer"], out["listener"]
+
+
+async def test_members_meet_over_tls_and_frames_flow(group):
+    links = {DIALER: Link(DIALER)}
+    ours, theirs = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        got = {}
+
+        async def listen():
+            got["l"] = await accept(theirs, LISTENER, 9, links, load_group_keys(group, LISTENER))
+
+        nursery.start_soon(listen)
+        stream, reader, has = await connect(ours, Link(LISTENER), DIALER, 7, load_group_keys(group, DIALER))
+    link, lstream, lreader, lhas = got["l"]
+    assert (link.pid, link.incarnation, has, lhas) == (DIALER, 7, 0, 0)
+    assert isinstance(stream, trio.SSLStream) and stream.version() == "TLSv1.3"
+    await stream.send_all(b"MESSAGE-1-127.0.0.1:5000-hi\n")
+    assert await lreader.chunk() == ["MESSAGE-1-127.0.0.1:5000-hi"]
+
+
+async def test_plain_handshake_still_works():
+    dialer, listener = await run_pair(None, None)
+    assert not isinstance(dialer, Exception) and not isinstance(listener, Exception), (dialer, listener)
+    assert listener[0].pid == DIALER and listener[0].incarnation == 7
+
+
+async def test_a_certificate_from_another_ca_is_refused_both_ways(group, strangers):
+    dialer, listener = await run_pair(load_group_keys(strangers, DIALER), load_group_keys(group, LISTENER))
+    assert isinstance(listener, Rejected) and "TLS handshake failed" in str(listener), listener
+    assert isinstance(dialer, Exception)
+    dialer, listener = await run_pair(load_group_keys(group, DIALER), load_group_keys(strangers, LISTENER))
+    assert isinstance(dialer, Rejected) and "certificate rejected" in str(dialer), dialer
+    assert isinstance(listener, Exception)
+
+
+async def test_a_member_cannot_speak_as_another(group):
+    """OTHER's certificate, a HELLO claiming DIALER: refused, and DIALER's live link is not touched."""
+    live, _ = trio.testing.memory_stream_pair()
+    links = {DIALER: Link(DIALER), OTHER: Link(OTHER)}
+    links[DIALER].attach(live, 0, 0.0)
+    dialer, listener = await run_pair(load_group_keys(group, OTHER), load_group_keys(group, LISTENER), links,
+                                      dialer_pid=DIALER)
+    assert isinstance(listener, Rejected) and listener.kind == "identity", listener
+    assert "HELLO as 127.0.0.1:5000 with the certificate of 127.0.0.1:4999" in str(listener)
+    assert links[DIALER].stream is live and links[DIALER].incarnation is None
+
+
+async def test_the_dialer_checks_whom_it_reached(group):
+    """We dial LISTENER, and the one answering holds OTHER's certificate: our HELLO is never sent."""
+    ours, theirs = trio.testing.memory_stream_pair()
+    seen = bytearray()
+
+    async def impostor():
+        tls = trio.SSLStream(theirs, load_group_keys(group, OTHER).server, server_side=True)
+        try:
+            await tls.do_handshake()
+            while data := await tls.receive_some():
+                seen.extend(data)
+        except trio.BrokenResourceError:
+            pass
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(impostor)
+        with pytest.raises(Rejected, match="certificate of 127.0.0.1:4999"):
+            await connect(ours, Link(LISTENER), DIALER, 7, load_group_keys(group, DIALER))
+        await ours.aclose()
+    assert b"HELLO" not in seen
+
+
+async def test_an_expired_certificate_is_refused(group, tmp_path):
+    long_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=400)
+    ca_cert, ca_key = _read_cert(group / "ca.pem", "ca"), _read_key(group / "ca.key", "ca key")
+    cert, key = make_peer_cert(DIALER, ca_cert, ca_key, days=30, now=long_ago)
+    (tmp_path / "ca.pem").write_bytes((group / "ca.pem").read_bytes())
+    write_peer(tmp_path, DIALER, cert, key)
+    with pytest.raises(ConfigError, match="valid only from"):
+        load_group_keys(tmp_path, DIALER)  # at start-up: one line
+    files = (group / "ca.pem", tmp_path / "127.0.0.1_5000.pem", tmp_path / "127.0.0.1_5000.key")
+    old = GroupKeys(DIALER, _context(ssl.PROTOCOL_TLS_SERVER, *files), _context(ssl.PROTOCOL_TLS_CLIENT, *files))
+    dialer, listener = await run_pair(old, load_group_keys(group, LISTENER))
+    assert isinstance(listener, Rejected) and "expired" in str(listener), listener
+
+
+async def test_plaintext_meets_a_secured_listener(group):
+    """A plaintext HELLO gets the one refusal line; the plaintext dialer stops with a ConfigError."""
+    dialer, listener = await run_pair(None, load_group_keys(group, LISTENER))
+    assert isinstance(listener, Rejected) and listener.kind == "plaintext"
+    assert isinstance(dialer, PlaintextRefused) and isinstance(dialer, ConfigError)
+
+
+async def test_tls_meets_a_plaintext_listener(group):
+    dialer, listener = await run_pair(load_group_keys(group, DIALER), None)
+    assert isinstance(listener, TlsNotConfigured)
+    assert isinstance(dialer, Rejected) and "without --keys" in str(dialer), dialer
+
+
+async def test_forged_lines_reach_nothing_on_a_secured_listener(group):
+    """HELLO lines and frames in clear: refused before any is parsed; no link changes."""
+    ours, theirs = trio.testing.memory_stream_pair()
+    live, _ = trio.testing.memory_stream_pair()
+    links = {DIALER: Link(DIALER)}
+    links[DIALER].attach(live, 0, 0.0)
+    links[DIALER].meet(42)
+    await ours.send_all(b"HELLO-127.0.0.1:5000-43\nRESUME-0\nMESSAGE-9-127.0.0.1:5000-INJECTED\n")
+    with pytest.raises(Rejected):
+        await accept(theirs, LISTENER, 9, links, load_group_keys(group, LISTENER))
+    assert await ours.receive_some() == TLS_REQUIRED
+    assert links[DIALER].stream is live and links[DIALER].incarnation == 42
+
+
+def test_load_refuses_wrong_files(group, strangers, tmp_path):
+    with pytest.raises(ConfigError, match="keys folder not found"):
+        load_group_keys(tmp_path / "none", DIALER)
+    with pytest.raises(ConfigError, match="certificate of 127.0.0.1:6000 not found"):
+        load_group_keys(group, "127.0.0.1:6000")
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "ca.pem").write_bytes((group / "ca.pem").read_bytes())
+    for suffix in (".pem", ".key"):  # a certificate from the other group
+        (mixed / f"127.0.0.1_5000{suffix}").write_bytes((strangers / f"127.0.0.1_5000{suffix}").read_bytes())
+    (mixed / "127.0.0.1_5000.key").chmod(0o600)
+    with pytest.raises(ConfigError, match="not issued by the group CA"):
+        load_group_keys(mixed, DIALER)
+    (mixed / "127.0.0.1_5001.pem").write_bytes((group / "127.0.0.1_5000.pem").read_bytes())  # another pid's
+    (mixed / "127.0.0.1_5001.key").write_bytes((group / "127.0.0.1_5000.key").read_bytes())
+    (mixed / "127.0.0.1_5001.key").chmod(0o600)
+    with pytest.raises(ConfigError, match="for 127.0.0.1:5000, not for 127.0.0.1:5001"):
+        load_group_keys(mixed, LISTENER)
+    (mixed / "127.0.0.1_5000.key").chmod(0o644)
+    with pytest.raises(ConfigError, match="readable by others"):
+        load_group_keys(mixed, DIALER)
+    (mixed / "127.0.0.1_5000.key").write_text("not a key")
+    (mixed / "127.0.0.1_5000.key").chmod(0o600)
+    with pytest.raises(ConfigError, match="not an unencrypted PEM private key"):
+        load_group_keys(mixed, DIALER)
