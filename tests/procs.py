@@ -66,11 +66,14 @@ def tom_cmd(*args: str) -> list[str]:
 class PeerProcs:
     """A group of headless peers started with Popen; use as a context manager."""
 
-    def __init__(self, tmp: Path, n: int, delay: float = 0.0, secure: bool = True) -> None:
+    def __init__(self, tmp: Path, n: int, delay: float = 0.0, secure: bool = True,
+                 ports: list[int] | None = None, everyone: list[int] | None = None) -> None:
+        """``n`` peers on ``ports`` (default: free ones); the neighbors file (and the keys) list
+        ``everyone`` (default: just them)."""
         self.tmp = tmp
-        self.ports = free_ports(n)
-        self.neighbors = write_neighbors(tmp / "neighbors.txt", self.ports)
-        self.keys = make_keys(tmp / "keys", self.ports) if secure else None
+        self.ports = ports if ports is not None else free_ports(n)
+        self.neighbors = write_neighbors(tmp / "neighbors.txt", everyone or self.ports)
+        self.keys = make_keys(tmp / "keys", everyone or self.ports) if secure else None
         self.outputs = [tmp / f"out-{p}.jsonl" for p in self.ports]
         self.logs = [tmp / f"log-{p}.txt" for p in self.ports]
         self.delay = delay
