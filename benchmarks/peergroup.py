@@ -130,6 +130,7 @@ class Group:
     workdir: Path
     src: Path | None = None  # run the peers' tom package from this source tree (e.g. a git worktree)
     delay: float = 0.0  # tom peer --delay
+    secure: bool = False  # a closed group: keys made in ``workdir/keys``, every peer runs with --keys
     peers: list[Peer] = field(default_factory=list)
 
     def __enter__(self) -> Group:
@@ -148,6 +149,11 @@ class Group:
         ports = sorted(free_ports(self.n))
         neighbors = self.workdir / "neighbors"
         neighbors.write_text("".join(f"{HOST}:{p}\n" for p in ports))
+        keys = self.workdir / "keys"
+        if self.secure:
+            from tom.keys import create_keys
+
+            create_keys([f"{HOST}:{p}" for p in ports], keys)
         env = dict(os.environ)
         if self.src is not None:
             env["PYTHONPATH"] = str(self.src) + os.pathsep + env.get("PYTHONPATH", "")
@@ -158,6 +164,8 @@ class Group:
                    "--host", HOST, "--no-ui"]
             if self.delay:
                 cmd += ["--delay", str(self.delay)]
+            if self.secure:
+                cmd += ["--keys", str(keys)]
             counter = self.counter_type(out)  # before the process: nothing may fail between start and record
             with open(log, "wb") as logf:
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,

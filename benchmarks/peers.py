@@ -1,6 +1,7 @@
 """Benchmark TOM peers as real processes on loopback.
 
-For each group size (default 3 and 5 peers) two scenarios run, each on a fresh group:
+For each group size (default 3 and 5 peers) and each mode (plain TCP, and a secured group: ``--keys``,
+mutual TLS 1.3) two scenarios run, each on a fresh group:
 
 * throughput: every peer gets N messages on its stdin as fast as the pipe takes them (or, with
   ``--window W``, at most W messages per peer in flight in the group). Figures: multicasts delivered
@@ -19,7 +20,10 @@ lives in a temporary directory and on 127.0.0.1.
 ``--profile`` records a py-spy profile (raw collapsed stacks) of one peer during the throughput run
 and prints the functions that cost the most (self and inclusive share of the samples).
 
-Run: ``scripts/bench [--peers 3,5] [--messages N] [--window W] [--light N] [--profile]``.
+The closing lines compare secured with plain: throughput ratio and light-load p50 difference.
+
+Run: ``scripts/bench [--peers 3,5] [--messages N] [--window W] [--light N] [--security both|plain|secured]
+[--profile]``.
 """
 
 from __future__ import annotations
@@ -249,9 +253,9 @@ def summarize_profile(raw: Path, top: int = 25) -> None:
 
 
 def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: float,
-               profile: Path | None, rate: int, src: Path | None = None) -> dict:
+               profile: Path | None, rate: int, src: Path | None = None, secure: bool = False) -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure) as group:
         group.warm_up(deadline)
         base = n  # warm-up deliveries
         total = n * per_peer
@@ -324,9 +328,9 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
 
 
 def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None = None,
-          profile: Path | None = None, rate: int = 250) -> dict:
+          profile: Path | None = None, rate: int = 250, secure: bool = False) -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure) as group:
         group.warm_up(deadline)
         spy = start_profiler(group.peers[0].proc.pid, profile, rate) if profile else None
         expected = n
@@ -407,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second (default 250)")
     ap.add_argument("--src", type=Path, help="run the peers' tom package from this source tree (e.g. a git "
                                               "worktree of another commit) instead of the installed one")
+    ap.add_argument("--security", choices=["both", "plain", "secured"], default="both",
+                    help="run plain groups, secured ones (--keys, mutual TLS), or both for comparison (default)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (outputs, logs, profiles)")
     args = ap.parse_args(argv)
     try:
@@ -431,25 +437,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")
     rows = []
     status = 0
+    modes = {"both": ["plain", "secured"], "plain": ["plain"], "secured": ["secured"]}[args.security]
     try:
         for n in sizes:
             per_peer = args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
-            row = {"n": n}
-            if args.only in (None, "throughput"):
-                what = f"window {args.window}/peer" if args.window else "unbounded"
-                print(f"\n[{n} peers] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
-                prof = tmp / f"profile-{n}p.txt" if args.profile else None
-                row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{n}", args.deadline,
-                                                        prof, args.rate, args.src),
-                                     lambda t: print_throughput(t, n), prof, top=25)
-            if args.only in (None, "light"):
-                print(f"[{n} peers] light load: {args.light} messages, one at a time ...", flush=True)
-                lprof = tmp / f"profile-light-{n}p.txt" if args.profile else None
-                row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{n}", args.deadline, args.src,
-                                                   lprof, args.rate),
-                                     print_light, lprof, top=15)
-            status |= 0 if all(r and r["ok"] for k, r in row.items() if k != "n") else 1
-            rows.append(row)
+            for mode in modes:
+                secure = mode == "secured"
+                row = {"n": n, "mode": mode}
+                tag = f"{n}{mode[0]}"
+                if args.only in (None, "throughput"):
+                    what = f"window {args.window}/peer" if args.window else "unbounded"
+                    print(f"\n[{n} peers, {mode}] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
+                    prof = tmp / f"profile-{tag}.txt" if args.profile else None
+                    row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}", args.deadline,
+                                                            prof, args.rate, args.src, secure),
+                                         lambda t: print_throughput(t, n), prof, top=25)
+                if args.only in (None, "light"):
+                    print(f"[{n} peers, {mode}] light load: {args.light} messages, one at a time ...", flush=True)
+                    lprof = tmp / f"profile-light-{tag}.txt" if args.profile else None
+                    row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{tag}", args.deadline, args.src,
+                                                       lprof, args.rate, secure),
+                                         print_light, lprof, top=15)
+                status |= 0 if all(r and r["ok"] for k, r in row.items() if k in ("tp", "lt")) else 1
+                rows.append(row)
     except KeyboardInterrupt:
         print("\ninterrupted: peers stopped")
         return 130
@@ -459,14 +469,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    print("\n" + "=" * 117)
-    print(f"{'peers':>5} | {'msgs/peer':>9} | {'multicasts/s':>12} | {'load p50 ms':>11} | {'load p99 ms':>11} | "
-          f"{'light p50 ms':>12} | {'light p99 ms':>12} | {'CPU us/mc/peer':>14} | order")
-    print("-" * 117)
+    print("\n" + "=" * 127)
+    print(f"{'peers':>5} | {'mode':>7} | {'msgs/peer':>9} | {'multicasts/s':>12} | {'load p50 ms':>11} | "
+          f"{'load p99 ms':>11} | {'light p50 ms':>12} | {'light p99 ms':>12} | {'CPU us/mc/peer':>14} | order")
+    print("-" * 127)
     for row in rows:
         t, lt = row.get("tp"), row.get("lt")
         n = row["n"]
-        cells = [f"{n:>5}"]
+        cells = [f"{n:>5}", f"{row['mode']:>7}"]
         cells.append(f"{(args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)) if 'tp' in row else '-':>9}")
         cells.append(f"{t['rate']:>12,.0f}" if t else f"{'-' if 'tp' not in row else 'FAILED':>12}")
         cells.append(f"{ms(t['p50']):>11}" if t else f"{'-':>11}")
@@ -478,6 +488,20 @@ def main(argv: list[str] | None = None) -> int:
         failed = ("tp" in row and t is None) or ("lt" in row and lt is None)
         cells.append("FAILED" if failed else ("OK" if all(oks) else "MISMATCH"))
         print(" | ".join(cells))
+    for n in sizes:
+        both = {r["mode"]: r for r in rows if r["n"] == n}
+        if len(both) < 2:
+            continue
+        plain, secured = both["plain"], both["secured"]
+        parts = []
+        if plain.get("tp") and secured.get("tp"):
+            parts.append(f"throughput {100 * secured['tp']['rate'] / plain['tp']['rate']:.0f}% of plain "
+                         f"(goal >= 75%)")
+        if plain.get("lt") and secured.get("lt"):
+            parts.append(f"light-load p50 {1000 * (secured['lt']['p50'] - plain['lt']['p50']):+.3f} ms "
+                         f"(goal within 0.2 ms)")
+        if parts:
+            print(f"secured vs plain, {n} peers: " + "; ".join(parts))
     print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
     return status
 

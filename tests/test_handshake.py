@@ -12,6 +12,7 @@ from tom.handshake import TLS_REQUIRED, PlaintextRefused, Rejected, TlsNotConfig
 from tom.keys import (GroupKeys, _context, _read_cert, _read_key, create_keys, load_group_keys, make_peer_cert,
                       write_peer)
 from tom.links import Link
+from tom.tlsstream import TlsSocketStream
 
 DIALER, LISTENER, OTHER = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:4999"
 PIDS = [OTHER, DIALER, LISTENER]
@@ -187,3 +188,33 @@ def test_load_refuses_wrong_files(group, strangers, tmp_path):
     (mixed / "127.0.0.1_5000.key").chmod(0o600)
     with pytest.raises(ConfigError, match="not an unencrypted PEM private key"):
         load_group_keys(mixed, DIALER)
+
+
+async def test_over_real_sockets_tls_is_done_by_the_socket_stream(group):
+    """On TCP sockets the TLS runs in `TlsSocketStream` (OpenSSL on the socket): a 4 MB burst (the writer
+    waits for the socket many times) arrives whole and in order; a closed side reads as the end."""
+    (lst,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = lst.socket.getsockname()[1]
+    links = {DIALER: Link(DIALER)}
+    burst = b"".join(f"MESSAGE-{i}-127.0.0.1:5000-{'x' * 40}\n".encode() for i in range(70000))
+    got = bytearray()
+    async with lst, trio.open_nursery() as nursery:
+        async def serve():
+            raw = await lst.accept()
+            link, stream, reader, _ = await accept(raw, LISTENER, 9, links, load_group_keys(group, LISTENER))
+            assert isinstance(stream, TlsSocketStream) and link.pid == DIALER
+            got.extend(reader.pending)
+            while data := await stream.receive_some(65536):
+                got.extend(data)
+            await stream.aclose()
+
+        nursery.start_soon(serve)
+        raw = await trio.open_tcp_stream("127.0.0.1", port)
+        stream, _, _ = await connect(raw, Link(LISTENER), DIALER, 7, load_group_keys(group, DIALER))
+        assert isinstance(stream, TlsSocketStream) and stream.version() == "TLSv1.3"
+        with trio.fail_after(30):
+            await stream.send_all(burst)
+            await stream.aclose()
+    assert bytes(got) == burst
+    with pytest.raises(trio.ClosedResourceError):
+        await stream.send_all(b"x")

@@ -3,7 +3,8 @@
 Plain (the course's wire format): the dialler sends ``HELLO-pid-incarnation``, the listener answers
 with its own HELLO and ``RESUME-n``, the dialler with ``RESUME-n``; then frames flow.
 
-Secured (``--keys``): the same, inside mutual TLS 1.3. Invariants of `accept` (listener side):
+Secured (``--keys``): the same, inside mutual TLS 1.3 (`tom.tlsstream` on sockets, `trio.SSLStream`
+on other streams). Invariants of `accept` (listener side):
 
 * nothing a connection sends is parsed before its TLS handshake completed with a certificate that
   chains to the group CA; its HELLO must then claim exactly the pid that certificate names, so only
@@ -22,6 +23,7 @@ line); a plaintext listener that receives a TLS handshake raises TlsNotConfigure
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 
 import trio
@@ -31,6 +33,7 @@ from .frames import Hello, Refused, Resume, encode_frame
 from .keys import GroupKeys, cert_pid
 from .links import Link, LineReader, decode
 from .pid import pid_key
+from .tlsstream import TlsSocketStream
 
 HANDSHAKE_TIMEOUT = 5.0
 MAX_PENDING = 64
@@ -54,8 +57,8 @@ class TlsNotConfigured(Rejected):
 
 
 def looks_like_tls(first: bytes) -> bool:
-    """Whether ``first`` starts a TLS handshake record (content type 22, version 3.x)."""
-    return len(first) >= 2 and first[0] == 0x16 and first[1] == 0x03
+    """Whether ``first`` (one byte or more) starts a TLS handshake record (content type 22, version 3.x)."""
+    return first[:1] == b"\x16" and first[1:2] in (b"", b"\x03")
 
 
 class Replay(trio.abc.Stream):
@@ -84,6 +87,8 @@ class Replay(trio.abc.Stream):
 def _tls_reason(e: BaseException) -> str:
     """What OpenSSL said, in a few words (e.g. ``certificate verify failed: unable to get local issuer``)."""
     cause = e.__cause__ or e.__context__
+    if isinstance(cause, trio.BrokenResourceError):  # TlsSocketStream's, around the ssl error
+        cause = cause.__cause__
     if isinstance(cause, ssl.SSLCertVerificationError):
         return f"certificate rejected: {cause.verify_message}"
     if isinstance(cause, ssl.SSLError):
@@ -93,15 +98,33 @@ def _tls_reason(e: BaseException) -> str:
     return "connection closed during the TLS handshake"
 
 
-async def _tls(stream: trio.abc.Stream, keys: GroupKeys, server_side: bool) -> tuple[trio.SSLStream, str | None]:
-    """Mutual TLS on ``stream``; return it and the pid the other side's (verified) certificate names."""
+async def _tls(stream: trio.abc.Stream, keys: GroupKeys, server_side: bool
+               ) -> tuple[TlsSocketStream | trio.SSLStream, str | None]:
+    """Mutual TLS on ``stream``; return it and the pid the other side's (verified) certificate names.
+    On failure the TLS stream is closed here (it owns the socket)."""
     ctx = keys.server if server_side else keys.client
-    tls = trio.SSLStream(stream, ctx, server_side=server_side)
+    tls: TlsSocketStream | trio.SSLStream
+    if isinstance(stream, trio.SocketStream):
+        tls = TlsSocketStream.wrap(stream, ctx, server_side)  # the fast path, see tom.tlsstream
+    else:
+        tls = trio.SSLStream(stream, ctx, server_side=server_side)
     try:
         await tls.do_handshake()
     except trio.BrokenResourceError as e:
+        await trio.aclose_forcefully(tls)
         raise Rejected("tls", f"TLS handshake failed: {_tls_reason(e)}") from None
+    except BaseException:
+        await trio.aclose_forcefully(tls)
+        raise
     return tls, cert_pid(tls.getpeercert() or {})
+
+
+async def _first_bytes(stream: trio.abc.Stream) -> tuple[bytes, trio.abc.Stream]:
+    """The first bytes the other side sent, and a stream that will deliver them again."""
+    if isinstance(stream, trio.SocketStream):
+        return await stream.socket.recv(8, socket.MSG_PEEK), stream  # left in the socket
+    first = await stream.receive_some(4096)
+    return first, Replay(stream, first)
 
 
 async def _expect(reader: LineReader, cls: type):
@@ -129,11 +152,10 @@ async def accept(stream: trio.abc.Stream, me: str, incarnation: int, links: dict
                  keys: GroupKeys | None) -> tuple[Link, trio.abc.Stream, LineReader, int]:
     """The listener's side (see the module docstring): return the link, the (TLS) stream, its reader and
     how many of our frames the neighbor has. Raises Rejected (or FrameError) on anything else."""
-    first = await stream.receive_some(4096)
+    first, stream = await _first_bytes(stream)
     if not first:
         raise Rejected("closed", "connection closed during the handshake")
     tls = looks_like_tls(first)
-    stream = Replay(stream, first)
     named = None
     if keys is not None:
         if not tls:
@@ -141,13 +163,22 @@ async def accept(stream: trio.abc.Stream, me: str, incarnation: int, links: dict
                 await stream.send_all(TLS_REQUIRED)
             raise Rejected("plaintext", "plaintext connection refused (this peer accepts TLS only)")
         stream, named = await _tls(stream, keys, server_side=True)
-        if named is None:
-            raise Rejected("tls", "the certificate names no TOM peer")
     elif tls:
         raise TlsNotConfigured("tls", "a TLS handshake: the group is secured but this peer runs without --keys")
+    try:
+        return await _accept_hello(stream, named, me, incarnation, links, keys is not None)
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+
+
+async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, incarnation: int,
+                        links: dict[str, Link], secured: bool) -> tuple[Link, trio.abc.Stream, LineReader, int]:
+    if secured and named is None:
+        raise Rejected("tls", "the certificate names no TOM peer")
     reader = LineReader(stream)
     hello = await _expect(reader, Hello)
-    if keys is not None and hello.pid != named:
+    if secured and hello.pid != named:
         raise Rejected("identity", f"HELLO as {hello.pid} with the certificate of {named}")
     link = links.get(hello.pid)
     if link is None or pid_key(hello.pid) >= pid_key(me):
@@ -173,10 +204,20 @@ async def connect(stream: trio.abc.Stream, link: Link, me: str, incarnation: int
                   keys: GroupKeys | None) -> tuple[trio.abc.Stream, LineReader, int]:
     """The dialler's side: return the (TLS) stream, its reader and how many of our frames the neighbor
     has. Raises Rejected (or FrameError) on a failed handshake, PlaintextRefused if we need keys."""
+    named = None
     if keys is not None:
         stream, named = await _tls(stream, keys, server_side=False)
-        if named != link.pid:
-            raise Rejected("identity", f"answered with the certificate of {named or 'no TOM peer'}")
+    try:
+        return await _connect_hello(stream, named, link, me, incarnation, keys is not None)
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+
+
+async def _connect_hello(stream: trio.abc.Stream, named: str | None, link: Link, me: str, incarnation: int,
+                         secured: bool) -> tuple[trio.abc.Stream, LineReader, int]:
+    if secured and named != link.pid:
+        raise Rejected("identity", f"answered with the certificate of {named or 'no TOM peer'}")
     reader = LineReader(stream)
     await stream.send_all(hello_bytes(me, incarnation))
     hello = await _expect(reader, Hello)
