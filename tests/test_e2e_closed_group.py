@@ -27,11 +27,11 @@ def plaintext_attack(port: int, members: list[str], rng: random.Random) -> bytes
     lines = [f"HELLO-{m}-{rng.randint(1, 10**16)}\n".encode() for m in members]
     lines += [f"MESSAGE-{rng.randint(1, 10**6)}-{m}-INJECTED\n".encode() for m in members]
     lines += [b"RESUME-0\n", bytes(rng.getrandbits(8) for _ in range(300)) + b"\n"]
+    answer = b""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         try:
             s.sendall(b"".join(lines))
             s.shutdown(socket.SHUT_WR)
-            answer = b""
             while data := s.recv(4096):
                 answer += data
         except OSError:

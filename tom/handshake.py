@@ -127,6 +127,21 @@ async def _first_bytes(stream: trio.abc.Stream) -> tuple[bytes, trio.abc.Stream]
     return first, Replay(stream, first)
 
 
+async def _refuse(stream: trio.abc.Stream) -> None:
+    """Send TLS_REQUIRED and the end of our side, then read (bounded: 1 s, 64 KiB) what the other side
+    sent: closing a socket with unread data resets it, and the reset could destroy our line unread."""
+    try:
+        with trio.move_on_after(1.0):
+            await stream.send_all(TLS_REQUIRED)
+            if isinstance(stream, trio.abc.HalfCloseableStream):
+                await stream.send_eof()
+            got = 0
+            while got < 65536 and (data := await stream.receive_some(16384)):
+                got += len(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass
+
+
 async def _expect(reader: LineReader, cls: type):
     raw = await reader.line()
     if raw.startswith(TLS_REQUIRED[:16]):
@@ -159,8 +174,7 @@ async def accept(stream: trio.abc.Stream, me: str, incarnation: int, links: dict
     named = None
     if keys is not None:
         if not tls:
-            with trio.move_on_after(1.0):
-                await stream.send_all(TLS_REQUIRED)
+            await _refuse(stream)
             raise Rejected("plaintext", "plaintext connection refused (this peer accepts TLS only)")
         stream, named = await _tls(stream, keys, server_side=True)
     elif tls:

@@ -150,7 +150,8 @@ async def listener(
             return
         except (FrameError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             reason = "no handshake in time" if isinstance(e, trio.TooSlowError) else str(e)
-            reject(address, reason if reason.startswith("refused ") else getattr(e, "kind", "handshake"), reason)
+            kind = getattr(e, "kind", "timeout" if isinstance(e, trio.TooSlowError) else "handshake")
+            reject(address, reason if reason.startswith("refused ") else kind, reason)
             await trio.aclose_forcefully(stream)
             return
         finally:

@@ -9,8 +9,9 @@ and writes the socket in C; trio only waits for readiness. Round trip then match
 
 Contract, as for any trio Stream used by one reader task and one writer task:
 
-* ``receive_some`` returns decrypted bytes, ``b""`` once the other side closed (TLS close_notify or
-  a TCP end without it: a link ends either way, the reconnect logic handles the rest);
+* ``receive_some`` returns decrypted bytes, ``b""`` once the other side closed (TLS close_notify,
+  which ``aclose`` sends); a TCP end without it (a crash, a reset) is ``trio.BrokenResourceError``,
+  as a reset is on a plain socket: a link is lost either way, and the reconnect logic handles it;
 * TLS and socket errors become ``trio.BrokenResourceError``; use after ``aclose`` raises
   ``trio.ClosedResourceError``; ``aclose`` wakes any task waiting on the socket first;
 * TLS 1.3 has no renegotiation, so a write never needs a read (``SSLWantReadError`` on write only
@@ -42,7 +43,8 @@ class TlsSocketStream(trio.abc.Stream):
         fd = stream.socket.detach()
         raw = socket.socket(fileno=fd)
         raw.setblocking(False)
-        return cls(ctx.wrap_socket(raw, server_side=server_side, do_handshake_on_connect=False))
+        return cls(ctx.wrap_socket(raw, server_side=server_side, do_handshake_on_connect=False,
+                                   suppress_ragged_eofs=False))  # an end without close_notify is a loss
 
     def _check(self) -> None:
         if self._closed:
@@ -80,7 +82,7 @@ class TlsSocketStream(trio.abc.Stream):
             except ssl.SSLWantWriteError:
                 await trio.lowlevel.wait_writable(self._fd)
                 continue
-            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            except ssl.SSLZeroReturnError:  # close_notify: the other side closed
                 data = b""
             except (ssl.SSLError, OSError) as e:
                 raise trio.BrokenResourceError(f"TLS receive failed: {e}") from e
@@ -131,5 +133,9 @@ class TlsSocketStream(trio.abc.Stream):
         if not self._closed:
             self._closed = True
             trio.lowlevel.notify_closing(self._fd)
+            try:  # close_notify, best effort (never waits): the other side reads a clean end
+                self._sock.unwrap()
+            except (ssl.SSLError, OSError, ValueError):
+                pass
             self._sock.close()
         await trio.lowlevel.checkpoint()
