@@ -497,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
         if plain.get("tp") and secured.get("tp"):
             parts.append(f"throughput {100 * secured['tp']['rate'] / plain['tp']['rate']:.0f}% of plain "
                          f"(goal >= 75%)")
+            parts.append(f"CPU per multicast {100 * (secured['tp']['cpu_us'] / plain['tp']['cpu_us'] - 1):+.0f}% "
+                         f"(steadier than rates on a busy machine)")
         if plain.get("lt") and secured.get("lt"):
             parts.append(f"light-load p50 {1000 * (secured['lt']['p50'] - plain['lt']['p50']):+.3f} ms "
                          f"(goal within 0.2 ms)")
