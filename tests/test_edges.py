@@ -14,7 +14,8 @@ from tom.errors import ConfigError, FrameError, OutputError, UsageError
 from tom.events import Connected, Disconnected, FramesIn
 from tom.frames import (MAX_FRAME_BYTES, Ack, Heartbeat, Hello, Message, Refused, Resume, encode_frame,
                         format_frame, message_frame_bytes, parse_frame)
-from tom.links import Link, LineReader, decode, expect
+from tom.handshake import expect
+from tom.links import Link, LineReader, decode
 from tom.listener import run_link
 from tom.neighbors import load_neighbors
 from tom.output import OutputFile

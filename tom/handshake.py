@@ -142,7 +142,9 @@ async def _refuse(stream: trio.abc.Stream) -> None:
         pass
 
 
-async def _expect(reader: LineReader, cls: type):
+async def expect(reader: LineReader, cls: type):
+    """The next handshake line as a frame of type ``cls``: RefusedError for a REFUSED, PlaintextRefused
+    for a secured peer's refusal of plaintext, Rejected for anything else."""
     raw = await reader.line()
     if raw.startswith(TLS_REQUIRED[:16]):
         raise PlaintextRefused("the group is secured: its peers accept TLS connections only; "
@@ -191,7 +193,7 @@ async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, inc
     if secured and named is None:
         raise Rejected("tls", "the certificate names no TOM peer")
     reader = LineReader(stream)
-    hello = await _expect(reader, Hello)
+    hello = await expect(reader, Hello)
     if secured and hello.pid != named:
         raise Rejected("identity", f"HELLO as {hello.pid} with the certificate of {named}")
     link = links.get(hello.pid)
@@ -210,7 +212,7 @@ async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, inc
         logging.getLogger("tom.listener").info("%s: replaced an older connection", hello.pid)
     mine = link.meet(hello.incarnation)
     await stream.send_all(hello_bytes(me, incarnation) + resume_bytes(mine))
-    resume = await _expect(reader, Resume)
+    resume = await expect(reader, Resume)
     return link, stream, reader, resume.count
 
 
@@ -234,10 +236,10 @@ async def _connect_hello(stream: trio.abc.Stream, named: str | None, link: Link,
         raise Rejected("identity", f"answered with the certificate of {named or 'no TOM peer'}")
     reader = LineReader(stream)
     await stream.send_all(hello_bytes(me, incarnation))
-    hello = await _expect(reader, Hello)
+    hello = await expect(reader, Hello)
     if hello.pid != link.pid:
         raise Rejected("identity", f"answered as {hello.pid}")
     mine = link.meet(hello.incarnation)
     await stream.send_all(resume_bytes(mine))
-    resume = await _expect(reader, Resume)
+    resume = await expect(reader, Resume)
     return stream, reader, resume.count
