@@ -12,6 +12,7 @@ from tom.handshake import TLS_REQUIRED, PlaintextRefused, Rejected, TlsNotConfig
 from tom.keys import (GroupKeys, _context, _read_cert, _read_key, create_keys, load_group_keys, make_peer_cert,
                       write_peer)
 from tom.links import Link
+from tom.listener import listener
 from tom.tlsstream import TlsSocketStream
 
 DIALER, LISTENER, OTHER = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:4999"
@@ -218,3 +219,20 @@ async def test_over_real_sockets_tls_is_done_by_the_socket_stream(group):
     assert bytes(got) == burst
     with pytest.raises(trio.ClosedResourceError):
         await stream.send_all(b"x")
+
+
+async def test_a_plain_peer_with_no_link_up_stops_when_a_secured_group_dials_it(group):
+    """Its listener sees a TLS handshake while no neighbor is connected: a ConfigError, one line."""
+    (lst,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    tx, _rx = trio.open_memory_channel(10)
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(listener, [lst], LISTENER, 9, {DIALER: Link(DIALER)}, tx, None)
+            raw = await trio.open_tcp_stream("127.0.0.1", port)
+            with trio.fail_after(10):
+                try:
+                    await connect(raw, Link(LISTENER), DIALER, 7, load_group_keys(group, DIALER))
+                except Rejected:
+                    pass
+                await trio.sleep_forever()
+    assert info.group_contains(ConfigError, match="the group is secured; start this peer with --keys")
