@@ -8,7 +8,9 @@ mutual TLS 1.3) two scenarios run, each on a fresh group:
   at every peer per second, ``total / (max delivered_at - min sent_at)``, and the send->deliver
   latency (``delivered_at - sent_at`` of every record at every peer) under that load;
 * light load: one message at a time, round-robin over the peers, the next one sent only once the
-  previous one is delivered at every peer. Figures: send->deliver latency p50/p99.
+  previous one is delivered at every peer. Figures: send->deliver latency p50/p99. When both modes
+  run, a plain and a secured group run side by side and take turns, one message each, so that both
+  see the same machine load.
 
 Each run first checks that every peer delivered the same ``(clock, pid)`` sequence, with no loss, no
 duplicate and in the documented order; a run that fails this prints MISMATCH and the figures are void.
@@ -342,6 +344,31 @@ def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None
         finally:
             stop_profiler(spy)
         ok, why, recs = verify(group, expected)
+    return light_figures(ok, why, recs, count)
+
+
+def light_pair(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None = None
+               ) -> tuple[dict, dict]:
+    """Light load on a plain and a secured group at once, one message to each in turn: both see the
+    same machine (other processes' load drifts by the second on a shared host), so the difference of
+    their latencies is the cost of TLS, not of the moment each ran."""
+    deadline = time.monotonic() + deadline_s
+    with BenchGroup(n, workdir / "plain", src=src) as plain, \
+            BenchGroup(n, workdir / "secured", src=src, secure=True) as secured:
+        groups = (plain, secured)
+        for group in groups:
+            group.warm_up(deadline)
+        expected = n
+        for k in range(count):
+            expected += 1
+            for group in groups if k % 2 == 0 else groups[::-1]:  # neither always goes first
+                group.peers[k % n].send([f"l{k}"])
+                group.wait_delivered(expected, deadline)
+        results = [verify(group, expected) for group in groups]
+    return light_figures(*results[0], count), light_figures(*results[1], count)
+
+
+def light_figures(ok: bool, why: str, recs: list[list[dict]], count: int) -> dict:
     every, worst = latencies(recs, "l")
     at_origin = sorted(r["delivered_at"] - r["sent_at"] for peer in recs for r in peer
                        if r["text"].startswith("l") and r["pid"] == r["peer"])
@@ -452,14 +479,23 @@ def main(argv: list[str] | None = None) -> int:
                     row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}", args.deadline,
                                                             prof, args.rate, args.src, secure),
                                          lambda t: print_throughput(t, n), prof, top=25)
-                if args.only in (None, "light"):
+                if args.only in (None, "light") and (len(modes) == 1 or args.profile):
                     print(f"[{n} peers, {mode}] light load: {args.light} messages, one at a time ...", flush=True)
                     lprof = tmp / f"profile-light-{tag}.txt" if args.profile else None
                     row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{tag}", args.deadline, args.src,
                                                        lprof, args.rate, secure),
                                          print_light, lprof, top=15)
-                status |= 0 if all(r and r["ok"] for k, r in row.items() if k in ("tp", "lt")) else 1
                 rows.append(row)
+            if args.only in (None, "light") and len(modes) == 2 and not args.profile:
+                print(f"[{n} peers, plain and secured side by side] light load: {args.light} messages to each, "
+                      f"one at a time, alternating ...", flush=True)
+                pair = scenario(lambda: light_pair(n, args.light, tmp / f"light{n}", args.deadline, args.src),
+                                lambda lts: [print(f"  {m}:", end="") or print_light(lt)
+                                             for m, lt in zip(modes, lts)], None, top=0)
+                for row, lt in zip(rows[-2:], pair or (None, None)):
+                    row["lt"] = lt
+            for row in rows[-len(modes):]:
+                status |= 0 if all(r and r["ok"] for k, r in row.items() if k in ("tp", "lt")) else 1
     except KeyboardInterrupt:
         print("\ninterrupted: peers stopped")
         return 130

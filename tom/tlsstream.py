@@ -28,6 +28,8 @@ import ssl
 
 import trio
 
+FULL_RECORD = 16384  # TLS's largest record payload: what one SSL read returns from a long write
+
 
 class TlsSocketStream(trio.abc.Stream):
     """A trio Stream over a non-blocking, connected `ssl.SSLSocket` (see the module docstring)."""
@@ -36,6 +38,7 @@ class TlsSocketStream(trio.abc.Stream):
         self._sock = sock
         self._fd = sock.fileno()
         self._closed = False
+        self._full = False  # the last read stopped at max_bytes: more may be readable at once
 
     @classmethod
     def wrap(cls, stream: trio.SocketStream, ctx: ssl.SSLContext, server_side: bool) -> "TlsSocketStream":
@@ -72,6 +75,10 @@ class TlsSocketStream(trio.abc.Stream):
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         n = max_bytes or 65536
         await trio.lowlevel.checkpoint_if_cancelled()
+        if not self._full and not self._closed and not self._sock.pending():
+            # the last read took all there was: wait before reading, as a failed SSL read costs an
+            # exception (safe as OpenSSL reads no further than the record it decrypts: no read-ahead)
+            await trio.lowlevel.wait_readable(self._fd)
         while True:
             self._check()
             try:
@@ -86,8 +93,9 @@ class TlsSocketStream(trio.abc.Stream):
                 data = b""
             except (ssl.SSLError, OSError) as e:
                 raise trio.BrokenResourceError(f"TLS receive failed: {e}") from e
-            if data and len(data) < n:
+            if FULL_RECORD <= len(data) < n:  # a full record: more may be waiting (a short one ends a write)
                 data = self._more(data, n)
+            self._full = len(data) >= n
             await trio.lowlevel.cancel_shielded_checkpoint()
             return data
 
