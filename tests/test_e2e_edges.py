@@ -206,6 +206,27 @@ def test_a_forced_stop_delivers_nothing_more_and_reports_what_it_leaves_undelive
         assert [g.exit(p) for p in (a, b)] == [0, 0]
 
 
+def test_signals_during_shutdown_do_not_change_the_exit_status(tmp_path):
+    """SIGTERM again and again (the first leaves, the second stops): the peer ends with its own exit
+    status, never killed by a signal that came while it was shutting down."""
+    (port,) = free_ports(1)
+    codes = []
+    with Group(tmp_path) as g:
+        for attempt in range(3):
+            g.start(port, [port])
+            g.wait(lambda: any(r["kind"] == "view" for r in g.records(port)) or "Started" in g.log(port),
+                   why="the peer started")
+            time.sleep(0.5 + attempt * 0.7)
+            p = g.procs[port]
+            end = time.monotonic() + 10
+            while p.poll() is None and time.monotonic() < end:
+                p.send_signal(signal.SIGTERM)
+                time.sleep(0.003)
+            codes.append(p.wait(10))
+            no_traceback(g.log(port))
+    assert all(c in (0, 130) for c in codes), codes
+
+
 def test_a_host_the_wire_cannot_carry_is_refused_at_start_with_file_and_line(tmp_path):
     nb = tmp_path / "n.txt"
     nb.write_text("127.0.0.1:5000\nhost+x:5001\n")

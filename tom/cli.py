@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import logging
 import sys
 from pathlib import Path
@@ -156,6 +157,15 @@ def run_peer(args: argparse.Namespace) -> int:
         raise ConfigError("--timeout must be longer than --heartbeat")
     peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
                            args.static, args.heartbeat, args.timeout, jitter=args.jitter, keys=args.keys))
+
+    def late_signal(signum, frame) -> None:
+        # a SIGINT/SIGTERM while the peer is not listening for one: before it started, stop at once;
+        # after its receiver closed (it is shutting down anyway), ignore it, so the exit status stays
+        if not peer.signals_taken:
+            raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, late_signal)
     try:
         trio.run(peer.run)
     except BaseExceptionGroup as group:  # a TomError raised in one of the peer's tasks
@@ -165,6 +175,8 @@ def run_peer(args: argparse.Namespace) -> int:
         while isinstance(errors, BaseExceptionGroup):
             errors = errors.exceptions[0]
         raise errors from None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # done: a signal now must not replace the exit status
     return peer.exit_code
 
 

@@ -108,6 +108,7 @@ class Peer:
         self.exit_code = 0
         self._scope: trio.CancelScope | None = None
         self._leave_requested = False
+        self.signals_taken = False
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         cfg = self.cfg
@@ -247,6 +248,7 @@ class Peer:
     async def _stop_on_signal(self) -> None:
         """First SIGINT/SIGTERM: leave the group (bounded); a second one, or a static group: stop."""
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            self.signals_taken = True  # from now on the peer answers signals itself (see cli.run_peer)
             async for sig in signals:
                 name = signal.Signals(sig).name
                 if self.cfg.static or self._leave_requested:
