@@ -7,7 +7,6 @@ and runs a peer without keys. The members deliver every message, in one order, a
 (rate-limited) log lines.
 """
 
-import json
 import random
 import socket
 import ssl
