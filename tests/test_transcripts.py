@@ -7,6 +7,10 @@ line ``----``, then exactly what the command must produce. Peers are named by ca
 
 Commands:
     static A B C             every named peer starts as a member of the static group A B C
+    group A B C              every named peer starts in view 1 of a dynamic group A B C (founded by A),
+                             connected to the others; failure detection on (heartbeat 1 s, timeout 5 s)
+    C crash A                C's connection to A is gone (A crashed)
+    B tick 6.5               time passes at B: it is now 6.5 s
     C <- B: ACK-1-A          peer C receives, from B, a frame in wire syntax
     A send hello             peer A multicasts ``hello``
     C status                 peer C's pending queue, in order
@@ -25,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from tom.core import Core
-from tom.frames import format_frame, parse_frame
+from tom.core import Core, Timing
+from tom.frames import Install, format_frame, parse_frame
 
 DATA = Path(__file__).parent / "testdata"
 NAMES = "ABCDEFG"
@@ -36,14 +40,18 @@ def pid(name: str) -> str:
     return f"127.0.0.1:{5000 + NAMES.index(name)}"
 
 
+def inc(name: str) -> int:
+    return NAMES.index(name) + 1  # an incarnation per peer
+
+
 def named(text: str) -> str:
     """Pids in ``text`` replaced by peer names."""
     return re.sub(r"127\.0\.0\.1:50(\d\d)", lambda m: NAMES[int(m.group(1))], text)
 
 
 def pids(text: str) -> str:
-    """Peer names in a frame replaced by pids (a name is a lone capital letter between dashes)."""
-    return re.sub(r"(?<=-)([A-G])(?=-|$)", lambda m: pid(m.group(1)), text)
+    """Peer names in a frame replaced by pids (a name is a lone capital letter after ``-`` or ``"``)."""
+    return re.sub(r'(?<=[-"])([A-G])(?=[-"/]|$)', lambda m: pid(m.group(1)), text)
 
 
 class Transcript:
@@ -56,6 +64,18 @@ class Transcript:
             for name in words[1:]:
                 self.cores[name] = Core(pid(name), [pid(n) for n in words[1:]])
             return ["ok"]
+        if words[0] == "group":
+            members = tuple((pid(n), inc(n)) for n in words[1:])
+            founding = Install(1, 0, members[0][0], 0, members, tuple(p for p, _ in members), (), (),
+                               group=f"{members[0][0]}/1")
+            for name in words[1:]:
+                core = self.cores[name] = Core.joining(pid(name), inc(name), Timing())
+                for other in words[1:]:
+                    if other != name:
+                        core.connected(pid(other), inc(other))
+                core.receive(pid(words[1]), founding) if name != words[1] else core._install(founding)
+                core.ready()
+            return ["ok"]
         me, verb = words[0], words[1]
         core = self.cores[me]
         if verb == "<-":
@@ -63,6 +83,10 @@ class Transcript:
             core.receive(pid(src.split()[-1]), parse_frame(pids(frame.strip())))
         elif verb == "send":
             core.broadcast(command.split(" send ", 1)[1])
+        elif verb == "crash":
+            core.disconnected(pid(words[2]))
+        elif verb == "tick":
+            core.tick(float(words[2]))
         elif verb == "status":
             st = core.status()
             lines = []
