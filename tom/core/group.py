@@ -1,20 +1,11 @@
-"""The pure total-order core: Lamport clock, pending queue, delivery rule, views.
+"""The group: one peer's membership and delivery state, around an order (`LamportOrder`).
 
 No I/O, no clock reads, no randomness, no printing. The shell feeds in frames (`Core.receive`),
 connections (`Core.connected`), local sends (`Core.broadcast`, `Core.leave`) and elapsed time
 (`Core.tick`), then takes what to send and what to deliver with `Core.ready`.
 
-Ordering within a view (every member acknowledges every message, the sender included):
-
-* the pending queue is ordered by ``(clock, pid_key(pid))``;
-* an entry's ``acks`` is the *set* of members that hold the message, so a repeated ACK never counts
-  twice; the origin's ACK is implied by its MESSAGE;
-* only the head leaves the queue, and only once its body is known and every member of the view is in
-  its ``acks``; releasing a stuck head releases every ready entry behind it in the same step;
-* every key at or below ``delivered_key`` is final: frames about it are stale and ignored.
-
-Correctness rests on FIFO links: a member's ACK for (c, q) is sent after its clock passed c, so every
-message it sends later sorts after (c, q), and every message it sent earlier arrived before that ACK.
+The order (`tom/core/lamport.py`) holds the pending messages and says what is deliverable; this
+module numbers the deliveries, acknowledges, and runs everything about membership:
 
 Views (virtual synchrony): the group changes only through a *flush* run by the coordinator, the
 smallest member not suspected and not leaving. It sends PROPOSE(v+1); every old member that is not being removed
@@ -28,7 +19,6 @@ that a coordinator crash cannot leave it half known. A member announces each vie
 HEARTBEAT on every link before any frame of that view, so a frame is always attributed to the
 right view. A new attempt (a higher ``attempt``) replaces a flush stalled by a further failure.
 """
-
 
 from __future__ import annotations
 
@@ -60,7 +50,7 @@ from ..pid import pid_key, sorted_pids
 from .clock import LamportClock
 from .digest import DigestChain
 from .modes import TRANSITIONS, Mode
-from .queue import PendingQueue
+from .lamport import LamportOrder
 from .records import Delivery, Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
 
 
@@ -121,14 +111,14 @@ class Core:
         self.static = static
         self.timing = timing
         self.clock = LamportClock()
-        self.queue = PendingQueue()
         self.delivered = 0
-        self.delivered_key: tuple[int, tuple[str, int]] = (-1, ("", 0))
         self.now = now
         self.started_at = now
         self._ready = Ready()
         self._ack_runs = False  # some of _ready.sends are _AckRun (turned into frames by `ready`)
         self.stats = {"premature_acks": 0, "released_behind_head": 0, "divergence_alarms": 0}
+        self.order = LamportOrder(me, self.stats)
+        self.queue = self.order.queue  # the pending entries (for inspection and tests)
         self.view: View | None = None
         self._fast = None  # see _fast_sources
         self.mode = JOINING
@@ -188,9 +178,7 @@ class Core:
 
     def _multicast(self, text: str, sent_at: float | None) -> Message:
         msg = trusted_message(self.clock.tick(), self.me, text, None if sent_at is None else round(sent_at, 6))
-        entry = self.queue.reserve(msg.clock, self.me)
-        entry.text, entry.sent_at = text, msg.sent_at
-        entry.acks.add(self.me)
+        self.order.own(msg)
         self._ready.sends.append((self.everyone, msg))
         self._deliver_ready()
         return msg
@@ -405,20 +393,16 @@ class Core:
             raise FrameError("too many frames waiting for a view")
         self._early.append((src, frame))
 
-    def _stale(self, clock: int, pid: str) -> bool:
-        return (clock, pid_key(pid)) <= self.delivered_key
+    @property
+    def delivered_key(self) -> tuple[int, tuple[str, int]]:
+        """The key of the last event delivered: everything at or below it is final."""
+        return self.order.final_key
 
     def _on_message(self, src: str, msg: Message | Relay, relayed: bool) -> None:
-        if self._stale(msg.clock, msg.pid):
-            return
-        entry = self.queue.reserve(msg.clock, msg.pid)
-        if entry.text is not None:
-            return  # duplicate
+        entry = self.order.message(src, msg)
+        if entry is None:
+            return  # stale, or a duplicate
         self.clock.observe(msg.clock)
-        entry.text, entry.sent_at = msg.text, msg.sent_at
-        entry.acks.add(msg.pid)
-        entry.acks.add(src)
-        entry.acks.add(self.me)
         sends = self._ready.sends
         last = sends[-1] if sends else None
         if last is not None and last[0] is self.everyone and type(last[1]) is _AckRun:
@@ -426,7 +410,7 @@ class Core:
         else:
             sends.append((self.everyone, _AckRun(msg.clock, msg.pid)))  # type: ignore[arg-type]
             self._ack_runs = True
-        if entry is self.queue.head():
+        if entry is self.order.head():
             self._deliver_ready()
 
     def _on_acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> None:
@@ -435,26 +419,9 @@ class Core:
         clock observes the largest once."""
         if pid not in self.view.members:  # type: ignore[union-attr]
             raise FrameError(f"{src} acknowledged a message of {pid}, which is not a member")
-        key, delivered_key = pid_key(pid), self.delivered_key
-        queue, stats = self.queue, self.stats
-        head = queue.head()
-        touched_head = False
-        top = -1
-        for clock in clocks:
-            if (clock, key) <= delivered_key:
-                continue  # stale: about a message already delivered
-            if clock > top:
-                top = clock
-            entry = queue.reserve(clock, pid)
-            if entry.text is None and not entry.acks:
-                stats["premature_acks"] += 1  # this ACK overtook its message: it reserves the entry
-            if src not in entry.acks:
-                entry.acks.add(src)
-                if entry is head or head is None:
-                    touched_head = True
+        touched_head, top = self.order.acks(src, pid, clocks)
         if top >= 0:
             self.clock.observe(top)
-        # an ACK for an entry behind the head changes nothing yet; a new, smaller head is bodiless
         if touched_head:
             self._deliver_ready()
 
@@ -463,32 +430,21 @@ class Core:
             return
         view = self.view
         assert view is not None
-        queue, out = self.queue, self._ready.deliveries
         required: frozenset[str] = view.members
         flush = self.flush
         final = flush is not None and not flush.done and flush.markers >= flush.flush_set
         if final:
             required = flush.flush_set  # type: ignore[union-attr]
-        released = 0
-        while True:
-            head = queue.head()
-            if head is None:
-                break
-            if head.text is None:
-                if final:
-                    queue.pop()  # no survivor holds the body: delivered by none
-                    continue
-                break
-            if not required <= head.acks:
-                break
-            queue.pop()
-            released += 1
-            self.delivered += 1
-            self.delivered_key = (head.clock, pid_key(head.pid))
-            out.append(Delivery(self.delivered, head.clock, head.pid, head.text, head.sent_at, view.id))
-        if released > 1:  # entries that were complete but waited behind a blocked head
-            self.stats["released_behind_head"] += released - 1
-        if final and not queue:
+        released = self.order.release(required, final)
+        if released:
+            out, delivered, vid = self._ready.deliveries, self.delivered, view.id
+            for e in released:
+                delivered += 1
+                out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid))  # type: ignore[arg-type]
+            self.delivered = delivered
+            if len(released) > 1:  # entries that were complete but waited behind a blocked head
+                self.stats["released_behind_head"] += len(released) - 1
+        if final and not self.order:
             self._flushed()
 
     # -- membership ----------------------------------------------------------------------------
@@ -564,7 +520,7 @@ class Core:
         hold and which ``src`` never acknowledged, ``src`` delivered past a message it does not hold:
         its ACK would have reached us before this heartbeat (links are FIFO). A divergence, seen while
         we still wait for that ACK (a digest cannot show it: we never reach its position)."""
-        head = self.queue.head()
+        head = self.order.head()
         if (head is None or head.text is None or src in head.acks or self.mode != NORMAL
                 or (head.clock, pid_key(head.pid)) > (last[0], pid_key(last[1]))):
             return
@@ -739,7 +695,7 @@ class Core:
         self._set_mode(FLUSHING)
         sends = self._ready.sends
         others = tuple(sorted_pids(flush_set - {self.me}))
-        for entry in self.queue:
+        for entry in self.order:
             if entry.text is not None and entry.pid in removed:
                 sends.append((others, Relay(entry.clock, entry.pid, entry.text, entry.sent_at)))
         sends.append((others, Flush(p.view, p.attempt, p.coordinator)))
@@ -808,7 +764,7 @@ class Core:
         members = dict(i.members)
         self.clock.time = max(self.clock.time, i.clock + 1)
         self.delivered += 1
-        self.delivered_key = (i.clock + 1, pid_key(i.coordinator))
+        self.order.skip_to(i.clock + 1, i.coordinator)
         self._ready.deliveries.append(ViewDelivery(
             self.delivered, i.clock + 1, i.coordinator, i.view, tuple(sorted_pids(members)),
             i.joined, i.left, i.removed))
@@ -865,12 +821,12 @@ class Core:
 
     def backlog(self) -> int:
         """Messages accepted but not yet delivered (pending here or held until a view is installed)."""
-        return len(self.queue) + len(self._held_texts)
+        return len(self.order) + len(self._held_texts)
 
     def undelivered_own(self) -> int:
         """Messages entered at this peer and not delivered here (held, or pending): what a stop now
         would leave undelivered, as far as this peer knows."""
-        return len(self._held_texts) + sum(1 for e in self.queue if e.pid == self.me and e.text is not None)
+        return len(self._held_texts) + sum(1 for e in self.order if e.pid == self.me and e.text is not None)
 
     def status(self) -> Status:
         view = self.view
@@ -879,7 +835,7 @@ class Core:
             PendingStatus(e.clock, e.pid, e.text,
                           tuple(p for p in members if p in e.acks),
                           tuple(p for p in members if p not in e.acks))
-            for e in self.queue
+            for e in self.order
         )
         return Status(self.me, self.mode, self.clock.time, view, self.delivered, pending,
                       tuple(sorted_pids(self.suspected)), dict(self.last_heard), self.now,
