@@ -188,7 +188,7 @@ class LineReader:
         if b"\n" in self.pending:
             data = b""
         else:
-            data = await self.stream.receive_some(65536)
+            data = await self.stream.receive_some(MAX_FRAME_BYTES)
             if not data:
                 return None
         buf = self.pending + data
@@ -196,12 +196,11 @@ class LineReader:
         lines: list = []
         if end >= 0:
             complete, self.pending = buf[:end], buf[end + 1:]
-            if len(complete) > MAX_FRAME_BYTES:  # a line of it may be over the limit: look at each
-                raw = complete.split(b"\n")
-                for i, line in enumerate(raw):
-                    if len(line) > MAX_FRAME_BYTES:
-                        self.pending = b""
-                        return [*raw[:i], OVER_LONG]
+            # only the first line can be over the limit: every later one lies within `data`, which is
+            # at most 65,536 bytes (newline included)
+            if len(complete) > MAX_FRAME_BYTES and buf.find(b"\n") > MAX_FRAME_BYTES:
+                self.pending = b""
+                return [OVER_LONG]
             try:
                 lines = complete.decode("utf-8").split("\n")
             except UnicodeDecodeError:
