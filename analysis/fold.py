@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from analysis.checks import QUANTILES, bin_value
+from analysis.checks import FINGERPRINT, QUANTILES, bin_value
 
 
 def quantiles(bins: list[tuple[float, int]], qs=QUANTILES) -> list[float | None]:
@@ -87,3 +87,170 @@ def diagram(early: list[dict], n: int) -> list[dict]:
     for e in first:
         e["deliveries"].sort(key=lambda d: (d["peer"], d["index"]))
     return first
+
+
+# --------------------------------------------------------------------------- the summary, folded here
+#
+# The fast path's one aggregate (checks.run_summary) has one row per (file, split, peer, view, latency
+# bin): a size set by the run's shape, not by its number of records. When it is small it is collected
+# once and every derived fact is folded here, instead of one Spark job per fact (each job costs a
+# planning round, a code generation and a task launch: seconds in a young JVM, more over Spark
+# Connect). Each fold equals its Spark twin in analysis/checks.py (differentially tested).
+
+def _struct_key(value):
+    """Spark's ordering of a value (null first; arrays element-wise, then shorter first; strings
+    byte-wise, which for UTF-8 is code-point order, as Python's)."""
+    if value is None:
+        return (0,)
+    if isinstance(value, (list, tuple)):
+        return (1, [_struct_key(v) for v in value])
+    if isinstance(value, dict):
+        return (1, [_struct_key(v) for v in value.values()])
+    return (1, value)
+
+
+def _sum(values):
+    """Spark's ``sum``: null if every value is null."""
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def _min(values):
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def _max(values):
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _group(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return groups
+
+
+class SummaryFold:
+    """The collected rows of :func:`analysis.checks.run_summary` and every fact the fast path draws
+    from them, as :func:`analysis.checks.summary_blocks` and its siblings compute them in Spark."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        self.rows = rows
+
+    def blocks(self) -> list[dict]:
+        """As :func:`checks.summary_blocks`."""
+        return [{"file": f, "block_start": b,
+                 "first_row": _min(r["first_row"] for r in g), "lines": _sum(r["lines"] for r in g),
+                 "records": _sum(r["records"] for r in g), "last_row": _max(r["last_row"] for r in g),
+                 "last_bad_row": _max(r["last_bad_row"] for r in g)}
+                for (f, b), g in _group(self.rows, "file", "block_start").items()]
+
+    def bad_rows(self, n: int) -> list[dict]:
+        """As :func:`checks.summary_bad_rows`, the first ``n`` by ``(file, row)``."""
+        bad = [{"file": r["file"], "block_start": r["block_start"], **b}
+               for r in self.rows for b in r["bad"] or () if b is not None]
+        return sorted(bad, key=lambda b: (b["file"], b["row"]))[:n]
+
+    def peers(self) -> list[dict]:
+        """As :func:`checks.summary_peers`."""
+        out = []
+        for (peer,), g in _group(self.rows, "peer").items():
+            row = {c: _sum(r[c] for r in g) for c in ("records", "messages", "views", "disorder",
+                                                        "index_faults", "lat_sum")}
+            row.update(peer=peer, lat_min=_min(r["lat_min"] for r in g),
+                       lat_max=_max(r["lat_max"] for r in g))
+            if (row["records"] or 0) > 0:
+                out.append(row)
+        return out
+
+    def latency_bins(self) -> list[dict]:
+        """As :func:`checks.summary_latency_bins`."""
+        return [{"peer": p, "lat_bin": b, "count": _sum(r["messages"] for r in g)}
+                for (p, b), g in _group([r for r in self.rows if r["messages"] > 0],
+                                        "peer", "lat_bin").items()]
+
+    def view_fingerprints(self) -> list[dict]:
+        """As :func:`checks.view_fingerprints`."""
+        return [{"peer": p, "view": v, **{c: _sum(r[c] for r in g) for c in FINGERPRINT}}
+                for (p, v), g in _group([r for r in self.rows if r["messages"] > 0],
+                                        "peer", "view").items()]
+
+    def view_members(self) -> list[dict]:
+        """As :func:`checks.summary_view_members`, ordered by view."""
+        out = []
+        for (view,), g in _group([r for r in self.rows if r["views"] > 0], "view").items():
+            lists: list[dict] = []
+            for r in g:
+                for item in r["member_lists"] or ():
+                    if item not in lists:
+                        lists.append(item)
+            least = min(lists, key=_struct_key) if lists else None
+            out.append({"view": view, "members": least and least["members"],
+                        "removed": least and least["removed"], "variants": len(lists)})
+        return sorted(out, key=lambda v: _struct_key(v["view"]))
+
+    def early(self) -> list[dict]:
+        """As :func:`checks.summary_early`."""
+        return [e for r in self.rows for e in r["early"] or () if e is not None]
+
+    def files_of_peers(self) -> dict[str, list[str]]:
+        """Per peer, the files holding its records."""
+        out: dict[str, list[str]] = {}
+        for r in self.rows:
+            if r["records"] > 0 and r["file"] not in out.setdefault(r["peer"], []):
+                out[r["peer"]].append(r["file"])
+        return out
+
+
+def _fingerprint_roles(fingerprints: list[dict], views: list[dict], peers: list[str]) -> list[dict]:
+    """As :func:`checks._fingerprint_roles` (``required``, ``holders``, ``variants``,
+    ``unexpected``, ``ref``, ``crashed``, per view holding messages)."""
+    everyone = sorted(peers)
+    members_of = {v["view"]: v["members"] for v in views}
+    removed_of = {v["view"]: v["removed"] for v in views}
+    roles = []
+    for (view,), g in _group(fingerprints, "view").items():
+        if view in members_of:  # checks.view_recipients
+            members = list(dict.fromkeys(members_of[view]))
+            removed = removed_of.get(view + 1) if view is not None else None
+            crashed = [m for m in members if m in (removed or ())]
+            required = [m for m in members if m not in crashed]
+        else:
+            members, required = everyone, everyone
+        fp = lambda r: tuple(r[f] for f in FINGERPRINT)  # noqa: E731
+        req = [r for r in g if r["peer"] in required]
+        ref = min(req, key=lambda r: r["peer"]) if req else None
+        roles.append({
+            "view": view, "required": sorted(required), "holders": sorted(r["peer"] for r in req),
+            "variants": len({fp(r) for r in req}),
+            "unexpected": sum(1 for r in g if r["peer"] not in members),
+            "ref": ref and {"peer": ref["peer"], **{f: ref[f] for f in FINGERPRINT}},
+            "crashed": [{"peer": r["peer"], **{f: r[f] for f in FINGERPRINT}}
+                        for r in g if r["peer"] in members and r["peer"] not in required]})
+    return roles
+
+
+def fingerprint_mismatches(fingerprints: list[dict], views: list[dict], peers: list[str]) -> list[dict]:
+    """As :func:`checks.fingerprint_mismatches`: ``view, holders, expected, variants``."""
+    out = []
+    for r in _fingerprint_roles(fingerprints, views, peers):
+        ref = r["ref"]
+        crashed_ok = ref is not None and all(
+            all(c[f] == ref[f] for f in FINGERPRINT) or c["messages"] < ref["messages"]
+            for c in r["crashed"])
+        if r["holders"] != r["required"] or r["variants"] != 1 or r["unexpected"] > 0 \
+                or not crashed_ok:
+            out.append({"view": r["view"], "holders": r["holders"], "expected": r["required"],
+                        "variants": r["variants"]})
+    return out
+
+
+def crash_prefixes(fingerprints: list[dict], views: list[dict], peers: list[str]) -> list[dict]:
+    """As :func:`checks.crash_prefixes`: ``view, peer, ref_peer`` plus the crashed peer's
+    fingerprint, for each crashed member holding fewer messages than the required ones."""
+    return [{"view": r["view"], "peer": c["peer"], "ref_peer": r["ref"]["peer"],
+             **{f: c[f] for f in FINGERPRINT}}
+            for r in _fingerprint_roles(fingerprints, views, peers) if r["ref"] is not None
+            for c in r["crashed"] if c["messages"] < r["ref"]["messages"]]

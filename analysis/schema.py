@@ -57,32 +57,107 @@ class ResolvedInputs:
     missing: list[str]
 
 
-def resolve_inputs(spark: SparkSession, paths: list[str]) -> ResolvedInputs:
-    """Expand files, folders (their ``*.jsonl`` children) and globs on any Hadoop filesystem.
+GLOB_CHARS = "*?[{"
 
-    Listing happens on the driver through the Hadoop FileSystem API, so it is bounded by the number
-    of files, never by their size. A file named explicitly is taken whatever its extension.
+
+def is_remote_uri(path: str) -> bool:
+    """A URI with a scheme other than ``file:`` (``hdfs://``, ``s3a://``, ...): resolved by Spark."""
+    return "://" in path and not path.startswith("file:")
+
+
+def local_path(path: str) -> str:
+    """``file:/x``, ``file:///x`` or ``x`` -> ``x`` (a path of this machine)."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    return path[len("file:"):] if path.startswith("file:") else path
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """Hadoop-style ``{a,b}`` alternatives (nestable) expanded into plain glob patterns."""
+    depth, open_at = 0, -1
+    for i, ch in enumerate(pattern):
+        if ch == "{":
+            if depth == 0:
+                open_at = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                head, body, tail = pattern[:open_at], pattern[open_at + 1:i], pattern[i + 1:]
+                parts, level, last = [], 0, 0
+                for j, c in enumerate(body):
+                    level += (c == "{") - (c == "}")
+                    if c == "," and level == 0:
+                        parts.append(body[last:j])
+                        last = j + 1
+                parts.append(body[last:])
+                return [x for part in parts for x in expand_braces(head + part + tail)]
+    return [pattern]
+
+
+def _resolve_local(given: str) -> list[str] | None:
+    """Files of one local path, folder (its ``*.jsonl`` files) or glob, as ``file:/abs`` names;
+    None if it matches nothing."""
+    import glob
+    import os
+
+    matches: list[str] = []
+    for pattern in expand_braces(local_path(given)):
+        if any(ch in pattern for ch in "*?["):
+            matches += sorted(glob.glob(pattern, include_hidden=True))
+        elif os.path.exists(pattern):
+            matches.append(pattern)
+    if not matches:
+        return None
+    files: list[str] = []
+    for m in matches:
+        if os.path.isdir(m):
+            files += sorted(os.path.join(m, c) for c in os.listdir(m)
+                            if c.endswith(".jsonl") and os.path.isfile(os.path.join(m, c)))
+        else:
+            files.append(m)
+    return ["file:" + os.path.abspath(f) for f in files]
+
+
+def _resolve_remote(spark: SparkSession, given: str) -> list[str] | None:
+    """Files of one remote URI, listed by Spark itself (``DataFrame.inputFiles``: works on a
+    classic and a Connect session alike); None if it matches nothing."""
+    from pyspark.errors import AnalysisException
+
+    def listed(path: str) -> list[str] | None:
+        try:
+            return sorted(spark.read.text(path).inputFiles())
+        except AnalysisException:  # PATH_NOT_FOUND (a glob matching nothing included)
+            return None
+
+    if any(ch in given for ch in GLOB_CHARS) or given.endswith(".jsonl"):
+        return listed(given)
+    in_folder = listed(given.rstrip("/") + "/*.jsonl")
+    if in_folder:
+        return in_folder
+    found = listed(given)  # a file named explicitly, or a folder without *.jsonl
+    if found is None:
+        return None
+    name = given.rstrip("/").rsplit("/", 1)[-1]
+    return found if len(found) == 1 and found[0].rstrip("/").rsplit("/", 1)[-1] == name else []
+
+
+def resolve_inputs(spark: SparkSession, paths: list[str]) -> ResolvedInputs:
+    """Expand files, folders (their ``*.jsonl`` children) and globs (``*?[]`` and ``{a,b}``).
+
+    Local paths (plain or ``file:``) are listed here in Python; remote URIs (``hdfs://``, ...) by
+    Spark's own file listing, through the DataFrame API only, so a Spark Connect session resolves
+    them on its server. Listing is bounded by the number of files, never by their size. A file named
+    explicitly is taken whatever its extension.
     """
-    jvm = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
     files: list[str] = []
     missing: list[str] = []
     for given in paths:
-        path = jvm.org.apache.hadoop.fs.Path(given)
-        fs = path.getFileSystem(conf)
-        statuses = fs.globStatus(path)
-        if not statuses:
+        found = _resolve_remote(spark, given) if is_remote_uri(given) else _resolve_local(given)
+        if found is None:
             missing.append(given)
-            continue
-        for status in statuses:
-            if status.isDirectory():
-                children = sorted(
-                    str(child.getPath().toString()) for child in fs.listStatus(status.getPath())
-                    if child.isFile() and child.getPath().getName().endswith(".jsonl")
-                )
-                files.extend(children)
-            else:
-                files.append(str(status.getPath().toString()))
+        else:
+            files.extend(found)
     unique = list(dict.fromkeys(files))
     return ResolvedInputs(files=unique, missing=missing)
 

@@ -3,7 +3,9 @@
 Contract: an embedded session (no master given, none inherited from spark-submit) runs ``local[*]``
 bound to 127.0.0.1 only, with no UI, no console progress bar and log level ERROR; the driver JVM's
 stderr (log4j start-up chatter, JDK incubator warnings) goes to a log file instead of the user's
-terminal. A master given on the command line or by spark-submit is never overridden.
+terminal. A master given on the command line or by spark-submit is never overridden. A Spark Connect
+URL (``sc://host:port``, from ``--remote`` or ``SPARK_REMOTE``) gives a Connect client session: no JVM
+here, nothing configured but the URL (the server owns its configuration).
 """
 
 from __future__ import annotations
@@ -32,6 +34,32 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
+
+
+CONNECT_MISSING = (
+    "tom verify --remote needs the Spark Connect client libraries (grpcio, pandas, pyarrow, ...); "
+    "install them with `pip install 'tom[connect]'` (or `pip install 'pyspark[connect]'`)."
+)
+
+
+def remote_url(given: str | None) -> str | None:
+    """The Spark Connect URL to use: ``given`` (``--remote``), else ``SPARK_REMOTE``, else None."""
+    return given or os.environ.get("SPARK_REMOTE") or None
+
+
+def connect_available() -> bool:
+    """True if the Spark Connect client's Python dependencies import."""
+    try:
+        from pyspark.sql.connect.utils import check_dependencies
+        check_dependencies()
+    except Exception:  # ImportError, or pyspark's own PySparkImportError for a too-old version
+        return False
+    return True
+
+
+def is_connect(spark) -> bool:
+    """True if ``spark`` is a Spark Connect client session (no ``sparkContext``, no JVM here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def java_available() -> bool:
@@ -74,15 +102,18 @@ def _stderr_to(path: Path) -> Iterator[None]:
 
 
 def build_session(master: str | None = None, log_dir: Path | None = None,
-                  app_name: str = "tom-verify") -> SparkSession:
+                  app_name: str = "tom-verify", remote: str | None = None) -> SparkSession:
     """Return a SparkSession for the verifier.
 
     ``master``: a Spark master URL, or None for "whatever spark-submit set, else local[*]".
     ``log_dir``: where the embedded JVM's stderr and the quiet log4j2 config go (a temp dir if None).
+    ``remote``: a Spark Connect URL (``sc://host:port``); then ``master`` must be None.
     """
     active = SparkSession.getActiveSession()
     if active is not None:  # e.g. `tom verify` called from a program that already runs Spark
         return active
+    if remote:
+        return SparkSession.builder.remote(remote).getOrCreate()
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)

@@ -37,6 +37,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(default: tom-verify/ next to the first input)")
     parser.add_argument("--master", default=None,
                         help="Spark master URL (default: spark-submit's, else embedded local[*])")
+    parser.add_argument("--remote", default=None, metavar="URL",
+                        help="Spark Connect server, sc://HOST:PORT (default: $SPARK_REMOTE if set); "
+                             "plain paths are then listed here and read by the server, so it must "
+                             "see the same files")
     parser.add_argument("--first", type=int, default=FIRST_ROWS, metavar="N",
                         help=f"violations listed per check (default {FIRST_ROWS})")
     return parser.parse_args(argv)
@@ -65,10 +69,19 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from analysis import report
-    from analysis.session import JAVA_MISSING, inside_spark_submit, java_available
+    from analysis.session import (CONNECT_MISSING, JAVA_MISSING, connect_available,
+                                  inside_spark_submit, java_available, remote_url)
 
     console = Console(highlight=False, soft_wrap=True)
-    if not inside_spark_submit() and not java_available():
+    remote = remote_url(args.remote)
+    if remote and args.master:
+        console.print("give either --master or a Spark Connect URL (--remote, SPARK_REMOTE), not both",
+                      markup=False)
+        return EXIT_UNUSABLE
+    if remote and not connect_available():
+        console.print(CONNECT_MISSING, markup=False)
+        return EXIT_UNUSABLE
+    if not remote and not inside_spark_submit() and not java_available():
         console.print(JAVA_MISSING, markup=False)
         return EXIT_UNUSABLE
     missing = [p for p in args.paths if _plain_local(p) and not Path(p).exists()]
@@ -91,8 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     owned = SparkSession.getActiveSession() is None
     try:
-        spark = build_session(args.master, log_dir=report_dir)
+        spark = build_session(args.master, log_dir=report_dir, remote=remote)
     except Exception as exc:  # the JVM did not come up: say so in one line, point at its log
+        if remote:
+            console.print(f"cannot reach Spark Connect at {remote} ({type(exc).__name__})",
+                          markup=False)
+            return EXIT_UNUSABLE
         console.print(f"Spark did not start ({type(exc).__name__}); see {report_dir / 'spark-driver.log'}"
                       " -- Java 17+ is required (apt-get install openjdk-17-jre-headless)",
                       markup=False)
@@ -177,34 +194,109 @@ def _no_blank_lines(spark, files: list[str], blocks: list[dict]) -> bool:
     return all(rows.get((r.file, r.block_start)) == r["count"] for r in counted)
 
 
+FOLD_ROWS = 50_000
+"""A run summary with at most this many rows is collected once and folded on the driver
+(:class:`analysis.fold.SummaryFold`); a larger one (many views times latency bins) is queried in Spark."""
+
+
+class _SparkSummaryFacts:
+    """The facts of a persisted run summary, each computed by a Spark job (the twin of
+    :class:`analysis.fold.SummaryFold`, for summaries too large to collect)."""
+
+    def __init__(self, summary) -> None:
+        self.summary = summary
+
+    def blocks(self) -> list[dict]:
+        from analysis import checks
+        return [r.asDict() for r in checks.summary_blocks(self.summary).collect()]
+
+    def bad_rows(self, n: int) -> list[dict]:
+        from analysis import checks
+        return [r.asDict() for r in
+                checks.summary_bad_rows(self.summary).orderBy("file", "row").limit(n).collect()]
+
+    def peers(self) -> list[dict]:
+        from analysis import checks
+        return [r.asDict() for r in checks.summary_peers(self.summary).limit(MAX_PEERS + 1).collect()]
+
+    def latency_bins(self) -> list[dict]:
+        from analysis import checks
+        return [r.asDict() for r in checks.summary_latency_bins(self.summary).collect()]
+
+    def view_members(self) -> list[dict]:
+        from analysis import checks
+        return [r.asDict(recursive=True) for r in checks.summary_view_members(self.summary)
+                .orderBy("view").limit(MAX_PEERS).collect()]
+
+    def early(self) -> list[dict]:
+        from analysis import checks
+        return [r.asDict() for r in checks.summary_early(self.summary).collect()]
+
+    def files_of_peers(self) -> dict[str, list[str]]:
+        from pyspark.sql import functions as F
+        out: dict[str, list[str]] = {}
+        for r in self.summary.filter(F.col("records") > 0).select("peer", "file").distinct().collect():
+            out.setdefault(r.peer, []).append(r.file)
+        return out
+
+    def messages_and_faults(self, peers: list[str]) -> tuple[int, bool, list[dict]]:
+        """``(messages, mismatched, crash prefixes to check)``, as the fold's."""
+        from pyspark.sql import functions as F
+
+        from analysis import checks
+        fingerprints = checks.view_fingerprints(self.summary)
+        views = checks.summary_view_members(self.summary)
+        if checks.fingerprint_mismatches(fingerprints, views, peers).limit(1).count():
+            return 0, True, []
+        partial = [r.asDict() for r in checks.crash_prefixes(fingerprints, views, peers)
+                   .limit(MAX_PEERS).collect()]
+        messages = fingerprints.groupBy("view").agg(F.max("messages").alias("m")) \
+            .agg(F.sum("m")).first()[0] or 0
+        return messages, False, partial
+
+
+def _fold_messages_and_faults(facts, peers: list[str]) -> tuple[int, bool, list[dict]]:
+    from analysis import fold
+    fingerprints, views = facts.view_fingerprints(), facts.view_members()
+    if fold.fingerprint_mismatches(fingerprints, views, peers):
+        return 0, True, []
+    best: dict = {}
+    for f in fingerprints:
+        best[f["view"]] = max(best.get(f["view"], 0), f["messages"])
+    return sum(best.values()), False, fold.crash_prefixes(fingerprints, views, peers)
+
+
 def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool:
     """The one-pass proof of a healthy run (docs/verifier.md): fill ``result`` and return True if it
     settles the outcome, False if the exact checks must run. One scan of the input and one shuffle
     of narrow rows; everything collected is bounded by splits, peers, views, latency bins."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     from analysis import checks, fold, schema
 
     summary = checks.run_summary(schema.narrow_records(schema.read_records(spark, files)),
                                  bad_kept=first).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        blocks = [r.asDict() for r in checks.summary_blocks(summary).collect()]
+        rows = summary.limit(FOLD_ROWS + 1).collect()  # the one scan job
+        facts = (fold.SummaryFold([r.asDict(recursive=True) for r in rows])
+                 if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary))
+        del rows
+        blocks = facts.blocks()
         lap("scan_s")
         summaries, offsets = schema.file_summaries(blocks, files)
         with_bad = [s.path for s in summaries if s.bad_lines]
         if with_bad and not _no_blank_lines(spark, with_bad, blocks):
             return False
-        bad = [{"file": schema.display_path(r.file),
-                "line": schema.line_number(offsets, r.file, r.block_start, r.row),
-                "problem": r.problem, "excerpt": r.excerpt}
-               for r in checks.summary_bad_rows(summary).orderBy("file", "row").limit(first).collect()]
+        bad = [{"file": schema.display_path(r["file"]),
+                "line": schema.line_number(offsets, r["file"], r["block_start"], r["row"]),
+                "problem": r["problem"], "excerpt": r["excerpt"]}
+               for r in facts.bad_rows(first)]
         _put_files(result, summaries, bad)
         n_records = sum(s.records for s in summaries)
         if n_records == 0:
             result["problems"] = ["no readable record in the input"]
             return True
-        peer_rows = [r.asDict() for r in checks.summary_peers(summary).limit(MAX_PEERS + 1).collect()]
+        peer_rows = facts.peers()
         if len(peer_rows) > MAX_PEERS:
             result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
             return True
@@ -212,23 +304,21 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
         if any(p["disorder"] or p["index_faults"] for p in peer_rows):
             return False
         peers = sorted(p["peer"] for p in peer_rows)
-        views = checks.summary_view_members(summary)
-        view_rows = [r.asDict(recursive=True) for r in views.orderBy("view").limit(MAX_PEERS).collect()]
+        view_rows = facts.view_members()[:MAX_PEERS]
         if any(v["variants"] > 1 for v in view_rows):
             return False
-        fingerprints = checks.view_fingerprints(summary)
-        if checks.fingerprint_mismatches(fingerprints, views, peers).limit(1).count():
+        if isinstance(facts, fold.SummaryFold):
+            messages, mismatched, partial = _fold_messages_and_faults(facts, peers)
+        else:
+            messages, mismatched, partial = facts.messages_and_faults(peers)
+        if mismatched or not _crashed_hold_prefixes(spark, facts, partial):
             return False
-        if not _crashed_hold_prefixes(spark, summary, fingerprints, views, peers):
-            return False
-        messages = fingerprints.groupBy("view").agg(F.max("messages").alias("m")) \
-            .agg(F.sum("m")).first()[0] or 0
         lap("fingerprints_s")
 
-        bins = [r.asDict() for r in checks.summary_latency_bins(summary).collect()]
+        bins = facts.latency_bins()
         per_peer, overall = fold.latency_stats(peer_rows, bins)
         low, high = _histogram_range(overall)
-        early = [r.asDict() for r in checks.summary_early(summary).collect()]
+        early = facts.early()
         result["latency"] = {
             "overall": overall, "per_peer": per_peer,
             "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
@@ -260,24 +350,19 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
         summary.unpersist()
 
 
-def _crashed_hold_prefixes(spark, summary, fingerprints, views, peers: list[str]) -> bool:
+def _crashed_hold_prefixes(spark, facts, partial: list[dict]) -> bool:
     """True if every crashed member that holds fewer messages of its last view than the view's
     required recipients holds exactly a prefix of them (docs/verifier.md, "Crashed peers").
 
-    One small job per such (peer, view), reading only the files of that peer and of one required
-    recipient: a run without a crash reads nothing more.
+    ``partial``: rows of :func:`analysis.checks.crash_prefixes`. One small job per such (peer,
+    view), reading only the files of that peer and of one required recipient: a run without a crash
+    reads nothing more.
     """
-    from pyspark.sql import functions as F
-
     from analysis import checks, schema
 
-    partial = [r.asDict() for r in checks.crash_prefixes(fingerprints, views, peers)
-               .limit(MAX_PEERS).collect()]
     if not partial:
         return True
-    files_of: dict[str, list[str]] = {}
-    for r in summary.filter(F.col("records") > 0).select("peer", "file").distinct().collect():
-        files_of.setdefault(r.peer, []).append(r.file)
+    files_of = facts.files_of_peers()
     for c in partial:
         files = sorted(set(files_of.get(c["peer"], []) + files_of.get(c["ref_peer"], [])))
         narrow = schema.narrow_records(schema.read_records(spark, files))
