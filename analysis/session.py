@@ -47,6 +47,33 @@ def remote_url(given: str | None) -> str | None:
     return given or os.environ.get("SPARK_REMOTE") or None
 
 
+CONNECT_DEFAULT_PORT = 15002
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """``(host, port)`` of a Spark Connect URL ``sc://host[:port][/;params]``; ValueError if it is
+    not one."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(url.split(";", 1)[0])
+    if parts.scheme != "sc" or not parts.hostname:
+        raise ValueError(f"not a Spark Connect URL (sc://HOST:PORT): {url}")
+    return parts.hostname, parts.port or CONNECT_DEFAULT_PORT
+
+
+def connect_reachable(url: str, timeout: float = 5.0) -> str | None:
+    """None if a TCP connection to the Connect server of ``url`` opens within ``timeout`` seconds,
+    else why not (the Connect client itself retries for minutes before giving up)."""
+    import socket
+    try:
+        host, port = connect_address(url)
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except ValueError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot connect to {url}: {exc.strerror or exc}"
+
+
 def connect_available() -> bool:
     """True if the Spark Connect client's Python dependencies import."""
     try:
@@ -109,11 +136,13 @@ def build_session(master: str | None = None, log_dir: Path | None = None,
     ``log_dir``: where the embedded JVM's stderr and the quiet log4j2 config go (a temp dir if None).
     ``remote``: a Spark Connect URL (``sc://host:port``); then ``master`` must be None.
     """
+    if remote:  # pyspark's builder switches this process to Connect mode (SPARK_CONNECT_MODE_ENABLED)
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+        spark.version  # noqa: B018 -- the first round trip: an unreachable server fails here
+        return spark
     active = SparkSession.getActiveSession()
     if active is not None:  # e.g. `tom verify` called from a program that already runs Spark
         return active
-    if remote:
-        return SparkSession.builder.remote(remote).getOrCreate()
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)

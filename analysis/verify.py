@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from analysis import report
     from analysis.session import (CONNECT_MISSING, JAVA_MISSING, connect_available,
-                                  inside_spark_submit, java_available, remote_url)
+                                  connect_reachable, inside_spark_submit, java_available,
+                                  remote_url)
 
     console = Console(highlight=False, soft_wrap=True)
     remote = remote_url(args.remote)
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNUSABLE
     if remote and not connect_available():
         console.print(CONNECT_MISSING, markup=False)
+        return EXIT_UNUSABLE
+    if remote and (why := connect_reachable(remote)):
+        console.print(why, markup=False)
         return EXIT_UNUSABLE
     if not remote and not inside_spark_submit() and not java_available():
         console.print(JAVA_MISSING, markup=False)
@@ -102,13 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     from analysis.session import build_session
 
     started = time.monotonic()
-    owned = SparkSession.getActiveSession() is None
+    owned = bool(remote) or SparkSession.getActiveSession() is None
     try:
         spark = build_session(args.master, log_dir=report_dir, remote=remote)
     except Exception as exc:  # the JVM did not come up: say so in one line, point at its log
         if remote:
-            console.print(f"cannot reach Spark Connect at {remote} ({type(exc).__name__})",
-                          markup=False)
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            console.print(f"cannot use Spark Connect at {remote}: {reason}", markup=False)
             return EXIT_UNUSABLE
         console.print(f"Spark did not start ({type(exc).__name__}); see {report_dir / 'spark-driver.log'}"
                       " -- Java 17+ is required (apt-get install openjdk-17-jre-headless)",
