@@ -127,3 +127,86 @@ def test_quantiles_from_bins():
     assert checks.bin_value(0) == 0.0
     for x in (0.0031, 2.5, -0.004):
         assert checks.bin_value(checks.latency_bin_py(x)) == pytest.approx(x, rel=0.006)
+
+
+# --------------------------------------------------------------------------- driver fold == Spark twin
+
+def _cases() -> dict[str, tuple[dict, dict | None]]:
+    from tests.analysis.test_dynamic_groups import CRASH_AFTER, VIEW_1, crash_run
+
+    swap, drop, dup, tampered = (run_of(EVENTS) for _ in range(4))
+    swap[C] = renumber([swap[C][0], swap[C][1], swap[C][3], swap[C][2]] + swap[C][4:])
+    del drop[A][2]
+    dup[B] = renumber(dup[B][:3] + [dup[B][1]] + dup[B][3:])
+    tampered[C][4] = dict(tampered[C][4], text="tampered")
+    join = {}
+    for peer in (A, B):
+        join[peer] = renumber([view_record(peer, 0, 0, A, 1, [A, B]), message(peer, 0, 1, A, view=1),
+                               view_record(peer, 0, 2, B, 2, [A, B, C]), message(peer, 0, 3, B, view=2)])
+    join[C] = [view_record(C, 1, 2, B, 2, [A, B, C]), message(C, 2, 3, B, view=2)]
+    conflict = {p: list(r) for p, r in join.items()}
+    conflict[C] = [view_record(C, 1, 2, B, 2, [A, C]), message(C, 2, 3, B, view=2)]
+    return {
+        "healthy": (run_of(EVENTS), None), "swap": (swap, None), "drop": (drop, None),
+        "duplicate": (dup, None), "tampered": (tampered, None),
+        "torn": (run_of(EVENTS), {C: '{"v":1,"kind":"mess', A: "not json\n\n"}),
+        "join": (join, None), "view_conflict": (conflict, None),
+        "crash": (crash_run(), None),
+        "crash_not_prefix": (crash_run(c_holds=[VIEW_1[0], VIEW_1[2]]), None),
+        "crash_extra": (crash_run(c_holds=VIEW_1[:CRASH_AFTER - 1] + [(9, C)]), None),
+    }
+
+
+def _canon(rows: list[dict]) -> list[dict]:
+    """Rows in a fixed order, float sums rounded (Spark adds them in another order)."""
+    def fix(v):
+        return round(v, 9) if isinstance(v, float) else v
+    return sorted(({k: fix(v) for k, v in r.items()} for r in rows), key=lambda r: repr(sorted(r.items())))
+
+
+@pytest.mark.parametrize("case", list(_cases()))
+def test_driver_fold_equals_its_spark_twin(summarize, case):
+    from analysis import verify
+
+    run, tails = _cases()[case]
+    s = summarize(run, tails)
+    folded = fold.SummaryFold([r.asDict(recursive=True) for r in s.collect()])
+    queried = verify._SparkSummaryFacts(s)
+    assert _canon(folded.blocks()) == _canon(queried.blocks())
+    assert folded.bad_rows(3) == queried.bad_rows(3)
+    assert _canon(folded.peers()) == _canon(queried.peers())
+    assert _canon(folded.latency_bins()) == _canon(queried.latency_bins())
+    assert folded.view_members() == queried.view_members()
+    assert _canon(folded.early()) == _canon(queried.early())
+    assert {p: sorted(f) for p, f in folded.files_of_peers().items()} == \
+        {p: sorted(f) for p, f in queried.files_of_peers().items()}
+    peers = sorted(p["peer"] for p in folded.peers())
+    got, want = verify._fold_messages_and_faults(folded, peers), queried.messages_and_faults(peers)
+    assert got[:2] == want[:2] and _canon(got[2]) == _canon(want[2])
+
+
+@pytest.mark.parametrize("case", ["torn", "crash", "crash_not_prefix"])
+def test_verify_with_the_driver_fold_equals_verify_with_spark_queries(spark, tmp_path, monkeypatch,
+                                                                      case):
+    """The whole result, folded on the driver or queried in Spark (a summary over FOLD_ROWS), and
+    the verdict of the exact path alone."""
+    from analysis import verify
+    from tests.analysis.test_dynamic_groups import write_run
+
+    run, tails = _cases()[case]
+    files = write_run(tmp_path / "run", run)
+    for f in files:
+        peer_file = f[len("file:"):]
+        for peer, tail in (tails or {}).items():
+            if peer_file.endswith(peer.replace(":", "_") + ".jsonl"):
+                with open(peer_file, "a") as out:
+                    out.write(tail)
+    folded = verify.verify(spark, files)
+    monkeypatch.setattr(verify, "FOLD_ROWS", 0)
+    queried = verify.verify(spark, files)
+    exact = {"timing": {}}
+    verify._verify_exact(spark, files, verify.FIRST_ROWS, exact, lambda name: None)
+    for r in (folded, queried):
+        r.pop("timing")
+    assert folded == queried
+    assert folded["verdict"] == exact["verdict"]
