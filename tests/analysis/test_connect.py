@@ -1,11 +1,10 @@
 """``tom verify --remote sc://...`` against a real Spark Connect server on loopback.
 
-The server is pyspark's own ``sbin/start-connect-server.sh`` (the spark-connect jar ships in pyspark's
-``jars/``), started in the foreground (``--wait``) in its own process group, bound to 127.0.0.1,
-``local[1]``; its start is bounded in time and it is stopped by its pid. Where it cannot start (no
-Java, no script, no Connect client libraries, no port within the bound) the tests are skipped with the
-reason. The verifier runs as a user would: the CLI in a fresh process (a process that has built a
-Connect session is in Connect mode for good, so it cannot share this test process's local session).
+The server is pyspark's own ``sbin/start-connect-server.sh`` (:mod:`analysis.connect_server`: bound
+to 127.0.0.1, start bounded in time, stopped by its pid). Where it cannot start (no Java, no script,
+no Connect client libraries, no port within the bound) the tests are skipped with the reason. The
+verifier runs as a user would: the CLI in a fresh process (a process that has built a Connect
+session is in Connect mode for good, so it cannot share this test process's local session).
 """
 
 from __future__ import annotations
@@ -13,12 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -28,88 +23,22 @@ from tests.analysis.conftest import PEERS, run_of
 pytestmark = pytest.mark.spark
 A, B, C = PEERS
 EVENTS = [(1, A), (1, B), (2, A), (2, C), (3, B), (4, A), (5, C)]
-START_TIMEOUT_S = 120.0
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop the server's process group (its id is the pid we started), TERM then KILL."""
-    for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        if proc.poll() is not None:
-            break
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            continue
-    try:  # the JVM child may outlive the script that started it
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.fixture(scope="module")
 def connect_url(tmp_path_factory):
     """``sc://127.0.0.1:PORT`` of a Spark Connect server started for this module."""
-    import pyspark
+    from analysis.connect_server import ConnectServerUnavailable, local_connect_server
 
-    from analysis.session import connect_available
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark Connect server not started: Java 17+ is required")
-    if not connect_available():
-        pytest.skip("Spark Connect server not started: the client libraries are missing "
-                    "(pip install 'pyspark[connect]')")
-    home = Path(pyspark.__file__).parent
-    script = home / "sbin" / "start-connect-server.sh"
-    if not script.exists() or not list((home / "jars").glob("spark-connect_*.jar")):
-        pytest.skip(f"Spark Connect server not started: no {script} or spark-connect jar in pyspark")
     logs = tmp_path_factory.mktemp("connect-server")
-    port = _free_port()
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(logs), SPARK_PID_DIR=str(logs),
-               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    env.pop("SPARK_REMOTE", None)
-    conf = {"spark.connect.grpc.binding.address": "127.0.0.1",
-            "spark.connect.grpc.binding.port": str(port),
-            "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-            "spark.driver.memory": "1g"}
-    args = ["bash", str(script), "--wait", "--master", "local[1]"]
-    for k, v in conf.items():
-        args += ["--conf", f"{k}={v}"]
-    with open(logs / "server.log", "wb") as log:
-        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=logs)
-    deadline = time.monotonic() + START_TIMEOUT_S
     try:
-        while not _listening(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = (logs / "server.log").read_text(errors="replace")[-400:]
-                why = (f"exited with {proc.returncode}" if proc.poll() is not None
-                       else f"not listening after {START_TIMEOUT_S:.0f} s")
-                print(f"Spark Connect server {why}; log tail:\n{tail}")
-                pytest.skip(f"Spark Connect server did not start ({why}); see {logs / 'server.log'}")
-            time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        _stop(proc)
+        with local_connect_server(logs, conf={"spark.sql.shuffle.partitions": "2",
+                                              "spark.driver.memory": "1g"}) as url:
+            yield url
+    except ConnectServerUnavailable as exc:
+        print(f"Spark Connect server not started: {exc}")
+        pytest.skip(f"Spark Connect server not started: {exc}")
 
 
 def _write_run(folder: Path, run: dict[str, list[dict]]) -> None:
@@ -177,7 +106,9 @@ def test_connect_gives_the_local_verdict_report_and_picture(connect_url, spark, 
 
 def test_unreachable_connect_server_is_one_line(tmp_path):
     _write_run(tmp_path / "run", run_of(EVENTS))
-    done = _tom_verify(str(tmp_path / "run"), "--remote", f"sc://127.0.0.1:{_free_port()}")
+    from analysis.connect_server import free_port
+
+    done = _tom_verify(str(tmp_path / "run"), "--remote", f"sc://127.0.0.1:{free_port()}")
     assert done.returncode == 2
     assert len(done.stdout.strip().splitlines()) == 1 and "cannot connect" in done.stdout
     assert "Traceback" not in done.stderr
