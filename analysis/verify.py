@@ -195,7 +195,8 @@ def _no_blank_lines(spark, files: list[str], blocks: list[dict]) -> bool:
     from analysis import schema
     counted = schema.read_lines(spark, files).groupBy("file", "block_start").count().collect()
     rows = {(b["file"], b["block_start"]): b["lines"] for b in blocks}
-    return all(rows.get((r.file, r.block_start)) == r["count"] for r in counted)
+    rename = _given_name(files)
+    return all(rows.get((rename(r.file), r.block_start)) == r["count"] for r in counted)
 
 
 FOLD_ROWS = 50_000
@@ -207,17 +208,21 @@ class _SparkSummaryFacts:
     """The facts of a persisted run summary, each computed by a Spark job (the twin of
     :class:`analysis.fold.SummaryFold`, for summaries too large to collect)."""
 
-    def __init__(self, summary) -> None:
+    def __init__(self, summary, rename=lambda file: file) -> None:
         self.summary = summary
+        self.rename = rename
+
+    def _named(self, rows) -> list[dict]:
+        return [dict(r.asDict(), file=self.rename(r.file)) for r in rows]
 
     def blocks(self) -> list[dict]:
         from analysis import checks
-        return [r.asDict() for r in checks.summary_blocks(self.summary).collect()]
+        return self._named(checks.summary_blocks(self.summary).collect())
 
     def bad_rows(self, n: int) -> list[dict]:
         from analysis import checks
-        return [r.asDict() for r in
-                checks.summary_bad_rows(self.summary).orderBy("file", "row").limit(n).collect()]
+        return self._named(checks.summary_bad_rows(self.summary).orderBy("file", "row").limit(n)
+                           .collect())
 
     def peers(self) -> list[dict]:
         from analysis import checks
@@ -240,7 +245,7 @@ class _SparkSummaryFacts:
         from pyspark.sql import functions as F
         out: dict[str, list[str]] = {}
         for r in self.summary.filter(F.col("records") > 0).select("peer", "file").distinct().collect():
-            out.setdefault(r.peer, []).append(r.file)
+            out.setdefault(r.peer, []).append(self.rename(r.file))
         return out
 
     def messages_and_faults(self, peers: list[str]) -> tuple[int, bool, list[dict]]:
@@ -257,6 +262,14 @@ class _SparkSummaryFacts:
         messages = fingerprints.groupBy("view").agg(F.max("messages").alias("m")) \
             .agg(F.sum("m")).first()[0] or 0
         return messages, False, partial
+
+
+def _given_name(files: list[str]):
+    """Spark's name of an input file (``_metadata.file_path``: URI-encoded, ``a%20b``) -> the name
+    it was given as (``a b``), so that reports and second reads use the input's own name."""
+    from urllib.parse import unquote
+    given = {unquote(f): f for f in files}
+    return lambda name: given.get(unquote(name), name) if name is not None else None
 
 
 def _fold_messages_and_faults(facts, peers: list[str]) -> tuple[int, bool, list[dict]]:
@@ -282,8 +295,9 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
                                  bad_kept=first).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         rows = summary.limit(FOLD_ROWS + 1).collect()  # the one scan job
-        facts = (fold.SummaryFold([r.asDict(recursive=True) for r in rows])
-                 if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary))
+        rename = _given_name(files)
+        facts = (fold.SummaryFold([dict(r.asDict(recursive=True), file=rename(r.file)) for r in rows])
+                 if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary, rename))
         del rows
         blocks = facts.blocks()
         lap("scan_s")
@@ -404,12 +418,14 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
         .persist(StorageLevel.MEMORY_AND_DISK)
     messages = None
     try:
-        blocks = [r.asDict() for r in schema.block_stats(parsed).collect()]  # one row per split
+        rename = _given_name(files)
+        blocks = [dict(r.asDict(), file=rename(r.file))
+                  for r in schema.block_stats(parsed).collect()]  # one row per split
         summaries, offsets = schema.file_summaries(blocks, files)
         bad = []
         for r in schema.bad_lines(parsed).orderBy("file", "row").limit(first).collect():
-            bad.append({"file": schema.display_path(r.file),
-                        "line": schema.line_number(offsets, r.file, r.block_start, r.row),
+            bad.append({"file": schema.display_path(rename(r.file)),
+                        "line": schema.line_number(offsets, rename(r.file), r.block_start, r.row),
                         "problem": r.problem, "excerpt": r.excerpt})
         _put_files(result, summaries, bad)
         lap("parse_s")

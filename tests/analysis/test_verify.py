@@ -136,3 +136,15 @@ def test_healthy_run_is_settled_by_the_fast_path(spark, tmp_path):
     assert rep["fast_path"] == "conclusive" and rep["counts"]["messages"] == len(EVENTS)
     assert rep["latency"]["overall"]["count"] == 3 * len(EVENTS)
     assert [(m["clock"], m["pid"]) for m in rep["diagram"]] == EVENTS
+
+
+def test_a_folder_with_a_space_is_reported_by_its_own_name(spark, tmp_path):
+    """Spark names input files URI-encoded (``a%20b``): the report uses the names the input has."""
+    folder = tmp_path / "my run"
+    write_run(folder, run_of(EVENTS), torn={C: '{"v":1,"kind":"mess'})
+    assert verify.main([str(folder), "--report-dir", str(tmp_path / "out")]) == 0
+    rep = report(tmp_path / "out")
+    assert sorted(f["path"] for f in rep["file_summaries"]) == sorted(
+        str(p) for p in folder.glob("*.jsonl"))
+    assert all(f["lines"] > 0 for f in rep["file_summaries"])
+    assert rep["bad_lines"]["first"][0]["file"].startswith(str(folder) + "/")
