@@ -79,3 +79,31 @@ def test_resolve_inputs_expands_folders_and_globs(spark, tmp_path):
     found = schema.resolve_inputs(spark, [str(tmp_path), str(tmp_path / "a*"), str(tmp_path / "nope")])
     assert [f.rsplit("/", 1)[1] for f in found.files] == ["a.jsonl", "b.jsonl"]
     assert found.missing == [str(tmp_path / "nope")]
+
+
+def test_braces_expand_as_hadoop_globs():
+    assert schema.expand_braces("r/{a,b{1,2}}/*.jsonl") == ["r/a/*.jsonl", "r/b1/*.jsonl", "r/b2/*.jsonl"]
+    assert schema.expand_braces("plain.jsonl") == ["plain.jsonl"]
+
+
+def test_local_inputs_are_listed_without_the_jvm(tmp_path):
+    """No session at all: local paths, ``file:`` paths and braces are listed in Python."""
+    for name in ("a.jsonl", "b.jsonl", "notes.txt"):
+        (tmp_path / name).write_text("{}\n")
+    found = schema.resolve_inputs(None, [f"file:{tmp_path}", str(tmp_path / "{a,nope}.jsonl"),
+                                         str(tmp_path / "notes.txt"), str(tmp_path / "x*")])
+    assert found.files == [f"file:{tmp_path}/a.jsonl", f"file:{tmp_path}/b.jsonl",
+                           f"file:{tmp_path}/notes.txt"]
+    assert found.missing == [str(tmp_path / "x*")]
+
+
+def test_remote_uris_are_listed_by_spark(spark, tmp_path):
+    """The URI route (``DataFrame.inputFiles``, also on Spark Connect), driven with file:// URIs."""
+    (tmp_path / "run").mkdir()
+    for name in ("a.jsonl", "b.jsonl", "notes.txt"):
+        (tmp_path / "run" / name).write_text("{}\n")
+    uri = f"file://{tmp_path}/run"
+    assert [f.rsplit("/", 1)[1] for f in schema._resolve_remote(spark, uri)] == ["a.jsonl", "b.jsonl"]
+    assert [f.rsplit("/", 1)[1] for f in schema._resolve_remote(spark, uri + "/notes.txt")] == ["notes.txt"]
+    assert schema._resolve_remote(spark, uri + "/nope") is None
+    assert schema._resolve_remote(spark, uri + "/*.csv") is None
