@@ -59,7 +59,8 @@ def default_report_dir(first_path: str) -> Path:
 
 
 def _plain_local(path: str) -> bool:
-    """A local path without glob characters (those, and remote URIs, are resolved by Spark)."""
+    """A local path without glob characters (checked at once, before Spark starts; globs and URIs
+    are resolved by :func:`analysis.schema.resolve_inputs`)."""
     return "://" not in path and not path.startswith("file:") and not any(ch in path for ch in "*?[{")
 
 
