@@ -54,6 +54,17 @@ def _seconds(low: float, high: float):
     return parse
 
 
+def _http_address(text: str) -> tuple[str, int]:
+    """``--http [HOST:]PORT`` -> (host, port); loopback when no host is given; ``[v6]:PORT`` too."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected [HOST:]PORT with a port 0..65535, got {text!r}")
+    return host, int(port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tom", description="Totally-ordered multicast with Lamport clocks.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -92,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--keys", type=Path, metavar="DIR",
                       help="closed group: every link is mutual TLS 1.3 with the credentials in DIR (made by "
                            "tom keys); only members are accepted, each only as the pid its certificate names")
+    peer.add_argument("--http", type=_http_address, metavar="[HOST:]PORT",
+                      help="serve the dashboard (GET /), a JSON API (/api/status, /api/messages, /api/events) "
+                           "and Prometheus metrics (/metrics) on this port, on loopback unless HOST is given")
+    peer.add_argument("--api-token-file", type=Path, metavar="FILE",
+                      help="with --http: require 'Authorization: Bearer <token>' with the token kept in FILE "
+                           "(created, 0600, if missing); with --keys DIR the default is DIR/api-token")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")
 
     keys = sub.add_parser("keys", help="create a closed group's credentials",
@@ -136,6 +153,21 @@ def ask_host(neighbors_path: Path, port: int) -> tuple[str, str | None]:
     return host, name
 
 
+def api_token_file(args: argparse.Namespace) -> Path | None:
+    """The file of the token the HTTP API requires: --api-token-file, else the keys folder's (a closed
+    group, --keys DIR), else none (an open group's API is open, on loopback by default)."""
+    if args.api_token_file is not None:
+        if args.http is None:
+            raise ConfigError("--api-token-file guards the HTTP API: give --http too")
+        return args.api_token_file
+    keys = getattr(args, "keys", None)  # tom peer --keys DIR (closed groups)
+    if keys is not None and args.http is not None:
+        from .apitoken import token_path
+
+        return token_path(keys)
+    return None
+
+
 def run_peer(args: argparse.Namespace) -> int:
     import trio
 
@@ -156,7 +188,8 @@ def run_peer(args: argparse.Namespace) -> int:
     if args.timeout <= args.heartbeat:
         raise ConfigError("--timeout must be longer than --heartbeat")
     peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
-                           args.static, args.heartbeat, args.timeout, jitter=args.jitter, keys=args.keys))
+                           args.static, args.heartbeat, args.timeout, jitter=args.jitter, keys=args.keys,
+                           http=args.http, api_token=api_token_file(args)))
 
     def late_signal(signum, frame) -> None:
         # a SIGINT/SIGTERM while the peer is not listening for one: before it started, stop at once;

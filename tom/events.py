@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from .frames import Frame
+from .errors import UsageError
+from .frames import Frame, Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +34,11 @@ class Disconnected:
 
 @dataclass(frozen=True, slots=True)
 class SendTexts:
-    """The local user multicasts ``texts``, in order."""
+    """The local user multicasts ``texts``, in order; ``on_sent``, if given, hears what became of each:
+    its Message, None while it is held for the next view, or the UsageError that refused it."""
 
     texts: list[str]
+    on_sent: Callable[[Message | None | UsageError], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

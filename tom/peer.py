@@ -16,7 +16,7 @@ from pathlib import Path
 import trio
 
 from .core import Core, Timing
-from .events import LeaveGroup
+from .events import LeaveGroup, SendTexts
 from .errors import ConfigError, OutputError
 from .keys import load_group_keys
 from .links import MAX_BACKOFF, Link
@@ -56,6 +56,8 @@ class PeerConfig:
     leave_timeout: float = 15.0
     jitter: float = 0.0
     keys: Path | None = None  # the group's keys folder: every link is mutual TLS (see tom.keys)
+    http: tuple[str, int] | None = None  # --http: serve the API and dashboard on (host, port)
+    api_token: Path | None = None  # require the bearer token kept in this file (created if missing)
 
 
 def own_pid(cfg: PeerConfig, neighbors: list[str]) -> str:
@@ -109,6 +111,8 @@ class Peer:
         self._scope: trio.CancelScope | None = None
         self._leave_requested = False
         self.signals_taken = False
+        self.feed = None  # an EventFeed while --http serves
+        self.http_url: str | None = None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         cfg = self.cfg
@@ -117,6 +121,15 @@ class Peer:
         except BaseException:
             self.output.close()
             raise
+        http = None
+        if cfg.http is not None:
+            try:
+                http = self._open_http()
+            except BaseException:
+                for lst in listeners:
+                    await lst.aclose()
+                self.output.close()
+                raise
         self.core.now = self.core.started_at = trio.current_time()
         try:
             in_tx, in_rx = trio.open_memory_channel(CHANNEL_SIZE)
@@ -132,7 +145,10 @@ class Peer:
                 nursery.start_soon(sender, out_rx, self.me, self.incarnation, self.links, in_tx, cfg.delay,
                                    cfg.jitter, self.keys)
                 nursery.start_soon(processor, self.core, in_rx, out_tx, self.output,
-                                   ui.on_deliver if ui else None, self._on_notice, self._on_output_error)
+                                   ui.on_deliver if ui else None, self._on_notice, self._on_output_error,
+                                   self.feed)
+                if http is not None:
+                    nursery.start_soon(*http)
                 nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)
                 nursery.start_soon(self._stop_on_signal)
                 mode = "static group" if cfg.static else "joining the group"
@@ -140,6 +156,8 @@ class Peer:
                 print(f"Loaded {len(self.neighbors)} neighbors", flush=True)
                 print(f"Started to listen on {cfg.host}:{self.port}; sending messages from: {self.me} ({mode})",
                       flush=True)
+                if cfg.http is not None:
+                    print(f"Dashboard and API on {self.http_url}", flush=True)
                 task_status.started(self.port)
                 if ui is not None:
                     await ui.run()
@@ -156,6 +174,36 @@ class Peer:
             st = self.core.stats
             log.info("stopped with %d events delivered; premature ACKs: %d; deliveries released behind a "
                      "late head: %d", self.output.written, st["premature_acks"], st["released_behind_head"])
+
+    def _open_http(self):
+        """Bind the --http socket (a ConfigError line if impossible) and build the app; return the
+        task that serves it. Imported here: a peer without --http loads none of it."""
+        from . import snapshot
+        from .apitoken import load_or_create_token
+        from .eventfeed import EventFeed
+        from .httpapi import PeerHandle, make_app, open_http_socket, serve_http, url_host
+
+        host, port = self.cfg.http  # type: ignore[misc]
+        token = load_or_create_token(self.cfg.api_token) if self.cfg.api_token is not None else None
+        sock = open_http_socket(host, port)
+        self.http_url = f"http://{url_host(host)}:{sock.getsockname()[1]}/"
+        core, links = self.core, self.links
+        self.feed = EventFeed(self.me, lambda: snapshot.lamport(core), lambda: snapshot.counters(core), time.time)
+        handle = PeerHandle(self.me, lambda: snapshot.snapshot(core, links, trio.current_time()),
+                            self._send_one, lambda: snapshot.backlog(core) > MAX_BACKLOG, self.feed, token)
+        return serve_http, make_app(handle, host), sock
+
+    async def _send_one(self, text: str):
+        """Multicast ``text`` through the processor; what became of it (see `SendTexts.on_sent`)."""
+        done, box = trio.Event(), []
+
+        def on_sent(result) -> None:
+            box.append(result)
+            done.set()
+
+        await self._in.send(SendTexts([text], on_sent))
+        await done.wait()
+        return box[0]
 
     async def leave(self) -> None:
         """Leave the group and wait (bounded) until the leave is delivered; then stop."""

@@ -17,6 +17,7 @@ import trio
 
 from .core import Core, Delivery, Divergence, ViewDelivery
 from .errors import FrameError, OutputError, UsageError
+from .eventfeed import EventFeed
 from .events import Connected, Disconnected, Event, FramesIn, LeaveGroup, SendTexts, Tick
 from .output import OutputFile
 from .ratelimit import LogLimiter, held_back
@@ -51,14 +52,18 @@ def apply(core: Core, event: Event, now: float) -> None:
                 if held is not None:
                     log.warning("rejected frame from %s: %s%s", src, e, held_back(held))
     elif t is SendTexts:
+        on_sent = event.on_sent  # type: ignore[union-attr]
         for text in event.texts:  # type: ignore[union-attr]
             try:
-                core.broadcast(text, sent_at=time.time())
+                sent = core.broadcast(text, sent_at=time.time())
             except UsageError as e:
                 held = NOT_SENT.allow(str(e)[:30])
                 if held is not None:
                     log.warning("%s%s", e if str(e).startswith("message not sent") else f"not sent: {e}",
                                 held_back(held))
+                sent = e
+            if on_sent is not None:
+                on_sent(sent)
     elif t is Tick:
         core.tick(now)
     elif t is Connected:
@@ -77,21 +82,27 @@ async def processor(
     on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
     on_output_error: Callable[[OutputError], None] | None = None,
+    tap: EventFeed | None = None,
 ) -> None:
-    """Run the core over ``incoming`` until it closes."""
+    """Run the core over ``incoming`` until it closes; show every step to ``tap`` (``--http``) if any."""
     async with incoming, outgoing:
         async for event in incoming:
             now = trio.current_time()
             apply(core, event, now)
+            if tap is not None:
+                tap.incoming(event)
             for _ in range(MAX_EVENTS_PER_STEP):  # coalesce what is already waiting
                 try:
                     event = incoming.receive_nowait()
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
                 apply(core, event, now)
+                if tap is not None:
+                    tap.incoming(event)
             ready = core.ready()
             if ready.sends:
                 await outgoing.send(ready.sends)
+            shown: list[Delivery | ViewDelivery] = []  # recorded on disk, so shown
             if ready.deliveries and output.failed is None:
                 try:
                     output.write(ready.deliveries, time.time())
@@ -99,8 +110,11 @@ async def processor(
                     if on_output_error is not None:
                         on_output_error(e)
                 else:
+                    shown = ready.deliveries
                     if on_deliver is not None:
-                        on_deliver(ready.deliveries)
+                        on_deliver(shown)
+            if tap is not None:
+                tap.step(ready.sends, shown, ready.notices, ready.alarms)
             for alarm in ready.alarms:
                 log.error("%s", divergence_line(core.me, alarm))
             for notice in ready.notices:

@@ -1,0 +1,196 @@
+"""The processor's tap for watchers: deliveries, view changes and frames, fanned out to subscribers.
+
+Only a peer started with ``--http`` has an `EventFeed`; without one the processor skips the tap with
+one ``is None`` test per event, so nothing costs. With one:
+
+* counting is always on and cheap: frames in and out by kind (one C-level count per incoming batch, one
+  loop over the step's sends), deliveries and a send->deliver latency histogram (one ``bisect`` each);
+* the frames themselves are looked at only while a subscriber asked for them (``frames_wanted``);
+* every subscriber has a bounded queue; one that falls behind by more than ``QUEUE_ITEMS`` steps is
+  dropped with a ``lost`` mark instead of slowing the peer down (its client reconnects and re-reads
+  the status). Items are appended in the processor's order, so each subscriber sees deliveries in
+  delivery order, and the frames of a step before its deliveries.
+
+Items are tuples of plain objects (immutable frames, delivered records, wall time); turning them into
+JSON is the subscriber's job, off the processor's path (`event_dicts`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import trio
+
+from .core import Delivery, Divergence, ViewDelivery
+from .events import Event, FramesIn
+from .frames import Ack, Acks, Frame, Message
+
+QUEUE_ITEMS = 2048
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Upper bounds (seconds) of the send->deliver latency histogram; a last bucket is +Inf."""
+
+_WATCHED = (Message, Ack, Acks)  # the frames a live diagram draws
+
+
+class Subscriber:
+    """One watcher's queue of items; `wait` returns once there is something (or it was dropped)."""
+
+    def __init__(self, frames: bool) -> None:
+        self.frames = frames
+        self.items: deque[tuple] = deque()
+        self.lost = False
+        self._wake = trio.Event()
+
+    def push(self, item: tuple) -> bool:
+        """Queue ``item``; False (and marked lost) when the watcher is too far behind."""
+        if len(self.items) >= QUEUE_ITEMS:
+            self.lost = True
+            self._wake.set()
+            return False
+        self.items.append(item)
+        self._wake.set()
+        return True
+
+    async def wait(self) -> None:
+        if not self.items and not self.lost:
+            self._wake = trio.Event()
+            await self._wake.wait()
+
+    def take(self) -> list[tuple]:
+        items = list(self.items)
+        self.items.clear()
+        return items
+
+
+class EventFeed:
+    """What the processor shows watchers, and the counters the metrics read."""
+
+    def __init__(self, me: str, clock: Callable[[], int], counters: Callable[[], dict[str, int]],
+                 wall: Callable[[], float]) -> None:
+        self.me = me
+        self._clock = clock  # the core's Lamport time, for frame events
+        self._counters = counters  # the core's counters (snapshot.counters)
+        self._wall = wall
+        self.subscribers: list[Subscriber] = []
+        self.frames_wanted = False
+        self.frames_in: Counter[type] = Counter()
+        self.frames_out: Counter[type] = Counter()
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.latency_sum = 0.0
+        self._released_seen = 0
+
+    # -- subscribers ---------------------------------------------------------------------------
+
+    def subscribe(self, frames: bool) -> Subscriber:
+        sub = Subscriber(frames)
+        self.subscribers.append(sub)
+        self.frames_wanted = any(s.frames for s in self.subscribers)
+        return sub
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        if sub in self.subscribers:
+            self.subscribers.remove(sub)
+        self.frames_wanted = any(s.frames for s in self.subscribers)
+
+    def _publish(self, item: tuple, frames_only: bool = False) -> None:
+        dropped = False
+        for sub in self.subscribers:
+            if (sub.frames or not frames_only) and not sub.push(item):
+                dropped = True
+        if dropped:
+            for sub in [s for s in self.subscribers if s.lost]:
+                self.unsubscribe(sub)
+
+    # -- the processor's tap -------------------------------------------------------------------
+
+    def incoming(self, event: Event) -> None:
+        """An event the processor has just applied."""
+        if type(event) is FramesIn:
+            frames = event.frames  # type: ignore[union-attr]
+            self.frames_in.update(map(type, frames))
+            if self.frames_wanted:
+                watched = [f for f in frames if type(f) in _WATCHED]
+                if watched:
+                    self._publish(("in", event.src, watched, self._clock(), self._wall()),  # type: ignore[union-attr]
+                                  frames_only=True)
+
+    def step(self, sends: list[tuple[tuple[str, ...], Frame]], deliveries: list[Delivery | ViewDelivery],
+             notices: list[str], alarms: Sequence[Divergence] = ()) -> None:
+        """What one processor step produced: frames to send, deliveries (recorded), notices, alarms."""
+        out = self.frames_out
+        for dests, frame in sends:
+            out[type(frame)] += len(dests)
+        if sends and self.frames_wanted:
+            watched = [(d, f) for d, f in sends if type(f) in _WATCHED]
+            if watched:
+                self._publish(("out", watched, self._clock(), self._wall()), frames_only=True)
+        if deliveries:
+            wall = self._wall()
+            counts, total = self.latency_counts, 0.0
+            for d in deliveries:
+                sent_at = getattr(d, "sent_at", None)
+                if sent_at is not None:
+                    lat = wall - sent_at
+                    if lat < 0:
+                        lat = 0.0
+                    counts[bisect_left(LATENCY_BUCKETS, lat)] += 1
+                    total += lat
+            self.latency_sum += total
+            released = self._counters()["released_behind_head"]
+            behind, self._released_seen = released - self._released_seen, released
+            if self.subscribers:
+                self._publish(("deliver", deliveries, max(0, min(behind, len(deliveries) - 1)), wall))
+        for notice in notices:
+            self._publish(("notice", notice, self._wall()))
+        for alarm in alarms:
+            self._publish(("alarm", alarm, self._wall()))
+
+
+def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The (SSE event name, JSON-able data) pairs of one feed item, in order.
+
+    ``deliver`` items mark the last ``behind`` messages of the step as released behind a late head
+    (they were complete but waited for the head, then left with it)."""
+    kind = item[0]
+    if kind == "deliver":
+        _, deliveries, behind, wall = item
+        n = len(deliveries)
+        for i, d in enumerate(deliveries):
+            if type(d) is ViewDelivery:
+                yield "view", {"index": d.index, "clock": d.clock, "pid": d.pid, "view": d.view,
+                               "members": list(d.members), "joined": list(d.joined), "left": list(d.left),
+                               "removed": list(d.removed), "t": wall}
+            else:
+                yield "deliver", {"index": d.index, "clock": d.clock, "pid": d.pid, "text": d.text,
+                                  "view": d.view, "sent_at": d.sent_at, "t": wall,
+                                  "released": i >= n - behind}
+    elif kind == "in":
+        _, src, frames, lamport, wall = item
+        for f in frames:
+            for clock in _clocks(f):
+                yield "frame", {"dir": "in", "kind": "MESSAGE" if type(f) is Message else "ACK", "clock": clock,
+                                "pid": f.pid, "from": src, "lamport": lamport, "t": wall,
+                                **({"text": f.text} if type(f) is Message else {})}  # type: ignore[attr-defined]
+    elif kind == "out":
+        _, sends, lamport, wall = item
+        for dests, f in sends:
+            for clock in _clocks(f):
+                yield "frame", {"dir": "out", "kind": "MESSAGE" if type(f) is Message else "ACK", "clock": clock,
+                                "pid": f.pid, "to": list(dests), "lamport": lamport, "t": wall,  # type: ignore[attr-defined]
+                                **({"text": f.text} if type(f) is Message else {})}  # type: ignore[attr-defined]
+    elif kind == "notice":
+        yield "notice", {"notice": item[1], "t": item[2]}
+    elif kind == "alarm":
+        a = item[1]
+        yield "alarm", {"peer": a.peer, "view": a.view, "position": a.position, "mine": f"{a.mine:08x}",
+                        "theirs": f"{a.theirs:08x}", "t": item[2]}
+
+
+def _clocks(frame: Frame) -> tuple[int, ...]:
+    t = type(frame)
+    if t is Acks:
+        return frame.clocks  # type: ignore[attr-defined]
+    return (frame.clock,)  # type: ignore[attr-defined]

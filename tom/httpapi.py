@@ -1,0 +1,299 @@
+"""The HTTP side of a peer (``tom peer --http``): JSON API, Server-Sent Events, Prometheus metrics and
+the dashboard page.
+
+Built from libraries made for it, on the peer's own trio loop: Starlette (an ASGI framework that runs
+on trio through anyio) for routing, requests and responses; hypercorn's trio worker as the server (it
+parses HTTP, we do not); prometheus_client for the exposition format. The dashboard is static files
+(`tom/dashboard/`), no build step, nothing fetched from elsewhere.
+
+Contract with the peer (`PeerHandle`): the API reads state only through ``status()`` (`tom.snapshot`),
+sends through ``send()`` (a SendTexts event to the processor, the core's only caller) and watches
+through the `EventFeed`. It never touches the core, the links or a task's internals.
+
+Access: the server listens on loopback unless told otherwise. With a token (a closed group), every
+``/api/*`` and ``/metrics`` request needs ``Authorization: Bearer <token>``; the page and its static
+files hold no data and need none (the page takes the token from its URL's ``#token=`` fragment, which
+never reaches a server). Cross-origin calls are allowed from loopback pages only (the group page of
+one peer reads the others'), and Host headers other than this server's own names are refused (DNS
+rebinding).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import re
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .apitoken import token_matches
+from .errors import ConfigError, FrameError, UsageError
+from .eventfeed import LATENCY_BUCKETS, EventFeed, event_dicts
+from .frames import MAX_FRAME_BYTES, Message, encode_frame
+
+log = logging.getLogger("tom.http")
+
+DASHBOARD = Path(__file__).with_name("dashboard")
+MAX_BODY_BYTES = 1 << 20  # a POST body larger than this is refused (413) before it is parsed
+SEND_TIMEOUT = 5.0  # seconds the processor may take to take a message (it is busy otherwise)
+KEEPALIVE = 15.0  # an SSE comment this often, so dead watchers are noticed
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass(frozen=True)
+class PeerHandle:
+    """What the HTTP side may do with its peer."""
+
+    me: str
+    status: Callable[[], dict[str, Any]]  # a fresh snapshot (tom.snapshot.snapshot)
+    send: Callable[[str], Awaitable[Message | None | UsageError]]  # multicast one text
+    busy: Callable[[], bool]  # too much undelivered: refuse new messages for now
+    feed: EventFeed
+    token: str | None = None  # required bearer token, if any
+
+
+def text_refusal(me: str, text: str) -> str | None:
+    """Why ``text`` cannot be sent as one message (the terminal's limits), or None."""
+    try:
+        frame = Message(2**63 - 1, me, text, time.time())
+    except FrameError as e:
+        return str(e)
+    size = len(encode_frame(frame))
+    if size > MAX_FRAME_BYTES:
+        return f"message of {size} bytes on the wire is over the frame limit of {MAX_FRAME_BYTES} bytes"
+    return None
+
+
+def _error(status: int, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+class _Metrics(Collector):
+    """Reads the snapshot and the feed's counters at scrape time: nothing is counted twice."""
+
+    def __init__(self, handle: PeerHandle) -> None:
+        self.handle = handle
+
+    def collect(self):
+        s = self.handle.status()
+        feed = self.handle.feed
+        c = s["counters"]
+        yield CounterMetricFamily("tom_deliveries", "Events (messages and views) delivered by this peer",
+                                  value=c["delivered"])
+        yield CounterMetricFamily("tom_premature_acks", "ACKs that arrived before their message",
+                                  value=c["premature_acks"])
+        yield CounterMetricFamily("tom_released_behind_head",
+                                  "Messages that were complete but waited behind a late head, then left with it",
+                                  value=c["released_behind_head"])
+        yield CounterMetricFamily("tom_divergence_alarms", "Times a peer's delivered sequence differed from ours",
+                                  value=c["divergence_alarms"])
+        yield GaugeMetricFamily("tom_pending_messages", "Entries in the pending queue", value=s["pending_count"])
+        yield GaugeMetricFamily("tom_lamport_clock", "This peer's Lamport clock", value=s["clock"])
+        view = s["view"]
+        yield GaugeMetricFamily("tom_view_id", "Id of the installed view (0: none yet)",
+                                value=view["id"] if view else 0)
+        yield GaugeMetricFamily("tom_view_members", "Members of the installed view",
+                                value=len(view["members"]) if view else 0)
+        frames = CounterMetricFamily("tom_frames", "Frames handled by the processor, by kind and direction",
+                                     labels=["kind", "direction"])
+        for direction, counts in (("in", feed.frames_in), ("out", feed.frames_out)):
+            for cls, n in sorted(counts.items(), key=lambda kv: kv[0].__name__):
+                frames.add_metric([cls.__name__.upper(), direction], n)
+        yield frames
+        buckets, cumulative = [], 0
+        for bound, n in zip([*map(str, LATENCY_BUCKETS), "+Inf"], feed.latency_counts):
+            cumulative += n
+            buckets.append((bound, cumulative))
+        yield HistogramMetricFamily("tom_delivery_latency_seconds",
+                                    "Origin's send to this peer's delivery (wall clocks), per message",
+                                    buckets=buckets, sum_value=feed.latency_sum)
+        up = GaugeMetricFamily("tom_neighbor_connected", "1 while the connection to the neighbor is up",
+                               labels=["neighbor", "state"])
+        heard = GaugeMetricFamily("tom_neighbor_last_heard_age_seconds", "Seconds since the neighbor was heard",
+                                  labels=["neighbor"])
+        suspected = GaugeMetricFamily("tom_neighbor_suspected", "1 while the neighbor is suspected of failure",
+                                      labels=["neighbor"])
+        for p in s["peers"]:
+            if p["connection"] == "self":
+                continue
+            up.add_metric([p["pid"], p["connection"]], 1.0 if p["connection"] == "up" else 0.0)
+            if p["last_heard_age"] is not None:
+                heard.add_metric([p["pid"]], p["last_heard_age"])
+            suspected.add_metric([p["pid"]], 1.0 if p["suspected"] else 0.0)
+        yield up
+        yield heard
+        yield suspected
+        yield GaugeMetricFamily("tom_event_watchers", "Open /api/events streams", value=len(feed.subscribers))
+
+
+def _origin_regex(host: str) -> str:
+    """Origins whose pages may call this API: loopback pages, and this server's own host."""
+    hosts = [r"localhost", r"127(?:\.\d{1,3}){3}", r"\[::1\]"]
+    if host not in ("0.0.0.0", "::", *LOOPBACK_NAMES) and not host.startswith("127."):
+        hosts.append(re.escape(f"[{host}]" if ":" in host else host))
+    return rf"https?://(?:{'|'.join(hosts)})(?::\d+)?"
+
+
+def allowed_hosts(host: str) -> list[str]:
+    """Host headers accepted: this server's names (any, when it listens on every address)."""
+    if host in ("0.0.0.0", "::"):
+        return ["*"]
+    return sorted({*LOOPBACK_NAMES, "[::1]", f"[{host}]" if ":" in host else host})
+
+
+def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
+    """The ASGI application of one peer."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Metrics(handle))
+
+    def denied(request: Request) -> Response | None:
+        if handle.token is None or token_matches(handle.token, request.headers.get("authorization")):
+            return None
+        return _error(401, "this group is closed: send the API token as 'Authorization: Bearer <token>' "
+                           "(it is in the keys folder, file api-token)", **{"WWW-Authenticate": "Bearer"})
+
+    async def status(request: Request) -> Response:
+        return denied(request) or JSONResponse(handle.status())
+
+    async def metrics(request: Request) -> Response:
+        if (refused := denied(request)) is not None:
+            return refused
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def post_message(request: Request) -> Response:
+        if (refused := denied(request)) is not None:
+            return refused
+        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            return _error(413, f"request body over {MAX_BODY_BYTES} bytes")
+        body = bytearray()
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    return _error(413, f"request body over {MAX_BODY_BYTES} bytes")
+        except ClientDisconnect:
+            return _error(400, "the request ended early")
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as e:
+            return _error(400, f"the body is not JSON: {e}")
+        if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+            return _error(400, 'expected a JSON object {"text": "..."}')
+        text = data["text"]
+        if not text.strip():
+            return _error(400, "nothing to send: the text is empty")
+        if (why := text_refusal(handle.me, text)) is not None:
+            return _error(413, why)
+        if handle.busy():
+            return _error(503, "busy: too many messages wait to be delivered here; try again shortly",
+                          **{"Retry-After": "1"})
+        with trio.move_on_after(SEND_TIMEOUT):
+            sent = await handle.send(text)
+            if isinstance(sent, UsageError):
+                return _error(503, str(sent))
+            if sent is None:  # held until a view is installed (joining, or a view change under way)
+                return JSONResponse({"clock": None, "pid": handle.me, "held": True}, status_code=202)
+            return JSONResponse({"clock": sent.clock, "pid": sent.pid, "held": False}, status_code=202)
+        return _error(503, f"the peer did not take the message within {SEND_TIMEOUT:g} s", **{"Retry-After": "1"})
+
+    async def events(request: Request) -> Response:
+        if (refused := denied(request)) is not None:
+            return refused
+        frames = request.query_params.get("frames", "0").lower() in ("1", "true", "yes", "on")
+        sub = handle.feed.subscribe(frames)
+
+        async def stream():
+            try:
+                yield f"retry: 1000\n: events of {handle.me}{' with frames' if frames else ''}\n\n"
+                while True:
+                    with trio.move_on_after(KEEPALIVE):
+                        await sub.wait()
+                    if sub.lost:
+                        yield "event: lost\ndata: {}\n\n"
+                        return
+                    items = sub.take()
+                    if not items:
+                        yield ": keep-alive\n\n"
+                        continue
+                    yield "".join(f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+                                  for item in items for name, data in event_dicts(item))
+            finally:
+                handle.feed.unsubscribe(sub)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def index(request: Request) -> Response:
+        return FileResponse(DASHBOARD / "index.html", headers={"Cache-Control": "no-cache"})
+
+    routes = [
+        Route("/", index),
+        Route("/api/status", status),
+        Route("/api/messages", post_message, methods=["POST"]),
+        Route("/api/events", events),
+        Route("/metrics", metrics),
+        Mount("/static", StaticFiles(directory=DASHBOARD), name="static"),
+    ]
+    middleware = [
+        Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host)),
+        Middleware(CORSMiddleware, allow_origin_regex=_origin_regex(host), allow_methods=["GET", "POST"],
+                   allow_headers=["Authorization", "Content-Type"], max_age=600),
+    ]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def open_http_socket(host: str, port: int) -> socket.socket:
+    """Bind and listen on ``host:port`` for the HTTP server; ConfigError with one line if impossible."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(f"--http: port {port} on {host} is already in use") from None
+        if e.errno == errno.EADDRNOTAVAIL:
+            raise ConfigError(f"--http: {host} is not an address of this machine") from None
+        raise ConfigError(f"--http: cannot listen on {host}:{port}: {e.strerror or e}") from None
+    return sock
+
+
+async def serve_http(app: Starlette, sock: socket.socket) -> None:
+    """Serve ``app`` on the listening ``sock`` with hypercorn's trio worker until cancelled."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]  # hypercorn owns the socket from here on
+    config.accesslog = None
+    server_log = logging.getLogger("tom.http.server")
+    server_log.setLevel(logging.WARNING)  # not its "Running on ..." line: the peer prints its own
+    config.errorlog = server_log
+    config.graceful_timeout = 1.0
+    await serve(app, config, shutdown_trigger=trio.sleep_forever)
+
+
+def url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
