@@ -182,14 +182,16 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
     async def post_message(request: Request) -> Response:
         if (refused := denied(request)) is not None:
             return refused
+        too_big = f"request body over {MAX_BODY_BYTES} bytes"
+        # the rest of the body stays unread: the connection cannot be reused, say so
         if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return _error(413, f"request body over {MAX_BODY_BYTES} bytes")
+            return _error(413, too_big, Connection="close")
         body = bytearray()
         try:
             async for chunk in request.stream():
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
-                    return _error(413, f"request body over {MAX_BODY_BYTES} bytes")
+                    return _error(413, too_big, Connection="close")
         except ClientDisconnect:
             return _error(400, "the request ended early")
         try:

@@ -56,12 +56,37 @@ def make_workload(peers: list[str], messages: int, seed: int) -> dict[str, list[
     }
 
 
+def http_address(pid: str, offset: int) -> tuple[str, int] | None:
+    """Where the peer ``pid`` serves its API and dashboard: its own loopback host, port + ``offset``
+    (None when ``offset`` is 0: no --http)."""
+    if not offset:
+        return None
+    host, port = split_pid(pid)
+    host = host.strip("[]")
+    if not (host.startswith("127.") or host == "::1"):
+        host = "127.0.0.1"
+    if not 0 < port + offset < 65536:
+        raise ConfigError(f"--http-offset {offset}: port {port + offset} of {pid} is out of range")
+    return host, port + offset
+
+
+def group_url(peers: list[str], offset: int, token: str | None = None) -> str:
+    """The one page that shows every peer side by side: the first peer's dashboard, told the others'."""
+    addrs = [http_address(p, offset) for p in peers]
+    hosts = [f"[{h}]:{port}" if ":" in h else f"{h}:{port}" for h, port in addrs]  # type: ignore[misc]
+    return f"http://{hosts[0]}/?peers={','.join(hosts)}" + (f"#token={token}" if token else "")
+
+
 def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool,
-                 jitter: float = 0.0, keys: Path | None = None) -> list[str]:
+                 jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0) -> list[str]:
     host, port = split_pid(pid)
     cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(output), str(port), "--host", host.strip("[]")]
     if keys is not None:
         cmd += ["--keys", str(keys)]
+    http = http_address(pid, http_offset)
+    if http is not None:
+        h = f"[{http[0]}]" if ":" in http[0] else http[0]
+        cmd += ["--http", f"{h}:{http[1]}"]
     if delay:
         cmd += ["--delay", str(delay)]
     if jitter:
@@ -72,19 +97,24 @@ def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless
 
 
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
-                jitter: float = 0.0, keys: Path | None = None) -> int:
+                jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0) -> int:
     """One tmux window split in one pane per peer, each running `tom peer` with its terminal UI."""
     if shutil.which("tmux") is None:
         raise ConfigError("tmux is not installed (apt-get install tmux), or use --messages for a headless run")
     session = f"tom-{run_dir.name}"
     cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False, jitter,
-                                    keys)) for p in peers]
+                                    keys, http_offset)) for p in peers]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", cmds[0]], check=True)
     for cmd in cmds[1:]:
         subprocess.run(["tmux", "split-window", "-t", session, cmd], check=True)
         subprocess.run(["tmux", "select-layout", "-t", session, "tiled"], check=True)
     subprocess.run(["tmux", "set-option", "-t", session, "remain-on-exit", "on"], check=False)
     console.print(f"tmux session [bold]{session}[/]: {len(peers)} peers; outputs in {run_dir}")
+    if http_offset:
+        url = group_url(peers, http_offset)
+        subprocess.run(["tmux", "set-option", "-t", session, "status-right-length", "150"], check=False)
+        subprocess.run(["tmux", "set-option", "-t", session, "status-right", url], check=False)
+        console.print(f"group dashboard: [bold]{url}[/]", soft_wrap=True)
     if attach and sys.stdin.isatty():
         return subprocess.run(["tmux", "attach", "-t", session]).returncode
     console.print(f"attach with: tmux attach -t {session}")
@@ -160,6 +190,7 @@ class HeadlessRun:
     chaos: Chaos = field(default_factory=Chaos)
     jitter: float = 0.0
     keys: Path | None = None  # the group's keys folder (secured), or None (plain)
+    http_offset: int = 0
     killed_at: float | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     stdin_open: dict[str, bool] = field(default_factory=dict)
@@ -175,7 +206,8 @@ class HeadlessRun:
         for pid in pids:
             log = open(self.log(pid), "ab")
             self.procs[pid] = subprocess.Popen(
-                peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter, self.keys),
+                peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter, self.keys,
+                             self.http_offset),
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
             self.stdin_open[pid] = True
         end = time.monotonic() + 20
@@ -378,6 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-attach", action="store_true", help="tmux mode: do not attach")
     p.add_argument("--insecure", action="store_true",
                    help="plain TCP, the course's protocol (default: a closed group, keys made in the run folder)")
+    p.add_argument("--http-offset", type=int, default=3000, metavar="N",
+                   help="serve each peer's dashboard and API on its port + N (default 3000: 5000 -> 8000) and "
+                        "print one URL for the whole group")
+    p.add_argument("--no-http", action="store_true", help="start the peers without --http")
     chaos = p.add_argument_group("chaos (headless runs; each takes a port or host:port of the neighbors file)")
     chaos.add_argument("--kill", metavar="PEER", help="SIGKILL this peer at 30%% of the workload")
     chaos.add_argument("--pause", metavar="PEER", help="SIGSTOP this peer for --pause-for seconds at 40%%")
@@ -415,8 +451,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.insecure:
             keys = run_dir / "keys"
             create_keys(load_neighbors(neighbors), keys)
+        http_offset = 0 if args.no_http else args.http_offset
+        if http_offset:
+            group_url(peers, http_offset)  # a port out of range fails here, before anything starts
         if args.messages <= 0:
-            return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter, keys)
+            return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter, keys,
+                               http_offset)
         chaos = Chaos(pick(peers, args.kill, "--kill"), pick(peers, args.pause, "--pause"),
                       pick(peers, args.join_late, "--join-late"), pick(peers, args.leave, "--leave"),
                       args.pause_for)
@@ -426,10 +466,13 @@ def main(argv: list[str] | None = None) -> int:
         if len(set(roles)) != len(roles):
             raise ConfigError("give each chaos role to a different peer")
         run = HeadlessRun(neighbors, peers, run_dir, args.messages, args.rate, args.delay, args.seed,
-                          args.deadline, chaos, args.jitter, keys)
+                          args.deadline, chaos, args.jitter, keys, http_offset)
         console.print(f"run folder: [bold]{run_dir}[/] — {len(peers)} peers × {args.messages} messages, "
                       f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}, "
                       + ("plain TCP (--insecure)" if keys is None else "secured (mutual TLS, keys in the run folder)"))
+        if http_offset:
+            console.print(f"group dashboard (while the run lasts): [bold]{group_url(peers, http_offset)}[/]",
+                          soft_wrap=True)
         try:
             run.start()
             complete = run.drive()

@@ -1,0 +1,212 @@
+"""`tom peer --http` against real peer processes, with a real HTTP client (httpx): the status, sending
+and seeing the delivery everywhere, the event stream in delivery order, the metrics parsed back with
+prometheus_client's parser, the documented errors, and the bearer token of a closed group."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+
+import httpx
+import pytest
+from httpx_sse import connect_sse
+from prometheus_client.parser import text_string_to_metric_families
+
+from procs import PeerProcs, free_ports, run_tom, write_neighbors
+
+pytestmark = pytest.mark.e2e
+
+DEADLINE = 30.0
+
+
+def wait_for(what, check, deadline: float = DEADLINE):
+    """Poll ``check()`` until it returns something truthy (bounded); return it."""
+    end = time.monotonic() + deadline
+    last = None
+    while time.monotonic() < end:
+        try:
+            last = check()
+        except httpx.TransportError as e:
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {deadline}s (last: {last!r})")
+
+
+def formed(client: httpx.Client, url: str, n: int, headers=None) -> dict | None:
+    st = client.get(f"{url}/api/status", headers=headers).json()
+    view = st["view"]
+    return st if view and len(view["members"]) == n and st["mode"] == "normal" else None
+
+
+def events(es, kind: str, count: int) -> list[dict]:
+    """The data of the next ``count`` events named ``kind`` (others skipped; bounded by the read timeout)."""
+    got = []
+    for sse in es.iter_sse():
+        if sse.event == kind:
+            got.append(json.loads(sse.data))
+            if len(got) == count:
+                break
+    return got
+
+
+def test_status_send_events_metrics_and_errors(tmp_path):
+    with PeerProcs(tmp_path, 3, delay=0.05, http=True) as group, httpx.Client(timeout=10) as client:
+        urls = group.http_urls
+        statuses = [wait_for(f"view of 3 at {u}", lambda u=u: formed(client, u, 3)) for u in urls]
+        pids = [f"127.0.0.1:{p}" for p in group.ports]
+        for i, st in enumerate(statuses):
+            assert st["peer"] == pids[i] and st["order"] == "lamport"
+            assert st["view"]["members"] == sorted(pids, key=lambda p: int(p.rsplit(":")[1])) and st["view"]["coordinator"] in pids
+            assert isinstance(st["clock"], int) and st["clock"] >= 1
+            assert st["pending"] == [] and st["pending_count"] == 0
+            assert set(st["counters"]) == {"delivered", "premature_acks", "released_behind_head", "divergence_alarms"}
+            rows = {r["pid"]: r for r in st["peers"]}
+            assert rows[pids[i]]["connection"] == "self"
+            for other in set(pids) - {pids[i]}:
+                assert rows[other]["member"] and not rows[other]["suspected"]
+                assert rows[other]["connection"] == "up" and isinstance(rows[other]["incarnation"], int)
+                assert 0 <= rows[other]["last_heard_age"] < 5
+
+        with connect_sse(client, "GET", f"{urls[2]}/api/events") as deliveries, \
+                connect_sse(client, "GET", f"{urls[0]}/api/events?frames=1") as frames:
+            assert deliveries.response.headers["content-type"].startswith("text/event-stream")
+            sent = []
+            for k in range(6):
+                i = k % 2
+                r = client.post(f"{urls[i]}/api/messages", json={"text": f"over http {k} - ünï\ncode"})
+                assert r.status_code == 202, r.text
+                body = r.json()
+                assert body["pid"] == pids[i] and isinstance(body["clock"], int) and body["held"] is False
+                sent.append((body["clock"], body["pid"], f"over http {k} - ünï\ncode"))
+            streamed = events(deliveries, "deliver", 6)
+            group.wait_delivered(6)
+            # the stream says what the output file says, in the same (delivery) order
+            recorded = [(r["index"], r["clock"], r["pid"], r["text"]) for r in group.messages(2)]
+            assert [(d["index"], d["clock"], d["pid"], d["text"]) for d in streamed] == recorded
+            assert sorted(recorded, key=lambda r: r[0]) == recorded
+            assert {(c, p, t) for _, c, p, t in recorded} == set(sent)
+            for i in range(3):
+                assert [(r["clock"], r["pid"]) for r in group.messages(i)] == [(c, p) for _, c, p, _ in recorded]
+            # with frames: our MESSAGEs go out with their clocks, and every other member's ACK comes back
+            mine = {c for c, p, _ in sent if p == pids[0]}
+            out_msgs, acks_in = set(), set()
+            for sse in frames.iter_sse():
+                if sse.event != "frame":
+                    continue
+                f = json.loads(sse.data)
+                assert isinstance(f["lamport"], int) and isinstance(f["t"], float)
+                if f["dir"] == "out" and f["kind"] == "MESSAGE":
+                    assert sorted(f["to"]) == sorted(pids[1:])
+                    out_msgs.add(f["clock"])
+                elif f["dir"] == "in" and f["kind"] == "ACK" and f["pid"] == pids[0]:
+                    acks_in.add((f["clock"], f["from"]))
+                if out_msgs >= mine and acks_in >= {(c, q) for c in mine for q in pids[1:]}:
+                    break
+            assert out_msgs == mine
+
+        def watchers() -> float:
+            return next(s.value for m in text_string_to_metric_families(client.get(f"{urls[0]}/metrics").text)
+                        for s in m.samples if s.name == "tom_event_watchers")
+        wait_for("closed event streams forgotten", lambda: watchers() == 0, deadline=20)
+        metrics = {m.name: m for m in text_string_to_metric_families(client.get(f"{urls[0]}/metrics").text)}
+        value = {(s.name, tuple(sorted(s.labels.items()))): s.value for m in metrics.values() for s in m.samples}
+        assert value[("tom_deliveries_total", ())] >= 7  # the view and 6 messages
+        assert value[("tom_view_id", ())] == 1 and value[("tom_view_members", ())] == 3
+        assert value[("tom_frames_total", (("direction", "out"), ("kind", "MESSAGE")))] == 3 * 2  # to 2 peers each
+        assert value[("tom_frames_total", (("direction", "in"), ("kind", "MESSAGE")))] == 3
+        assert value[("tom_delivery_latency_seconds_count", ())] == 6
+        assert value[("tom_pending_messages", ())] == 0
+        for other in pids[1:]:
+            assert value[("tom_neighbor_connected", (("neighbor", other), ("state", "up")))] == 1
+        assert metrics["tom_premature_acks"].type == "counter"
+
+        # errors: one JSON line each, nothing sent
+        def error(r, code):
+            assert r.status_code == code, r.text
+            assert isinstance(r.json()["error"], str) and "\n" not in r.json()["error"]
+        post = f"{urls[1]}/api/messages"
+        error(client.post(post, content=b"not json"), 400)
+        error(client.post(post, json=["text"]), 400)
+        error(client.post(post, json={"text": 5}), 400)
+        error(client.post(post, json={"text": "   "}), 400)
+        error(client.post(post, json={"text": "x" * 16385}), 413)
+        error(client.post(post, content=b'{"text": "' + b"x" * (1 << 20) + b'"}'), 413)
+        assert client.get(f"{urls[1]}/api/nothing").status_code == 404
+        assert client.get(f"{urls[1]}/api/status", headers={"Host": "evil.example"}).status_code == 400
+        time.sleep(0.3)
+        assert len(group.messages(1)) == 6
+        page = client.get(urls[1] + "/")
+        assert page.status_code == 200 and "space-time" in page.text
+        assert client.get(urls[1] + "/static/dashboard.js").status_code == 200
+        assert group.terminate() == [0, 0, 0], group.log_text()
+
+
+def test_token_is_enforced_and_a_leaving_peer_refuses(tmp_path):
+    token_file = tmp_path / "api-token"
+    with PeerProcs(tmp_path, 2, http=True, extra=("--api-token-file", str(token_file))) as group, \
+            httpx.Client(timeout=10) as client:
+        urls = group.http_urls
+        token = token_file.read_text().strip()
+        assert len(token) >= 32 and stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        good = {"Authorization": f"Bearer {token}"}
+        for path in ("/api/status", "/metrics", "/api/events"):
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+                r = client.get(urls[0] + path, headers=headers)
+                assert r.status_code == 401 and "token" in r.json()["error"], (path, headers)
+                assert r.headers["www-authenticate"] == "Bearer"
+        assert client.post(urls[0] + "/api/messages", json={"text": "no"}).status_code == 401
+        assert client.get(urls[0] + "/").status_code == 200  # the page holds no data
+        for u in urls:  # both peers read the one token file
+            wait_for("a view of 2", lambda u=u: formed(client, u, 2, good))
+        r = client.post(urls[0] + "/api/messages", json={"text": "with a token"}, headers=good)
+        assert r.status_code == 202
+        group.wait_delivered(1)
+
+        # a peer that is leaving refuses new messages: 503 with the terminal's one line
+        group.procs[1].send_signal(signal.SIGSTOP)  # its leave cannot complete while the other is stopped
+        try:
+            group.procs[0].send_signal(signal.SIGTERM)
+            wait_for("the leave", lambda: "leaving the group" in group.logs[0].read_text())
+            r = wait_for("503", lambda: (x := client.post(urls[0] + "/api/messages", json={"text": "late"},
+                                                          headers=good)).status_code == 503 and x)
+            assert "leaving" in r.json()["error"]
+        finally:
+            group.procs[1].send_signal(signal.SIGCONT)
+
+
+def test_http_setup_errors_are_one_line(tmp_path):
+    port, http_port = free_ports(2)
+    neighbors = write_neighbors(tmp_path / "n.txt", [port])
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", http_port))
+        busy.listen()
+        r = run_tom("peer", str(neighbors), str(tmp_path / "o.jsonl"), str(port), "--host", "127.0.0.1",
+                    "--no-ui", "--http", str(http_port))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [f"tom: error: --http: port {http_port} on 127.0.0.1 is already in use"]
+    r = run_tom("peer", str(neighbors), str(tmp_path / "o.jsonl"), str(port), "--host", "127.0.0.1",
+                "--no-ui", "--http", "nope")
+    assert r.returncode == 2 and "expected [HOST:]PORT" in r.stderr and "Traceback" not in r.stderr
+    r = run_tom("peer", str(neighbors), str(tmp_path / "o.jsonl"), str(port), "--host", "127.0.0.1",
+                "--no-ui", "--api-token-file", str(tmp_path / "t"))
+    assert r.returncode == 2 and "give --http too" in r.stderr
+
+
+def test_without_http_nothing_listens_but_the_peer(tmp_path):
+    if shutil.which("ss") is None:
+        pytest.skip("needs ss (iproute2) to list listening sockets")
+    with PeerProcs(tmp_path, 1) as group:
+        time.sleep(0.5)
+        out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout
+        pid = str(group.procs[0].pid)
+        ports = {line.split()[3].rsplit(":", 1)[1] for line in out.splitlines() if f"pid={pid}," in line}
+        assert ports == {str(group.ports[0])}
+        assert "Dashboard" not in group.logs[0].read_text()
+    assert os.path.exists(group.logs[0])
