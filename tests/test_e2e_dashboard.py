@@ -1,0 +1,79 @@
+"""The dashboard in a real headless Chromium (Debian's package, driven by Playwright without any
+browser download): the group page of 3 real peers shows the 3 members, a message typed into the send
+box is delivered at every peer and drawn in the space-time diagram. The screenshot stays in the test's
+folder (its path is printed) for a person to look at."""
+
+import shutil
+import time
+
+import pytest
+
+from procs import PeerProcs
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("needs Debian's chromium (scripts/test installs it when run as root with apt)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def test_group_page_shows_members_sends_and_draws(tmp_path, browser):
+    with PeerProcs(tmp_path, 3, delay=0.2, http=True) as group:
+        hosts = [u.removeprefix("http://") for u in group.http_urls]
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{group.http_urls[0]}/?peers={','.join(hosts)}")
+        page.wait_for_selector('body[data-streams="3"]', timeout=20000)
+        page.wait_for_function("document.querySelectorAll('.peer-card .lamport').length === 3", timeout=20000)
+        page.wait_for_function(
+            "[...document.querySelectorAll('.peer-card')].every(c => c.textContent.includes('3 members'))",
+            timeout=30000)
+        pids = sorted(f"127.0.0.1:{p}" for p in group.ports)
+        cards = page.locator(".peer-card .pid").all_inner_texts()
+        assert sorted(cards) == pids
+        lanes = page.locator("#diagram .lane-label").all_text_contents()
+        assert lanes == sorted(pids, key=lambda p: int(p.rsplit(":")[1]))
+
+        text = "hello from the browser"
+        page.select_option("#send-peer", "1")
+        page.fill("#send-text", text)
+        page.press("#send-text", "Enter")
+        page.wait_for_function("document.getElementById('send-result').textContent.startsWith('sent as')")
+        # delivered at every peer: in every card, and in every output file
+        page.wait_for_function(
+            f"[...document.querySelectorAll('.peer-card')].every(c => c.querySelector('.delivery[data-text=\"{text}\"]'))",
+            timeout=20000)
+        group.wait_delivered(1)
+        for i in range(3):
+            assert [r["text"] for r in group.messages(i)] == [text]
+        # drawn: one MESSAGE arrow to each other member, a delivery mark on all three lines
+        page.wait_for_function(
+            f"document.querySelectorAll('#diagram .msg-arrow[data-text=\"{text}\"]:not(.partial)').length === 2 &&"
+            f"document.querySelectorAll('#diagram .deliver').length === 3 &&"
+            f"document.querySelectorAll('#diagram .ack-arrow[data-text=\"{text}\"]').length >= 4",
+            timeout=20000)
+        for k in range(3):  # a little traffic from everyone, to show more of the algorithm
+            page.select_option("#send-peer", str(k))
+            page.fill("#send-text", f"message {k} from the page")
+            page.press("#send-text", "Enter")
+            time.sleep(0.15)
+        group.wait_delivered(4)
+        time.sleep(1.0)
+        shot = tmp_path / "dashboard.png"
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"dashboard screenshot: {shot}")
+        assert shot.stat().st_size > 20000
+        assert errors == []
