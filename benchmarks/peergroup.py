@@ -131,6 +131,7 @@ class Group:
     src: Path | None = None  # run the peers' tom package from this source tree (e.g. a git worktree)
     delay: float = 0.0  # tom peer --delay
     secure: bool = False  # a closed group: keys made in ``workdir/keys``, every peer runs with --keys
+    http: bool = False  # tom peer --http on a free loopback port (API and dashboard served, nobody watching)
     peers: list[Peer] = field(default_factory=list)
 
     def __enter__(self) -> Group:
@@ -166,6 +167,8 @@ class Group:
                 cmd += ["--delay", str(self.delay)]
             if self.secure:
                 cmd += ["--keys", str(keys)]
+            if self.http:
+                cmd += ["--http", f"{HOST}:0"]
             counter = self.counter_type(out)  # before the process: nothing may fail between start and record
             with open(log, "wb") as logf:
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,

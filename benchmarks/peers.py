@@ -24,8 +24,11 @@ and prints the functions that cost the most (self and inclusive share of the sam
 
 The closing lines compare secured with plain: throughput ratio and light-load p50 difference.
 
+``--http`` starts every peer with ``--http`` (served, nobody watching): run with and without it to
+see what serving the API costs.
+
 Run: ``scripts/bench [--peers 3,5] [--messages N] [--window W] [--light N] [--security both|plain|secured]
-[--profile]``.
+[--profile] [--http]``.
 """
 
 from __future__ import annotations
@@ -255,9 +258,10 @@ def summarize_profile(raw: Path, top: int = 25) -> None:
 
 
 def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: float,
-               profile: Path | None, rate: int, src: Path | None = None, secure: bool = False) -> dict:
+               profile: Path | None, rate: int, src: Path | None = None, secure: bool = False,
+               http: bool = False) -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src, secure=secure) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure, http=http) as group:
         group.warm_up(deadline)
         base = n  # warm-up deliveries
         total = n * per_peer
@@ -330,9 +334,9 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
 
 
 def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None = None,
-          profile: Path | None = None, rate: int = 250, secure: bool = False) -> dict:
+          profile: Path | None = None, rate: int = 250, secure: bool = False, http: bool = False) -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src, secure=secure) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure, http=http) as group:
         group.warm_up(deadline)
         spy = start_profiler(group.peers[0].proc.pid, profile, rate) if profile else None
         expected = n
@@ -440,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
                                               "worktree of another commit) instead of the installed one")
     ap.add_argument("--security", choices=["both", "plain", "secured"], default="both",
                     help="run plain groups, secured ones (--keys, mutual TLS), or both for comparison (default)")
+    ap.add_argument("--http", action="store_true",
+                    help="start every peer with --http (API, metrics and dashboard served; nobody watching), to "
+                         "compare with a run without it")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (outputs, logs, profiles)")
     args = ap.parse_args(argv)
     try:
@@ -458,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="tom-bench-"))
     print(f"TOM benchmark: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, loopback {HOST}, "
           f"workdir {tmp}"
-          + (f", peers from {args.src}" if args.src else ""))
+          + (f", peers from {args.src}" if args.src else "") + (", peers with --http" if args.http else ""))
     busy = busy_cpus()
     if busy > 0.3:
         print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")
@@ -477,13 +484,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"\n[{n} peers, {mode}] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
                     prof = tmp / f"profile-{tag}.txt" if args.profile else None
                     row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}", args.deadline,
-                                                            prof, args.rate, args.src, secure),
+                                                            prof, args.rate, args.src, secure, args.http),
                                          lambda t: print_throughput(t, n), prof, top=25)
                 if args.only in (None, "light") and (len(modes) == 1 or args.profile):
                     print(f"[{n} peers, {mode}] light load: {args.light} messages, one at a time ...", flush=True)
                     lprof = tmp / f"profile-light-{tag}.txt" if args.profile else None
                     row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{tag}", args.deadline, args.src,
-                                                       lprof, args.rate, secure),
+                                                       lprof, args.rate, secure, args.http),
                                          print_light, lprof, top=15)
                 rows.append(row)
             if args.only in (None, "light") and len(modes) == 2 and not args.profile:
