@@ -6,6 +6,7 @@ neighbors file, own pid in it, keys (with --keys), output path writable, port fr
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import socket
@@ -191,7 +192,11 @@ class Peer:
         self.feed = EventFeed(self.me, lambda: snapshot.lamport(core), lambda: snapshot.counters(core), time.time)
         handle = PeerHandle(self.me, lambda: snapshot.snapshot(core, links, trio.current_time()),
                             self._send_one, lambda: snapshot.backlog(core) > MAX_BACKLOG, self.feed, token)
-        return serve_http, make_app(handle, host), sock
+        app = make_app(handle, host)
+        # the web stack adds some 14,000 long-lived objects (modules, routes, classes) that every full
+        # garbage collection would walk again and again under load: move them out of its way
+        gc.freeze()
+        return serve_http, app, sock
 
     async def _send_one(self, text: str):
         """Multicast ``text`` through the processor; what became of it (see `SendTexts.on_sent`)."""
