@@ -25,7 +25,6 @@ import json
 import logging
 import re
 import socket
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,9 +45,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .apitoken import token_matches
-from .errors import ConfigError, FrameError, UsageError
+from .errors import ConfigError, UsageError
 from .eventfeed import LATENCY_BUCKETS, EventFeed, event_dicts
-from .frames import MAX_FRAME_BYTES, Message, encode_frame
+from .core import check_text
+from .frames import Message
 
 log = logging.getLogger("tom.http")
 
@@ -71,15 +71,17 @@ class PeerHandle:
     token: str | None = None  # required bearer token, if any
 
 
-def text_refusal(me: str, text: str) -> str | None:
-    """Why ``text`` cannot be sent as one message (the terminal's limits), or None."""
+def text_refusal(me: str, text: str) -> tuple[int, str] | None:
+    """Why ``text`` cannot be sent as one message — the terminal's limit (`check_text`) — as an HTTP
+    status and one line, or None."""
     try:
-        frame = Message(2**63 - 1, me, text, time.time())
-    except FrameError as e:
-        return str(e)
-    size = len(encode_frame(frame))
-    if size > MAX_FRAME_BYTES:
-        return f"message of {size} bytes on the wire is over the frame limit of {MAX_FRAME_BYTES} bytes"
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return 400, "the text is not valid Unicode (a lone surrogate)"
+    try:
+        check_text(me, text)
+    except UsageError as e:
+        return 413, str(e)
     return None
 
 
@@ -203,8 +205,8 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
         text = data["text"]
         if not text.strip():
             return _error(400, "nothing to send: the text is empty")
-        if (why := text_refusal(handle.me, text)) is not None:
-            return _error(413, why)
+        if (refusal := text_refusal(handle.me, text)) is not None:
+            return _error(*refusal)
         if handle.busy():
             return _error(503, "busy: too many messages wait to be delivered here; try again shortly",
                           **{"Retry-After": "1"})

@@ -86,4 +86,6 @@ def snapshot(core: Core, links: Mapping[str, Link], now: float) -> dict[str, Any
         "backlog": core.backlog(),
         "peers": peers,
         "counters": counters(core),
+        "alarms": [{"peer": a.peer, "view": a.view, "position": a.position, "mine": f"{a.mine:08x}",
+                    "theirs": f"{a.theirs:08x}"} for a in getattr(st, "alarms", ())],
     }

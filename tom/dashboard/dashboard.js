@@ -7,6 +7,8 @@
 const KEEP_MESSAGES = 8;      // messages drawn in the diagram
 const REMEMBER = 200;         // message keys remembered (older ones are forgotten)
 const POLL_MS = 500;
+const NOTICES = { left: "this peer has left the group", removed: "this peer was removed from the group",
+  "not-admitted": "not admitted to the group yet (see the peer's log)" };
 
 const token = (() => {
   const m = /(?:^|[#&])token=([^&]+)/.exec(location.hash);
@@ -70,6 +72,8 @@ function onEvent(peer, name, d) {
     peer.deliveries.push(d);
   } else if (name === "view") {
     peer.deliveries.push(Object.assign({ isView: true }, d));
+  } else if (name === "alarm") {
+    peer.deliveries.push({ notice: `seen diverging from ${d.peer} (view ${d.view}, after message ${d.position})`, t: d.t });
   } else if (name === "notice") {
     peer.deliveries.push({ notice: d.notice, t: d.t });
   }
@@ -233,6 +237,10 @@ function card(peer) {
     h("span", {}, "released behind head ", h("b", {}, String(c.released_behind_head))),
     h("span", { class: c.divergence_alarms ? "alarm" : "" }, "divergence alarms ", h("b", {}, String(c.divergence_alarms)))));
   if (peer.error) el.append(h("div", { class: "error" }, peer.error));
+  for (const a of st.alarms || []) {
+    el.append(h("div", { class: "alarm-box" }, `DIVERGENCE: ${a.peer} delivered other messages than this peer in view ` +
+      `${a.view} (digests differ after message ${a.position}: ours ${a.mine}, theirs ${a.theirs})`));
+  }
 
   el.append(h("div", { class: "sub" }, "Links"));
   const links = h("ul", { class: "links" });
@@ -263,7 +271,7 @@ function card(peer) {
   el.append(h("div", { class: "sub" }, "Delivered, in order"));
   const list = h("ul", { class: "deliveries" });
   for (const d of peer.deliveries.slice(-8).reverse()) {
-    if (d.notice) list.append(h("li", { class: "view" }, `this peer has ${d.notice} the group`));
+    if (d.notice) list.append(h("li", { class: "view" }, NOTICES[d.notice] || d.notice));
     else if (d.isView) list.append(h("li", { class: "view" }, h("span", { class: "idx" }, `#${d.index} `),
       `view ${d.view}: ${d.members.length} members` + (d.joined.length ? `, joined ${d.joined.join(", ")}` : "") +
       (d.left.length ? `, left ${d.left.join(", ")}` : "") + (d.removed.length ? `, removed ${d.removed.join(", ")}` : "")));
