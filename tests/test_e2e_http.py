@@ -4,11 +4,13 @@ prometheus_client's parser, the documented errors, and the bearer token of a clo
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import stat
 import subprocess
+import sys
 import time
 
 import httpx
@@ -215,3 +217,43 @@ def test_without_http_nothing_listens_but_the_peer(tmp_path):
         assert ports == {str(group.ports[0])}
         assert "Dashboard" not in group.logs[0].read_text()
     assert os.path.exists(group.logs[0])
+
+
+def test_launch_prints_one_url_for_the_group(tmp_path):
+    """scripts/launch's tmux mode (on a tmux server of the test's own) starts every peer with --http and
+    prints one URL whose peers all answer."""
+    if shutil.which("tmux") is None:
+        pytest.skip("needs tmux")
+    offset = 1000
+    for _ in range(20):  # peer ports whose port + offset is free too
+        ports = free_ports(3)
+        if all(free(p + offset) for p in ports):
+            break
+    neighbors = write_neighbors(tmp_path / "n.txt", ports)
+    env = dict(os.environ, TMUX_TMPDIR=str(tmp_path))  # an isolated tmux server, killed below
+    try:
+        r = subprocess.run([sys.executable, "-m", "tom.launch", str(neighbors), "--no-attach", "--runs",
+                            str(tmp_path / "runs"), "--http-offset", str(offset)],
+                           capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr
+        urls = re.findall(r"group dashboard: (http://\S+)", r.stdout + r.stderr)
+        assert len(urls) == 1, r.stderr
+        url = httpx.URL(urls[0])
+        hosts = url.params["peers"].split(",")
+        assert sorted(hosts) == sorted(f"127.0.0.1:{p + offset}" for p in ports) and url.port == int(hosts[0][10:])
+        with httpx.Client(timeout=10) as client:
+            for h in hosts:
+                st = wait_for(f"a view of 3 at {h}", lambda h=h: formed(client, f"http://{h}", 3))
+                assert st["peer"] == f"127.0.0.1:{int(h.rsplit(':')[1]) - offset}"
+            assert "space-time" in client.get(str(url)).text
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=10)
+
+
+def free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

@@ -326,6 +326,7 @@ function renderDiagram() {
   }
   svg.append(defs);
   const stub = 26;
+  const labelled = new Map();  // lane -> x of the delivery labels drawn on it
   const arrow = (cls, marker, x1, y1, x2, y2, extra) =>
     svg.append(s("line", Object.assign({ class: cls, x1, y1, x2, y2, "marker-end": `url(#${marker})` }, extra || {})));
   for (const m of recent) {
@@ -364,9 +365,11 @@ function renderDiagram() {
     for (const d of m.delivered) {
       if (!lanes.includes(d.at)) continue;
       const cx = x(d.t), cy = y(d.at);
+      const near = (labelled.get(d.at) || []).filter(lx => Math.abs(lx - cx) < 18).length;  // released together
+      labelled.set(d.at, [...(labelled.get(d.at) || []), cx]);
       if (d.released) svg.append(s("rect", { class: "deliver released", x: cx - 5, y: cy - 5, width: 10, height: 10, transform: `rotate(45 ${cx} ${cy})`, "data-key": m.key }));
       else svg.append(s("circle", { class: "deliver", cx, cy, r: 5, "data-key": m.key }));
-      svg.append(s("text", { class: "deliver-label", x: cx - 6, y: cy + 17 }, "#" + d.index));
+      svg.append(s("text", { class: "deliver-label", x: cx - 6, y: cy + 17 + 11 * near }, "#" + d.index));
     }
   }
 }
