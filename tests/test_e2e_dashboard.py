@@ -1,10 +1,11 @@
 """The dashboard in a real headless Chromium (Debian's package, driven by Playwright without any
 browser download): the group page of 3 real peers shows the 3 members, a message typed into the send
-box is delivered at every peer and drawn in the space-time diagram. The screenshot stays in the test's
-folder (its path is printed) for a person to look at."""
+box is delivered at every peer and drawn in the space-time diagram. The screenshot is kept in
+test-artifacts/dashboard.png for a person to look at."""
 
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from procs import PeerProcs
 pytestmark = pytest.mark.e2e
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # git-ignored
 
 
 @pytest.fixture
@@ -74,6 +76,8 @@ def test_group_page_shows_members_sends_and_draws(tmp_path, browser):
         time.sleep(1.0)
         shot = tmp_path / "dashboard.png"
         page.screenshot(path=str(shot), full_page=True)
-        print(f"dashboard screenshot: {shot}")
+        ARTIFACTS.mkdir(exist_ok=True)  # a copy where the next person looks, as pytest rotates its tmp folders
+        shutil.copyfile(shot, ARTIFACTS / "dashboard.png")
+        print(f"dashboard screenshot: {ARTIFACTS / 'dashboard.png'}")
         assert shot.stat().st_size > 20000
         assert errors == []

@@ -1,0 +1,63 @@
+"""The processor's tap (`tom.eventfeed`): counting, frames only for those who asked, a slow watcher
+dropped instead of slowing the peer, the SSE payloads."""
+
+from tom.core import Delivery, ViewDelivery
+from tom.eventfeed import LATENCY_BUCKETS, QUEUE_ITEMS, EventFeed, event_dicts
+from tom.events import FramesIn
+from tom.frames import Ack, Acks, Heartbeat, Message
+
+A, B, C = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"
+
+
+def feed(released: list[int] | None = None) -> EventFeed:
+    released = released if released is not None else [0]
+    return EventFeed(A, lambda: 42, lambda: {"released_behind_head": released[0]}, lambda: 1000.0)
+
+
+def test_counts_frames_and_latency_without_any_watcher():
+    f = feed()
+    f.incoming(FramesIn(B, [Message(3, B, "x", 999.0), Ack(3, B), Heartbeat(1)]))
+    f.step([((B, C), Message(4, A, "y", 1000.0)), ((B,), Ack(3, B))],
+           [Delivery(1, 3, B, "x", 999.9993, 1), ViewDelivery(2, 5, A, 2, (A, B), (), (), ())], [])
+    assert f.frames_in == {Message: 1, Ack: 1, Heartbeat: 1}
+    assert f.frames_out == {Message: 2, Ack: 1}  # a frame to two peers counts twice
+    assert sum(f.latency_counts) == 1 and f.latency_counts[LATENCY_BUCKETS.index(0.001)] == 1
+    assert abs(f.latency_sum - 0.0007) < 1e-9
+
+
+def test_frames_go_only_to_watchers_that_asked_and_in_order():
+    f = feed()
+    plain, framed = f.subscribe(frames=False), f.subscribe(frames=True)
+    assert f.frames_wanted
+    f.incoming(FramesIn(B, [Acks((1, 2), A), Heartbeat(1)]))
+    f.step([((B, C), Message(5, A, "z", None))], [Delivery(7, 5, A, "z", None, 1)], ["left"])
+    assert [i[0] for i in plain.take()] == ["deliver", "notice"]
+    events = [e for item in framed.take() for e in event_dicts(item)]
+    assert [(name, d.get("dir"), d.get("clock")) for name, d in events] == [
+        ("frame", "in", 1), ("frame", "in", 2), ("frame", "out", 5), ("deliver", None, 5), ("notice", None, None)]
+    assert events[0][1] == {"dir": "in", "kind": "ACK", "clock": 1, "pid": A, "from": B, "lamport": 42, "t": 1000.0}
+    assert events[2][1]["to"] == [B, C] and events[2][1]["text"] == "z"
+    f.unsubscribe(framed)
+    assert not f.frames_wanted
+    f.incoming(FramesIn(B, [Ack(9, A)]))
+    assert plain.take() == []
+
+
+def test_releases_behind_a_late_head_are_marked():
+    released = [0]
+    f = feed(released)
+    sub = f.subscribe(frames=False)
+    released[0] = 2  # the core released two entries behind the head in this step
+    f.step([], [Delivery(i, i, B, str(i), None, 1) for i in (1, 2, 3)], [])
+    marks = [d["released"] for item in sub.take() for _, d in event_dicts(item)]
+    assert marks == [False, True, True]
+
+
+def test_a_watcher_that_falls_behind_is_dropped_not_waited_for():
+    f = feed()
+    slow, fast = f.subscribe(frames=False), f.subscribe(frames=False)
+    for i in range(QUEUE_ITEMS + 5):
+        f.step([], [Delivery(i, i, B, "t", None, 1)], [])
+        fast.take()
+    assert slow.lost and slow not in f.subscribers
+    assert not fast.lost and fast in f.subscribers
