@@ -37,6 +37,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -257,12 +258,41 @@ def summarize_profile(raw: Path, top: int = 25) -> None:
 # -- scenarios -------------------------------------------------------------------------------------
 
 
+def watch_frames(group: BenchGroup, stop: threading.Event, deadline: float) -> list[threading.Thread]:
+    """What an open dashboard costs: one reader of ``/api/events?frames=1`` per peer (every MESSAGE and
+    ACK, every delivery), each in a thread that drops what it reads, until ``stop``."""
+    import httpx
+
+    def read(url: str) -> None:
+        try:
+            with httpx.stream("GET", url + "api/events?frames=1", timeout=10) as r:
+                for _ in r.iter_raw():
+                    if stop.is_set():
+                        return
+        except httpx.HTTPError:
+            pass  # the peer stopped
+
+    threads = []
+    for p in group.peers:
+        url = None
+        while url is None and time.monotonic() < deadline:
+            m = re.search(r"Dashboard and API on (http://\S+)", p.log.read_text(errors="replace"))
+            url = m.group(1) if m else time.sleep(0.05)
+        if url is None:
+            raise BenchError(f"peer {p.pid} never said where it serves --http")
+        threads.append(threading.Thread(target=read, args=(url,), daemon=True))
+        threads[-1].start()
+    return threads
+
+
 def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: float,
                profile: Path | None, rate: int, src: Path | None = None, secure: bool = False,
-               http: bool = False) -> dict:
+               http: bool = False, watch: bool = False) -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src, secure=secure, http=http) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure, http=http or watch) as group:
         group.warm_up(deadline)
+        watching = threading.Event()
+        watchers = watch_frames(group, watching, deadline) if watch else []
         base = n  # warm-up deliveries
         total = n * per_peer
         blobs = [("".join(f"t{i}.{k}\n" for k in range(per_peer))).encode() for i in range(n)]
@@ -317,8 +347,9 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
             cpu1 = [p.cpu_seconds() for p in group.peers]
         finally:
             stop.set()
+            watching.set()
             stop_profiler(spy)
-        for t in threads:
+        for t in threads + watchers:
             t.join(timeout=1.0)
         ok, why, recs = verify(group, n + total)
     sent_at = [r["sent_at"] for r in recs[0] if r["text"].startswith("t")]
@@ -447,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--http", action="store_true",
                     help="start every peer with --http (API, metrics and dashboard served; nobody watching), to "
                          "compare with a run without it")
+    ap.add_argument("--watch", action="store_true",
+                    help="throughput with --http and an open dashboard: every peer's /api/events?frames=1 read "
+                         "(and dropped) during the run")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (outputs, logs, profiles)")
     args = ap.parse_args(argv)
     try:
@@ -465,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="tom-bench-"))
     print(f"TOM benchmark: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, loopback {HOST}, "
           f"workdir {tmp}"
-          + (f", peers from {args.src}" if args.src else "") + (", peers with --http" if args.http else ""))
+          + (f", peers from {args.src}" if args.src else "") + (", peers with --http" if args.http else "")
+          + (", every frame watched over /api/events" if args.watch else ""))
     busy = busy_cpus()
     if busy > 0.3:
         print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")
@@ -484,7 +519,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"\n[{n} peers, {mode}] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
                     prof = tmp / f"profile-{tag}.txt" if args.profile else None
                     row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}", args.deadline,
-                                                            prof, args.rate, args.src, secure, args.http),
+                                                            prof, args.rate, args.src, secure, args.http,
+                                                            args.watch),
                                          lambda t: print_throughput(t, n), prof, top=25)
                 if args.only in (None, "light") and (len(modes) == 1 or args.profile):
                     print(f"[{n} peers, {mode}] light load: {args.light} messages, one at a time ...", flush=True)

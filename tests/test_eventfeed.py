@@ -61,3 +61,17 @@ def test_a_watcher_that_falls_behind_is_dropped_not_waited_for():
         fast.take()
     assert slow.lost and slow not in f.subscribers
     assert not fast.lost and fast in f.subscribers
+
+
+def test_frames_beyond_the_budget_are_skipped_deliveries_never():
+    from tom.eventfeed import FRAMES_PER_SECOND
+
+    f = feed()  # the wall clock stands still: one second's budget
+    sub = f.subscribe(frames=True)
+    steps = FRAMES_PER_SECOND // 2 + 10
+    for i in range(steps):
+        f.incoming(FramesIn(B, [Ack(i, A), Ack(i, B)]))
+        f.step([], [Delivery(i, i, B, "t", None, 1)], [])
+    kinds = [item[0] for item in sub.take()]
+    assert kinds.count("in") == FRAMES_PER_SECOND // 2 and f.frames_skipped == 20
+    assert kinds.count("deliver") == steps

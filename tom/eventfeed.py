@@ -5,7 +5,8 @@ one ``is None`` test per event, so nothing costs. With one:
 
 * counting is always on and cheap: frames in and out by kind (one C-level count per incoming batch, one
   loop over the step's sends), deliveries and a send->deliver latency histogram (one ``bisect`` each);
-* the frames themselves are looked at only while a subscriber asked for them (``frames_wanted``);
+* the frames themselves are looked at only while a subscriber asked for them (``frames_wanted``), and
+  at most about FRAMES_PER_SECOND frames a second are shown (the rest are counted as skipped);
 * every subscriber has a bounded queue; one that falls behind by more than ``QUEUE_ITEMS`` steps is
   dropped with a ``lost`` mark instead of slowing the peer down (its client reconnects and re-reads
   the status). Items are appended in the processor's order, so each subscriber sees deliveries in
@@ -29,6 +30,10 @@ from .events import Event, FramesIn
 from .frames import Ack, Acks, Frame, Message
 
 QUEUE_ITEMS = 2048
+FRAMES_PER_SECOND = 2000
+"""Frames shown per second at most; beyond it (full-speed traffic: no eye follows that, but turning
+every frame into JSON would cost the peer more than its own work) their batches are skipped and counted
+in ``frames_skipped``. Deliveries are never skipped."""
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Upper bounds (seconds) of the send->deliver latency histogram; a last bucket is +Inf."""
 
@@ -80,7 +85,9 @@ class EventFeed:
         self.frames_out: Counter[type] = Counter()
         self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
+        self.frames_skipped = 0
         self._released_seen = 0
+        self._window = (0.0, 0)  # (start of the current second, frame batches shown in it)
 
     # -- subscribers ---------------------------------------------------------------------------
 
@@ -104,6 +111,18 @@ class EventFeed:
             for sub in [s for s in self.subscribers if s.lost]:
                 self.unsubscribe(sub)
 
+    def _frames_shown(self, n: int) -> bool:
+        """Whether a batch of ``n`` more frames fits in this second's budget."""
+        start, shown = self._window
+        now = self._wall()
+        if now - start >= 1.0:
+            start, shown = now, 0
+        if shown >= FRAMES_PER_SECOND:
+            self.frames_skipped += n
+            return False
+        self._window = (start, shown + n)
+        return True
+
     # -- the processor's tap -------------------------------------------------------------------
 
     def incoming(self, event: Event) -> None:
@@ -113,7 +132,7 @@ class EventFeed:
             self.frames_in.update(map(type, frames))
             if self.frames_wanted:
                 watched = [f for f in frames if type(f) in _WATCHED]
-                if watched:
+                if watched and self._frames_shown(len(watched)):
                     self._publish(("in", event.src, watched, self._clock(), self._wall()),  # type: ignore[union-attr]
                                   frames_only=True)
 
@@ -125,7 +144,7 @@ class EventFeed:
             out[type(frame)] += len(dests)
         if sends and self.frames_wanted:
             watched = [(d, f) for d, f in sends if type(f) in _WATCHED]
-            if watched:
+            if watched and self._frames_shown(len(watched)):
                 self._publish(("out", watched, self._clock(), self._wall()), frames_only=True)
         if deliveries:
             wall = self._wall()

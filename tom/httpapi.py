@@ -145,6 +145,9 @@ class _Metrics(Collector):
         yield heard
         yield suspected
         yield GaugeMetricFamily("tom_event_watchers", "Open /api/events streams", value=len(feed.subscribers))
+        yield CounterMetricFamily("tom_event_frames_skipped",
+                                  "Frames not shown on /api/events?frames=1 (over the per-second budget)",
+                                  value=feed.frames_skipped)
 
 
 def _origin_regex(host: str) -> str:
