@@ -24,6 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .apitoken import load_or_create_token, token_path
 from .errors import ConfigError, TomError
 from .keys import create_keys
 from .neighbors import load_neighbors
@@ -70,10 +71,14 @@ def http_address(pid: str, offset: int) -> tuple[str, int] | None:
     return host, port + offset
 
 
-def group_url(peers: list[str], offset: int, token: str | None = None) -> str:
-    """The one page that shows every peer side by side: the first peer's dashboard, told the others'."""
+def group_url(peers: list[str], offset: int, keys: Path | None = None) -> str:
+    """The one page that shows every peer side by side: the first peer's dashboard, told the others'.
+
+    For a closed group (its keys folder ``keys``) the API's token (``keys/api-token``, created here
+    if missing, before any peer starts) rides in the URL's fragment, which no server sees."""
     addrs = [http_address(p, offset) for p in peers]
     hosts = [f"[{h}]:{port}" if ":" in h else f"{h}:{port}" for h, port in addrs]  # type: ignore[misc]
+    token = load_or_create_token(token_path(keys)) if keys is not None else None
     return f"http://{hosts[0]}/?peers={','.join(hosts)}" + (f"#token={token}" if token else "")
 
 
