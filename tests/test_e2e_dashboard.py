@@ -1,5 +1,6 @@
 """The dashboard in a real headless Chromium (Debian's package, driven by Playwright without any
-browser download): the group page of 3 real peers shows the 3 members, a message typed into the send
+browser download): the group page of a closed group of 3 real peers (its token in the URL's fragment)
+shows the 3 members, a message typed into the send
 box is delivered at every peer and drawn in the space-time diagram. The screenshot is kept in
 test-artifacts/dashboard.png for a person to look at."""
 
@@ -32,12 +33,16 @@ def browser():
 
 
 def test_group_page_shows_members_sends_and_draws(tmp_path, browser):
-    with PeerProcs(tmp_path, 3, delay=0.2, http=True) as group:
+    with PeerProcs(tmp_path, 3, delay=0.2, http=True) as group:  # a closed group: the API needs the token
         hosts = [u.removeprefix("http://") for u in group.http_urls]
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{group.http_urls[0]}/?peers={','.join(hosts)}")
+        deadline = time.monotonic() + 20
+        while not (group.keys / "api-token").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        token = (group.keys / "api-token").read_text().strip()
+        page.goto(f"{group.http_urls[0]}/?peers={','.join(hosts)}#token={token}")
         page.wait_for_selector('body[data-streams="3"]', timeout=20000)
         page.wait_for_function("document.querySelectorAll('.peer-card .lamport').length === 3", timeout=20000)
         page.wait_for_function(

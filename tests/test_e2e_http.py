@@ -59,7 +59,8 @@ def events(es, kind: str, count: int) -> list[dict]:
 
 
 def test_status_send_events_metrics_and_errors(tmp_path):
-    with PeerProcs(tmp_path, 3, delay=0.05, http=True) as group, httpx.Client(timeout=10) as client:
+    with PeerProcs(tmp_path, 3, delay=0.05, http=True, secure=False) as group, \
+            httpx.Client(timeout=10) as client:  # an open group: an open API (on loopback)
         urls = group.http_urls
         statuses = [wait_for(f"view of 3 at {u}", lambda u=u: formed(client, u, 3)) for u in urls]
         pids = [f"127.0.0.1:{p}" for p in group.ports]
@@ -155,11 +156,10 @@ def test_status_send_events_metrics_and_errors(tmp_path):
         assert group.terminate() == [0, 0, 0], group.log_text()
 
 
-def test_token_is_enforced_and_a_leaving_peer_refuses(tmp_path):
-    token_file = tmp_path / "api-token"
-    with PeerProcs(tmp_path, 2, http=True, extra=("--api-token-file", str(token_file))) as group, \
-            httpx.Client(timeout=10) as client:
+def test_a_closed_groups_api_needs_its_token_and_a_leaving_peer_refuses(tmp_path):
+    with PeerProcs(tmp_path, 2, http=True) as group, httpx.Client(timeout=10) as client:  # with --keys
         urls = group.http_urls
+        token_file = group.keys / "api-token"  # the keys folder's token, made by the first peer
         token = token_file.read_text().strip()
         assert len(token) >= 32 and stat.S_IMODE(token_file.stat().st_mode) == 0o600
         good = {"Authorization": f"Bearer {token}"}
@@ -220,8 +220,9 @@ def test_without_http_nothing_listens_but_the_peer(tmp_path):
 
 
 def test_launch_prints_one_url_for_the_group(tmp_path):
-    """scripts/launch's tmux mode (on a tmux server of the test's own) starts every peer with --http and
-    prints one URL whose peers all answer."""
+    """scripts/launch's tmux mode (on a tmux server of the test's own) starts a closed group (keys in the
+    run folder) with --http everywhere and prints one URL, with the token in its fragment, whose peers all
+    answer to that token."""
     if shutil.which("tmux") is None:
         pytest.skip("needs tmux")
     offset = 1000
@@ -241,9 +242,12 @@ def test_launch_prints_one_url_for_the_group(tmp_path):
         url = httpx.URL(urls[0])
         hosts = url.params["peers"].split(",")
         assert sorted(hosts) == sorted(f"127.0.0.1:{p + offset}" for p in ports) and url.port == int(hosts[0][10:])
+        assert url.fragment.startswith("token=")
+        auth = {"Authorization": f"Bearer {url.fragment.removeprefix('token=')}"}
         with httpx.Client(timeout=10) as client:
+            wait_for("401 without the token", lambda: client.get(f"http://{hosts[0]}/api/status").status_code == 401)
             for h in hosts:
-                st = wait_for(f"a view of 3 at {h}", lambda h=h: formed(client, f"http://{h}", 3))
+                st = wait_for(f"a view of 3 at {h}", lambda h=h: formed(client, f"http://{h}", 3, auth))
                 assert st["peer"] == f"127.0.0.1:{int(h.rsplit(':')[1]) - offset}"
             assert "space-time" in client.get(str(url)).text
     finally:

@@ -116,7 +116,7 @@ def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, 
     subprocess.run(["tmux", "set-option", "-t", session, "remain-on-exit", "on"], check=False)
     console.print(f"tmux session [bold]{session}[/]: {len(peers)} peers; outputs in {run_dir}")
     if http_offset:
-        url = group_url(peers, http_offset)
+        url = group_url(peers, http_offset, keys)
         subprocess.run(["tmux", "set-option", "-t", session, "status-right-length", "150"], check=False)
         subprocess.run(["tmux", "set-option", "-t", session, "status-right", url], check=False)
         console.print(f"group dashboard: [bold]{url}[/]", soft_wrap=True)
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}, "
                       + ("plain TCP (--insecure)" if keys is None else "secured (mutual TLS, keys in the run folder)"))
         if http_offset:
-            console.print(f"group dashboard (while the run lasts): [bold]{group_url(peers, http_offset)}[/]",
+            console.print(f"group dashboard (while the run lasts): [bold]{group_url(peers, http_offset, keys)}[/]",
                           soft_wrap=True)
         try:
             run.start()
