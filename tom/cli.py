@@ -79,8 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
         "A message's frame may take at most 65,536 bytes (MAX_FRAME_BYTES): about 65,400 bytes of UTF-8 "
         "text, fewer with backslashes or line breaks, which are escaped; a longer one is refused with one "
         "line and not sent. Exit status: 0 left the group, everything entered here delivered; 2 setup "
-        "error (neighbors file, address, port, output, keys); 3 removed by the group (taken for failed); 4 stopped with messages entered here not "
-        "delivered (never admitted, or stopped before its leave); 5 the output file could not be written.")
+        "error (neighbors file, address, port, output, keys); 3 removed by the group (taken for failed); "
+        "4 stopped with messages entered here not delivered (never admitted, or stopped before its "
+        "leave); 5 the output file could not be written.")
     peer.add_argument("neighbors", type=Path, help="neighbors file: one host:port per line")
     peer.add_argument("output", type=Path, help="output file (JSON Lines, appended)")
     peer.add_argument("port", type=_positive_port, help="TCP port to listen on")
