@@ -393,8 +393,9 @@ def message_frame_bytes(pid: str, text: str) -> int:
     at any clock and send time, newline excluded — exact for texts near the limit: what a sender
     holds against `MAX_FRAME_BYTES`. UnicodeEncodeError if ``text`` cannot be UTF-8 (a lone
     surrogate)."""
-    if len(text) * 4 + _MESSAGE_HEAD_MAX + len(pid) < MAX_FRAME_BYTES // 2:
-        return _MESSAGE_HEAD_MAX + len(pid) + 1 + len(text) * 4  # plenty of room: a bound is enough
+    bound = _MESSAGE_HEAD_MAX + len(pid) + 1 + 4 * len(text)  # no character takes over 4 bytes, escaped
+    if bound <= MAX_FRAME_BYTES:
+        return bound
     return _MESSAGE_HEAD_MAX + len(pid) + 1 + len(escape_text(text).encode())
 
 

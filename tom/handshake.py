@@ -204,7 +204,7 @@ async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, inc
             why = f"{me} dials {hello.pid}, not the other way round (do the neighbors files differ?)"
         with trio.move_on_after(1):
             await stream.send_all(encode_frame(Refused(why)))
-        raise Rejected("refused", f"refused {hello.pid}: {why}")
+        raise Rejected(f"refused {hello.pid}", f"refused {hello.pid}: {why}")  # logged per pid
     old = link.stream
     if old is not None:  # the neighbor reconnected (authenticated, when secured): the new one wins
         link.detach(old)

@@ -151,7 +151,7 @@ async def listener(
         except (FrameError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             reason = "no handshake in time" if isinstance(e, trio.TooSlowError) else str(e)
             kind = getattr(e, "kind", "timeout" if isinstance(e, trio.TooSlowError) else "handshake")
-            reject(address, reason if reason.startswith("refused ") else kind, reason)
+            reject(address, kind, reason)
             await trio.aclose_forcefully(stream)
             return
         finally:

@@ -97,10 +97,10 @@ class Peer:
         # a peer alone forms a group only after a smaller neighbor's re-dial (backing off up to
         # MAX_BACKOFF) had its chance to reach it: else a peer started late next to a running group
         # could form a group of its own
+        form_after = max(2.5 * cfg.heartbeat, MAX_BACKOFF + 0.5)
         timing = Timing(heartbeat=cfg.heartbeat, suspect_after=cfg.timeout,
-                        verify_after=max(cfg.heartbeat, cfg.timeout / 5),
-                        form_after=max(2.5 * cfg.heartbeat, MAX_BACKOFF + 0.5),
-                        admit_after=max(2.5 * cfg.heartbeat, MAX_BACKOFF + 0.5) + cfg.timeout + 2.5 * cfg.heartbeat)
+                        verify_after=max(cfg.heartbeat, cfg.timeout / 5), form_after=form_after,
+                        admit_after=form_after + cfg.timeout + 2.5 * cfg.heartbeat)
         if cfg.static:
             self.core = Core(self.me, self.neighbors)
         else:

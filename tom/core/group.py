@@ -153,7 +153,7 @@ class Core:
         # after each of the last positions (bounded; `_check_digest`)
         self._chain = DigestChain()
         self._digested_upto = 0  # deliveries of _ready already chained into the digest
-        self._claims: dict[str, tuple[int, int, int]] = {}  # peer -> (view, count, digest) not yet reached
+        self._claims: dict[str, tuple[int, int]] = {}  # peer -> (count, digest) in this view, not yet reached
         self._alarmed: set[tuple[str, int]] = set()
         self.alarms: list[Divergence] = []
 
@@ -235,8 +235,6 @@ class Core:
         """Time passed: send heartbeats, suspect silent members, drive joins and view changes."""
         self.now = now
         t = self.timing
-        if self._claims:
-            self._check_claims()
         if (self.mode == JOINING and not self.static
                 and now - max(self.started_at, self._not_admitted_at) >= t.admit_after):
             self._not_admitted_at = now
@@ -488,7 +486,7 @@ class Core:
         with ours at the same position — now, or once we get there (`_claims`)."""
         self._chain_digests()
         if count > self._chain.count:
-            self._claims[src] = (self.view.id, count, digest)  # type: ignore[union-attr]
+            self._claims[src] = (count, digest)
             return
         mine = self._chain.at(count)
         if mine is None or mine == digest:
@@ -527,12 +525,10 @@ class Core:
         self._alarm(src, self.view_delivered + 1, self.digest, 0, (head.clock, head.pid))
 
     def _check_claims(self) -> None:
-        self._chain_digests()
-        view = self.view
-        for src, (vid, count, digest) in list(self._claims.items()):
-            if view is None or vid != view.id:
-                del self._claims[src]
-            elif count <= self._chain.count:
+        """Compare the claims our chain has now reached (called as it grows; an install drops the
+        claims of the view it ends)."""
+        for src, (count, digest) in list(self._claims.items()):
+            if count <= self._chain.count:
                 del self._claims[src]
                 self._check_digest(src, count, digest)
 
