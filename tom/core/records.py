@@ -30,6 +30,8 @@ class Delivery:
     text: str
     sent_at: float | None
     view: int
+    seq: int | None = None  # sequencer order: the sequence number (the same at every peer)
+    vc: dict[str, int] | None = None  # causal order: the vector timestamp (see docs/output-format.md)
 
 
 @dataclass(slots=True)
@@ -44,6 +46,7 @@ class ViewDelivery:
     joined: tuple[str, ...]
     left: tuple[str, ...]
     removed: tuple[str, ...]
+    order: str = "lamport"  # the order the group runs (`tom.core.ORDERS`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,8 @@ class PendingStatus:
     text: str | None
     acks: tuple[str, ...]
     missing: tuple[str, ...]
+    waits: str = ""  # what it waits for, in the group's order ("ACKs of b, c", "sequence number", ...)
+    seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +103,7 @@ class Status:
     alarms: tuple[Divergence, ...] = ()
     view_delivered: int = 0  # messages delivered in the current view
     digest: int = 0  # their running digest
+    order: str = "lamport"
 
 
 @dataclass(frozen=True, slots=True)
