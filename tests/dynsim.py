@@ -12,6 +12,7 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
+from orders import check_causal, check_same_numbers, check_sequencer_numbers, settled
 from tom.core import Core, Timing, ViewDelivery
 from tom.errors import UsageError
 from tom.frames import Frame, format_frame, parse_frame
@@ -49,6 +50,7 @@ class Sim:
     batching: random.Random | None = None  # if set: a peer often takes several frames per step
     refusals: random.Random | None = None  # if set: a receiver sometimes refuses a frame (a link fault)
     refuse_rate: float = 0.003
+    order: str = "lamport"
 
     @property
     def pids(self) -> list[str]:
@@ -65,7 +67,7 @@ class Sim:
         if old is not None and old.alive:
             self.crash(pid)  # a restart: the old incarnation dies first
         inc = len(self.history) + 1
-        node = Node(pid, Core.joining(pid, inc, self.timing, now=self.now), inc)
+        node = Node(pid, Core.joining(pid, inc, self.timing, now=self.now, order=self.order), inc)
         self.nodes[pid] = node
         self.history.append(node)
         self.log.append(f"{self.now:.2f} start {pid}/{inc}")
@@ -251,14 +253,15 @@ class Sim:
 
 
 def random_scenario(seed: int, *, faults: bool = True, batching: bool | None = None,
-                    edges: bool = False) -> Sim:
+                    edges: bool = False, order: str = "lamport") -> Sim:
     """Build and run one random scenario; return the finished simulation. ``batching`` (default: odd
     seeds) lets a peer handle several frames per step, from a random stream of its own. ``edges`` adds,
     from streams of their own (so a seed's other events stay what they were): receivers that refuse
-    frames (link faults), and leavers force-stopped before their leave is delivered."""
+    frames (link faults), and leavers force-stopped before their leave is delivered. ``order``: the
+    group's order; a seed draws the same scenario in every order."""
     rng = random.Random(seed)
     n = rng.randint(3, 6)
-    sim = Sim(seed, n, rng, max_delay=rng.choice([0.005, 0.05, 0.5]))
+    sim = Sim(seed, n, rng, max_delay=rng.choice([0.005, 0.05, 0.5]), order=order)
     if seed % 2 == 1 if batching is None else batching:
         sim.batching = random.Random(f"batching/{seed}")
     forced = random.Random(f"forced/{seed}") if edges else None
@@ -302,29 +305,88 @@ def event_id(d) -> tuple:
     return ("msg", d.clock, d.pid, d.text)
 
 
+def by_view(node: Node) -> list[tuple]:
+    """A peer's deliveries as (view event, set of the messages of the view it opens) pairs: what the
+    causal order promises to agree on."""
+    out: list[tuple] = []
+    for d in node.delivered:
+        if isinstance(d, ViewDelivery):
+            out.append((event_id(d), set()))
+        elif out:
+            out[-1][1].add(event_id(d))
+    return [(v, frozenset(m)) for v, m in out]
+
+
 def check(sim: Sim) -> None:
-    """Assert the guarantees of dynamic groups on a finished simulation (message names the seed)."""
-    where = f"seed {sim.seed}\n" + "\n".join(sim.log[-40:])
+    """Assert the guarantees of dynamic groups on a finished simulation (message names order and seed).
+
+    Lamport: every peer, crashed or not, delivers a prefix-consistent part of one sequence (uniform).
+    Sequencer: one sequence among the peers that did not crash; a peer that crashed may have delivered,
+    in its last view, messages nobody else holds (not uniform), but in the same numbering.
+    Causal: per view, the same set at every member that stays for the next view, in causal order."""
+    order = sim.order
+    where = f"{order} seed {sim.seed}\n" + "\n".join(sim.log[-40:])
     seqs = {id(n): [event_id(d) for d in n.delivered] for n in sim.history}
     msg_view: dict[tuple, int] = {}
     for node in sim.history:
         seq = seqs[id(node)]
         assert len(set(seq)) == len(seq), f"{node.pid}/{node.incarnation} delivered twice; {where}"
-        keys = [(d.clock, d.pid) for d in node.delivered]
-        ks = [(c, pid_key(p)) for c, p in keys]
-        assert ks == sorted(ks) and len(set(ks)) == len(ks), f"{node.pid} keys not increasing; {where}"
+        if order == "lamport":
+            ks = [(d.clock, pid_key(d.pid)) for d in node.delivered]
+            assert ks == sorted(ks) and len(set(ks)) == len(ks), f"{node.pid} keys not increasing; {where}"
+        elif order == "sequencer":
+            check_sequencer_numbers(node.delivered, f"{node.pid}/{node.incarnation}: {where}")
+        else:
+            check_causal(node.delivered, f"{node.pid}/{node.incarnation}: {where}")
         assert [d.index for d in node.delivered] == list(range(1, len(seq) + 1))
         for d in node.delivered:
             if not isinstance(d, ViewDelivery):
                 mid = event_id(d)
                 assert msg_view.setdefault(mid, d.view) == d.view, f"{mid} in two views; {where}"
-    # every pair agrees on the order of what both delivered, and on what lies between
+    if order == "sequencer":
+        check_same_numbers({f"{n.pid}/{n.incarnation}": settled(n.delivered) if n.gone in ("crashed", "removed")
+                            else n.delivered for n in sim.history}, where)
+    if order == "causal":
+        _check_causal_sets(sim, where)
+    else:
+        _check_one_sequence(sim, seqs, where)
+    _check_leaves_and_liveness(sim, seqs, where)
+
+
+def _check_causal_sets(sim: Sim, where: str) -> None:
+    """Any two peers that both delivered view k and view k + 1 delivered the same messages in view k."""
+    sets: dict[tuple, dict[str, frozenset]] = {}
+    for node in sim.history:
+        views = by_view(node)
+        for (v, msgs), (nxt, _) in zip(views, views[1:]):
+            sets.setdefault((v, nxt), {})[f"{node.pid}/{node.incarnation}"] = msgs
+    for (v, _), per_peer in sets.items():
+        first = next(iter(per_peer.values()))
+        for peer, msgs in per_peer.items():
+            assert msgs == first, f"{peer} delivered another set of messages in view {v[1]}; {where}"
+
+
+def _check_one_sequence(sim: Sim, seqs: dict, where: str) -> None:
+    # every pair agrees on the order of what both delivered, and on what lies between (in the
+    # sequencer order, a peer removed as failed agrees only up to its last view)
+    uniform = sim.order == "lamport"
+
+    def shared(node: Node) -> set:
+        """What a peer delivered before its last view started, if it was removed as failed (all of
+        it otherwise)."""
+        if node.gone not in ("crashed", "removed"):
+            return set(seqs[id(node)])
+        return {event_id(d) for d in settled(node.delivered)}
+
     nodes = [n for n in sim.history if seqs[id(n)]]
     for i, a in enumerate(nodes):
         pos_a = {e: k for k, e in enumerate(seqs[id(a)])}
         for b in nodes[i + 1:]:
             sb = seqs[id(b)]
             common = [e for e in sb if e in pos_a]
+            if not uniform:  # a peer removed as failed agrees up to its last view
+                done_a, done_b = shared(a), shared(b)
+                common = [e for e in common if e in done_a and e in done_b]
             if not common:
                 continue
             assert [pos_a[e] for e in common] == sorted(pos_a[e] for e in common), \
@@ -333,6 +395,9 @@ def check(sim: Sim) -> None:
             ia, ib = sb.index(common[0]), sb.index(common[-1])
             assert seqs[id(a)][lo:hi + 1] == sb[ia:ib + 1], \
                 f"{a.pid}/{a.incarnation} and {b.pid}/{b.incarnation} delivered different sets; {where}"
+
+
+def _check_leaves_and_liveness(sim: Sim, seqs: dict, where: str) -> None:
     # a peer that left is no crashed peer: the view it left in is the survivors' view too (unless its
     # coordinator crashed before telling anyone)
     crashed = {n.pid for n in sim.history if n.gone == "crashed"}
@@ -369,5 +434,9 @@ def check(sim: Sim) -> None:
             seq = seqs[id(m)]
             last_start = max((seq.index(s) for s in starts if s in seq), default=None)
             assert last_start is not None, f"{m.pid} missed the join of another survivor; {where}"
-            tails.append(seq[last_start:])
+            tail = seq[last_start:]
+            if sim.order == "causal":  # the same views, each with the same set
+                views = [k for k, e in enumerate(tail) if e[0] == "view"] + [len(tail)]
+                tail = [(tail[a], frozenset(tail[a + 1:b])) for a, b in zip(views, views[1:])]
+            tails.append(tail)
         assert all(t == tails[0] for t in tails), f"survivors end with different deliveries; {where}"

@@ -29,11 +29,12 @@ class Network:
     _dirty: set = field(default_factory=set)
 
     @classmethod
-    def of(cls, n: int, seed: int, max_delay: float = 1.0, batching: bool = False) -> "Network":
+    def of(cls, n: int, seed: int, max_delay: float = 1.0, batching: bool = False,
+           order: str = "lamport") -> "Network":
         """``batching``: like the real processor, a core often handles several frames in one step
         (so its ACKs go out in runs, as ACKS frames); drawn from a stream of its own."""
         pids = [f"127.0.0.1:{5000 + i}" for i in range(n)]
-        cores = {p: Core(p, pids) for p in pids}
+        cores = {p: Core(p, pids, order=order) for p in pids}
         net = cls(cores, random.Random(seed), max_delay,
                   batching=random.Random(f"batching/{seed}") if batching else None)
         net.delivered = {p: [] for p in pids}

@@ -9,13 +9,15 @@ Commands:
     static A B C             every named peer starts as a member of the static group A B C
     group A B C              every named peer starts in view 1 of a dynamic group A B C (founded by A),
                              connected to the others; failure detection on (heartbeat 1 s, timeout 5 s)
+    group A B C order=causal the same, in another order (lamport, the default; sequencer; causal)
     C crash A                C's connection to A is gone (A crashed)
     B tick 6.5               time passes at B: it is now 6.5 s
     C <- B: ACK-1-A          peer C receives, from B, a frame in wire syntax
     A send hello             peer A multicasts ``hello``
     C status                 peer C's pending queue, in order
 Each command prints what the core then hands out: ``X -> A B: FRAME`` per send, ``X delivers #i (c, P)
-text`` per delivery, ``X notice NAME`` per notice, or ``ok`` if nothing.
+text`` per delivery (with ``seq=N`` or ``vc=A:1,B:2`` in the other orders), ``X notice NAME`` per
+notice, or ``ok`` if nothing.
 
 ``TOM_REWRITE=1 pytest tests/test_transcripts.py`` rewrites the expected output from what the core
 does now (then read the diff before you commit it).
@@ -60,16 +62,19 @@ class Transcript:
 
     def run(self, command: str) -> list[str]:
         words = command.split()
+        order = "lamport"
+        if words[0] in ("static", "group") and words[-1].startswith("order="):
+            order = words.pop()[len("order="):]
         if words[0] == "static":
             for name in words[1:]:
-                self.cores[name] = Core(pid(name), [pid(n) for n in words[1:]])
+                self.cores[name] = Core(pid(name), [pid(n) for n in words[1:]], order=order)
             return ["ok"]
         if words[0] == "group":
             members = tuple((pid(n), inc(n)) for n in words[1:])
             founding = Install(1, 0, members[0][0], 0, members, tuple(p for p, _ in members), (), (),
                                group=f"{members[0][0]}/1")
             for name in words[1:]:
-                core = self.cores[name] = Core.joining(pid(name), inc(name), Timing())
+                core = self.cores[name] = Core.joining(pid(name), inc(name), Timing(), order=order)
                 for other in words[1:]:
                     if other != name:
                         core.connected(pid(other), inc(other))
@@ -91,6 +96,10 @@ class Transcript:
             st = core.status()
             lines = []
             for p in st.pending:
+                if st.order != "lamport":
+                    body = "(no text yet)" if p.text is None else repr(p.text)
+                    lines.append(f"{me} pending ({p.clock}, {named(p.pid)}) {body}; waits for {named(p.waits)}")
+                    continue
                 body = "reserved by early ACKs" if p.text is None else repr(p.text)
                 lines.append(f"{me} pending ({p.clock}, {named(p.pid)}) {body}; ACKs {' '.join(map(named, p.acks))}; "
                              f"missing {' '.join(map(named, p.missing)) or '-'}")
@@ -105,7 +114,10 @@ class Transcript:
         lines = [f"{me} -> {' '.join(map(named, dests))}: {named(format_frame(frame))}" for dests, frame in ready.sends]
         for d in ready.deliveries:
             if hasattr(d, "text"):
-                lines.append(f"{me} delivers #{d.index} ({d.clock}, {named(d.pid)}) {d.text}")
+                extra = "" if d.seq is None else f" seq={d.seq}"
+                if d.vc is not None:
+                    extra = " vc=" + ",".join(f"{named(p)}:{c}" for p, c in d.vc.items())
+                lines.append(f"{me} delivers #{d.index} ({d.clock}, {named(d.pid)}) {d.text}{extra}")
             else:
                 lines.append(f"{me} delivers #{d.index} view {d.view} {' '.join(map(named, d.members))}")
         lines += [f"{me} notice {n}" for n in ready.notices]

@@ -18,6 +18,12 @@ TOM adds:
                                                 last event I delivered is (<clock>, <pid>)"
     REFUSED-<reason>                            last line on a connection the sender will not take
     RELAY[@<sent_at>]-<clock>-<pid>-<text>      a removed member's message, forwarded during a flush
+    CMESSAGE[@<sent_at>]-<clock>-<pid>-<vc>-<text>, CRELAY[@<sent_at>]-<clock>-<pid>-<vc>-<text>
+                                                the same in a causal group: <vc> is the message's
+                                                vector timestamp, counts in the view's pid order
+                                                joined by ``,``
+    SEQ-<first>-<clock>,<clock>,...-<pid>       sequencer order: the messages (clock, pid) of one
+                                                origin get the sequence numbers first, first+1, ...
     JOIN-<pid>-<incarnation>                    please add me to the group
     LEAVE-<pid>                                 please take me out of the group
     FLUSH-<view>-<attempt>-<coordinator>        marker: I sent everything I will send before <view>
@@ -69,6 +75,19 @@ def _check_clock(clock: int) -> None:
         raise FrameError(f"bad clock {clock!r}")
 
 
+MAX_VC_CHARS = 4096
+"""Room a causal message's vector takes at most on the wire (`check_text` keeps it free): 256 members
+with counts of up to 15 digits."""
+
+
+def _check_vc(vc: tuple[int, ...]) -> None:
+    if type(vc) is not tuple or not vc:
+        raise FrameError(f"bad vector timestamp {vc!r}")
+    for count in vc:
+        if type(count) is not int or not 0 <= count <= MAX_CLOCK:
+            raise FrameError(f"bad vector timestamp {vc!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Frame:
     """Base of all frames."""
@@ -82,10 +101,13 @@ class Message(Frame):
     pid: str
     text: str
     sent_at: float | None = None
+    vc: tuple[int, ...] | None = None  # causal order: the vector timestamp (counts in the view's pid order)
 
     def __post_init__(self) -> None:
         _check_clock(self.clock)
         _check_pid(self.pid)
+        if self.vc is not None:
+            _check_vc(self.vc)
         if type(self.text) is not str:
             raise FrameError("text must be a string")
         if len(self.text) > MAX_FRAME_BYTES:  # a cheap bound (a character is at least a byte)
@@ -132,6 +154,26 @@ class Acks(Frame):
 
 
 @dataclass(frozen=True, slots=True)
+class Seq(Frame):
+    """Sequencer order: the messages ``(c, pid)`` for ``c`` in ``clocks`` get the sequence numbers
+    ``first``, ``first + 1``, ... of the view (sent by the view's sequencer, or relayed in a flush)."""
+
+    first: int
+    clocks: tuple[int, ...]
+    pid: str
+
+    def __post_init__(self) -> None:
+        _check_count(self.first, "sequence number")
+        if self.first < 1:
+            raise FrameError("sequence numbers start at 1")
+        if type(self.clocks) is not tuple or not self.clocks:
+            raise FrameError("SEQ needs a clock or more")
+        for clock in self.clocks:
+            _check_clock(clock)
+        _check_pid(self.pid)
+
+
+@dataclass(frozen=True, slots=True)
 class Hello(Frame):
     """Opens a connection: the speaker is ``pid``, running as ``incarnation`` (new at each start)."""
 
@@ -152,6 +194,7 @@ class Relay(Frame):
     pid: str
     text: str
     sent_at: float | None = None
+    vc: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         Message.__post_init__(self)  # type: ignore[arg-type]
@@ -388,15 +431,16 @@ def escape_text(text: str) -> str:
     return text
 
 
-def message_frame_bytes(pid: str, text: str) -> int:
+def message_frame_bytes(pid: str, text: str, vector: bool = False) -> int:
     """A bound on the bytes the MESSAGE (or RELAY) frame of ``text`` from ``pid`` can take on the wire,
     at any clock and send time, newline excluded — exact for texts near the limit: what a sender
     holds against `MAX_FRAME_BYTES`. UnicodeEncodeError if ``text`` cannot be UTF-8 (a lone
-    surrogate)."""
-    bound = _MESSAGE_HEAD_MAX + len(pid) + 1 + 4 * len(text)  # no character takes over 4 bytes, escaped
+    surrogate). ``vector``: a causal group's frame, with room for its vector (`MAX_VC_CHARS`)."""
+    head = _MESSAGE_HEAD_MAX + len(pid) + 1 + (2 + MAX_VC_CHARS if vector else 0)
+    bound = head + 4 * len(text)  # no character takes over 4 bytes, escaped
     if bound <= MAX_FRAME_BYTES:
         return bound
-    return _MESSAGE_HEAD_MAX + len(pid) + 1 + len(escape_text(text).encode())
+    return head + len(escape_text(text).encode())
 
 
 def _unescape_one(m: re.Match[str]) -> str:
@@ -423,10 +467,17 @@ def format_frame(frame: Frame) -> str:
         return f"ACK-{frame.clock}-{frame.pid}"  # type: ignore[attr-defined]
     if t is Acks:
         return f"ACKS-{','.join(map(str, frame.clocks))}-{frame.pid}"  # type: ignore[attr-defined]
-    if t is Message:
+    if t is Message or t is Relay:
         m: Message = frame  # type: ignore[assignment]
-        head = "MESSAGE" if m.sent_at is None else f"MESSAGE@{m.sent_at:.6f}"
+        base = "MESSAGE" if t is Message else "RELAY"
+        if m.vc is not None:
+            base = "C" + base
+        head = base if m.sent_at is None else f"{base}@{m.sent_at:.6f}"
+        if m.vc is not None:
+            return f"{head}-{m.clock}-{m.pid}-{','.join(map(str, m.vc))}-{escape_text(m.text)}"
         return f"{head}-{m.clock}-{m.pid}-{escape_text(m.text)}"
+    if t is Seq:
+        return f"SEQ-{frame.first}-{','.join(map(str, frame.clocks))}-{frame.pid}"  # type: ignore[attr-defined]
     if t is Heartbeat:
         h: Heartbeat = frame  # type: ignore[assignment]
         if h.count is None:
@@ -434,10 +485,6 @@ def format_frame(frame: Frame) -> str:
         return f"HEARTBEAT-{h.view}-{h.count}-{h.digest:08x}-{h.last[0]}-{h.last[1]}"  # type: ignore[index]
     if t is Refused:
         return f"REFUSED-{escape_text(frame.reason)}"  # type: ignore[attr-defined]
-    if t is Relay:
-        r: Relay = frame  # type: ignore[assignment]
-        head = "RELAY" if r.sent_at is None else f"RELAY@{r.sent_at:.6f}"
-        return f"{head}-{r.clock}-{r.pid}-{escape_text(r.text)}"
     if t is Hello:
         h: Hello = frame  # type: ignore[assignment]
         return f"HELLO-{h.pid}-{h.incarnation}"
@@ -514,7 +561,7 @@ def _parse_json_frame(cls: type, rest: str) -> Frame:
 
 _new = object.__new__
 _set_ack_clock, _set_ack_pid = Ack.clock.__set__, Ack.pid.__set__  # type: ignore[attr-defined]
-_MESSAGE_SETTERS = tuple(getattr(Message, f).__set__ for f in ("clock", "pid", "text", "sent_at"))
+_MESSAGE_SETTERS = tuple(getattr(Message, f).__set__ for f in ("clock", "pid", "text", "sent_at", "vc"))
 
 
 def trusted_ack(clock: int, pid: str) -> Ack:
@@ -536,14 +583,16 @@ def trusted_acks(clocks: tuple[int, ...], pid: str) -> Acks:
     return acks
 
 
-def trusted_message(clock: int, pid: str, text: str, sent_at: float | None) -> Message:
+def trusted_message(clock: int, pid: str, text: str, sent_at: float | None,
+                    vc: tuple[int, ...] | None = None) -> Message:
     """A Message from validated fields, ``sent_at`` already at whole microseconds."""
     msg = _new(Message)
-    set_clock, set_pid, set_text, set_sent = _MESSAGE_SETTERS
+    set_clock, set_pid, set_text, set_sent, set_vc = _MESSAGE_SETTERS
     set_clock(msg, clock)
     set_pid(msg, pid)
     set_text(msg, text)
     set_sent(msg, sent_at)
+    set_vc(msg, vc)
     return msg
 
 
@@ -640,7 +689,13 @@ def _parse_general(line: str) -> Frame:
             return Heartbeat(_int(view, "view"), _int(count, "count"), int(digest, 16), (_int(clock, "clock"), pid))
         if kind == "REFUSED":
             return Refused(unescape_text(rest))
-        if kind in ("MESSAGE", "RELAY") or kind.startswith(("MESSAGE@", "RELAY@")):
+        if kind == "SEQ":
+            first, clocks, pid = rest.split("-", 2) if rest.count("-") >= 2 else ("", "", "")
+            if not pid:
+                raise FrameError("SEQ needs a first number, clocks and a pid")
+            return Seq(_int(first, "sequence number"), tuple(_int(c, "clock") for c in clocks.split(",")), pid)
+        if kind in ("MESSAGE", "RELAY", "CMESSAGE", "CRELAY") or kind.startswith(
+                ("MESSAGE@", "RELAY@", "CMESSAGE@", "CRELAY@")):
             base, _, stamp = kind.partition("@")
             sent_at = None
             if stamp or _:
@@ -655,12 +710,19 @@ def _parse_general(line: str) -> Frame:
             if not sep:
                 raise FrameError(f"{base} needs clock, pid and text")
             pid, text = _split_pid(rest)
+            vc = None
+            if base[0] == "C":
+                base = base[1:]
+                counts, sep, text = text.partition("-")
+                if not sep:
+                    raise FrameError(f"C{base} needs clock, pid, vector and text")
+                vc = tuple(_int(c, "count") for c in counts.split(","))
             text = unescape_text(text)
-            if base == "MESSAGE" and pid in _VALID_PIDS:
+            if base == "MESSAGE" and vc is None and pid in _VALID_PIDS:
                 # every field is checked: the clock by _int, the send time above (6 decimals on the wire)
                 return trusted_message(_int(clock, "clock"), pid, text, sent_at)
             cls = Message if base == "MESSAGE" else Relay
-            return cls(_int(clock, "clock"), pid, text, sent_at)
+            return cls(_int(clock, "clock"), pid, text, sent_at, vc)
         if kind == "HELLO" or kind == "JOIN":
             pid, inc = rest.rsplit("-", 1) if "-" in rest else (rest, "")
             return (Hello if kind == "HELLO" else Join)(pid, _int(inc, "incarnation"))

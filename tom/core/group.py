@@ -41,16 +41,18 @@ from ..frames import (
     Propose,
     Relay,
     Removed,
+    Seq,
     trusted_ack,
     trusted_acks,
     message_frame_bytes,
-    trusted_message,
 )
 from ..pid import pid_key, sorted_pids
 from .clock import LamportClock
 from .digest import DigestChain
 from .modes import TRANSITIONS, Mode
+from .causal import CausalOrder
 from .lamport import LamportOrder
+from .sequencer import SeqRun, SequencerOrder
 from .records import Delivery, Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
 
 
@@ -60,6 +62,12 @@ JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
 
 ORDERS = ("lamport", "sequencer", "causal")
 """The orders a group can run (`Core`'s ``order``); every member of a group runs the same."""
+
+_ORDER_CLASSES = {"lamport": LamportOrder, "sequencer": SequencerOrder, "causal": CausalOrder}
+
+PROGRESS_EVERY = 256
+"""In an order without ACKs (sequencer), a member also sends a heartbeat after this many deliveries:
+its delivered count lets the others drop what every member delivered (`SequencerOrder.progress`)."""
 
 NO_INCARNATION = 0
 """Incarnation of a static member: any incarnation is accepted."""
@@ -123,10 +131,10 @@ class Core:
         self._ready = Ready()
         self._ack_runs = False  # some of _ready.sends are _AckRun (turned into frames by `ready`)
         self.stats = {"premature_acks": 0, "released_behind_head": 0, "divergence_alarms": 0}
-        if order != "lamport":
-            raise UsageError(f"the {order} order is not built yet")  # (being built: issue 9)
-        self.order = LamportOrder(me, self.stats)
-        self.queue = self.order.queue  # the pending entries (for inspection and tests)
+        self.order = _ORDER_CLASSES[order](me, self.stats)
+        self.queue = getattr(self.order, "queue", self.order)  # the pending entries (for inspection and tests)
+        self._numbered = order == "sequencer"  # the order hands out `SeqRun`s to send
+        self._since_beat = 0  # deliveries since the last heartbeat (see PROGRESS_EVERY)
         self.view: View | None = None
         self._fast = None  # see _fast_sources
         self.mode = JOINING
@@ -136,7 +144,10 @@ class Core:
             if me not in members:
                 raise UsageError(f"{me} is not a member of the group")
             self._set_view(View(1, members, {p: NO_INCARNATION for p in members}))
+            self.order.install(tuple(sorted_pids(members)), 0, me)
             self._set_mode(NORMAL)
+            if self._numbered:
+                self.order.start_numbering()
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
         self._known_inc: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
         self.peer_view: dict[str, int] = {}  # view each peer last announced on its link
@@ -175,7 +186,7 @@ class Core:
     def broadcast(self, text: str, sent_at: float | None = None) -> Message | None:
         """Multicast ``text``; held (returns None) while no view is installed or a flush runs.
         UsageError (nothing sent) if its frame could exceed MAX_FRAME_BYTES: `check_text`."""
-        check_text(self.me, text)
+        check_text(self.me, text, self.order.name)
         if self.mode in (LEFT, REMOVED):
             raise UsageError(f"this peer has {self.mode} the group")
         if self.leaving:
@@ -186,11 +197,26 @@ class Core:
         return self._multicast(text, sent_at)
 
     def _multicast(self, text: str, sent_at: float | None) -> Message:
-        msg = trusted_message(self.clock.tick(), self.me, text, None if sent_at is None else round(sent_at, 6))
-        self.order.own(msg)
+        msg = self.order.own(self.clock.tick(), text, None if sent_at is None else round(sent_at, 6))
         self._ready.sends.append((self.everyone, msg))
+        if self._numbered:
+            self._send_numbers()
         self._deliver_ready()
         return msg
+
+    def _send_numbers(self) -> None:
+        """Send the sequence numbers the sequencer gave (runs, merged into frames by `ready`)."""
+        runs = self.order.take_runs()  # type: ignore[attr-defined]
+        if not (runs and self.everyone):
+            return
+        sends = self._ready.sends
+        for run in runs:
+            last = sends[-1][1] if sends else None
+            if type(last) is SeqRun and last.pid == run.pid and last.first + len(last.clocks) == run.first:
+                last.clocks.extend(run.clocks)  # only the last frame grows: nothing moves ahead of a frame
+            else:
+                sends.append((self.everyone, run))  # type: ignore[arg-type]
+        self._ack_runs = True
 
     def _set_mode(self, mode: Mode) -> None:
         """Change the mode, by `TRANSITIONS` only (anything else is a bug); `_fast_sources` depends
@@ -283,13 +309,15 @@ class Core:
         if fast is None:
             fast = self._fast = self._fast_sources()
         t = type(frame)
-        if src in fast and (t is Ack or t is Message or t is Acks) and not self.suspected:
+        if src in fast and (t is Ack or t is Message or t is Acks or t is Seq) and not self.suspected:
             # the common case, with every check of the slow path already known to pass for src
             self.last_heard[src] = self.now
             if t is Ack:
                 self._on_acks(src, frame.pid, (frame.clock,))  # type: ignore[attr-defined]
             elif t is Acks:
                 self._on_acks(src, frame.pid, frame.clocks)  # type: ignore[attr-defined]
+            elif t is Seq:
+                self._on_seq(src, frame)  # type: ignore[arg-type]
             elif frame.pid == src:  # type: ignore[attr-defined]
                 self._on_message(src, frame, relayed=False)  # type: ignore[arg-type]
             else:
@@ -312,8 +340,12 @@ class Core:
             self.peer_view[src] = frame.view
             self._fast = None
         if frame.count is not None and self.view is not None and frame.view == self.view.id:
-            self._check_digest(src, frame.count, frame.digest)
-            self._check_skipped(src, frame.last)  # type: ignore[arg-type]
+            order = self.order
+            order.progress(src, frame.count)
+            if order.total:  # (in the causal order, peers may deliver one set in different orders)
+                self._check_digest(src, frame.count, frame.digest)
+            if order.acknowledged and order.total:
+                self._check_skipped(src, frame.last)  # type: ignore[arg-type]
 
     def _on_leave(self, src: str, frame: Leave) -> None:
         if frame.pid != src:
@@ -331,7 +363,7 @@ class Core:
             self._ack_runs = False
             sends: list[tuple[tuple[str, ...], Frame]] = []
             for dests, frame in out.sends:
-                if type(frame) is _AckRun:
+                if type(frame) is _AckRun or type(frame) is SeqRun:
                     sends.extend([(dests, f) for f in frame.frames()])
                 else:
                     sends.append((dests, frame))  # type: ignore[arg-type]
@@ -388,6 +420,8 @@ class Core:
             if frame.pid != src:  # type: ignore[attr-defined]
                 raise FrameError(f"{src} relayed a message of {frame.pid} outside a flush")  # type: ignore[attr-defined]
             self._on_message(src, frame, relayed=False)  # type: ignore[arg-type]
+        elif t is Seq:
+            self._on_seq(src, frame)  # type: ignore[arg-type]
         else:
             # A relay is safe whenever it comes: had this peer delivered anything after it, it would
             # hold it already (it had the origin's ACK for that, and links are FIFO).
@@ -406,18 +440,27 @@ class Core:
         return self.order.final_key
 
     def _on_message(self, src: str, msg: Message | Relay, relayed: bool) -> None:
-        entry = self.order.message(src, msg)
+        order = self.order
+        entry = order.message(src, msg)
         if entry is None:
             return  # stale, or a duplicate
         self.clock.observe(msg.clock)
-        sends = self._ready.sends
-        last = sends[-1] if sends else None
-        if last is not None and last[0] is self.everyone and type(last[1]) is _AckRun:
-            last[1].add(msg.clock, msg.pid)  # type: ignore[attr-defined]
-        else:
-            sends.append((self.everyone, _AckRun(msg.clock, msg.pid)))  # type: ignore[arg-type]
-            self._ack_runs = True
-        if entry is self.order.head():
+        if order.acknowledged:
+            sends = self._ready.sends
+            last = sends[-1] if sends else None
+            if last is not None and last[0] is self.everyone and type(last[1]) is _AckRun:
+                last[1].add(msg.clock, msg.pid)  # type: ignore[attr-defined]
+            else:
+                sends.append((self.everyone, _AckRun(msg.clock, msg.pid)))  # type: ignore[arg-type]
+                self._ack_runs = True
+        elif self._numbered:
+            self._send_numbers()
+        if order.may_release(entry):
+            self._deliver_ready()
+
+    def _on_seq(self, src: str, frame: Seq) -> None:
+        """Sequence numbers: from the sequencer, or relayed by a member in a flush."""
+        if self.order.sequence(src, frame):
             self._deliver_ready()
 
     def _on_acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> None:
@@ -442,12 +485,25 @@ class Core:
         final = flush is not None and not flush.done and flush.markers >= flush.flush_set
         if final:
             required = flush.flush_set  # type: ignore[union-attr]
-        released = self.order.release(required, final)
+        order = self.order
+        released = order.release(required, final)
         if released:
             out, delivered, vid = self._ready.deliveries, self.delivered, view.id
-            for e in released:
-                delivered += 1
-                out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid))  # type: ignore[arg-type]
+            if order.name == "lamport":
+                for e in released:
+                    delivered += 1
+                    out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid))  # type: ignore[arg-type]
+            else:
+                vector = order.vector if order.name == "causal" else None  # type: ignore[attr-defined]
+                for e in released:
+                    delivered += 1
+                    out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid,  # type: ignore[arg-type]
+                                        e.seq, vector(e.vc) if vector is not None else None))
+                if not order.acknowledged:
+                    self._since_beat += len(released)
+                    if self._since_beat >= PROGRESS_EVERY:
+                        self._since_beat = 0
+                        self._send_heartbeats()
             self.delivered = delivered
             if len(released) > 1:  # entries that were complete but waited behind a blocked head
                 self.stats["released_behind_head"] += len(released) - 1
@@ -698,11 +754,11 @@ class Core:
         self._cut |= removed
         self.flush = Flushing(p, flush_set, removed, {self.me} | (early & flush_set))
         self._set_mode(FLUSHING)
+        if self._numbered:
+            self.order.stop_numbering()  # type: ignore[attr-defined]
         sends = self._ready.sends
         others = tuple(sorted_pids(flush_set - {self.me}))
-        for entry in self.order:
-            if entry.text is not None and entry.pid in removed:
-                sends.append((others, Relay(entry.clock, entry.pid, entry.text, entry.sent_at)))
+        sends.extend([(others, frame) for frame in self.order.relays(removed)])
         sends.append((others, Flush(p.view, p.attempt, p.coordinator)))
         self._deliver_ready()
 
@@ -769,7 +825,8 @@ class Core:
         members = dict(i.members)
         self.clock.time = max(self.clock.time, i.clock + 1)
         self.delivered += 1
-        self.order.skip_to(i.clock + 1, i.coordinator)
+        self.order.install(tuple(sorted_pids(members)), i.clock + 1, i.coordinator)
+        self._since_beat = 0
         self._ready.deliveries.append(ViewDelivery(
             self.delivered, i.clock + 1, i.coordinator, i.view, tuple(sorted_pids(members)),
             i.joined, i.left, i.removed, self.order.name))
@@ -804,6 +861,8 @@ class Core:
             self._ready.notices.append(self.mode)
             return
         self._set_mode(NORMAL)
+        if self._numbered:
+            self.order.start_numbering()  # type: ignore[attr-defined]
         # the view announcement must precede this view's frames on every link, connected or not
         announce = tuple(sorted_pids(set(self.links) | set(self.everyone)))
         if announce:
@@ -839,7 +898,8 @@ class Core:
         pending = tuple(
             PendingStatus(e.clock, e.pid, e.text,
                           tuple(p for p in members if p in e.acks),
-                          tuple(p for p in members if p not in e.acks))
+                          tuple(p for p in members if p not in e.acks) if self.order.acknowledged else (),
+                          self.order.waits(e, members), e.seq)
             for e in self.order
         )
         return Status(self.me, self.mode, self.clock.time, view, self.delivered, pending,
@@ -847,13 +907,13 @@ class Core:
                       tuple(self.alarms), self.view_delivered, self.digest, self.order.name)
 
 
-def check_text(me: str, text: str) -> None:
-    """UsageError, in one line, if ``text`` cannot be multicast by ``me``: its frame could exceed
-    MAX_FRAME_BYTES (at any clock), or it is not valid Unicode."""
+def check_text(me: str, text: str, order: str = "lamport") -> None:
+    """UsageError, in one line, if ``text`` cannot be multicast by ``me`` in a group of ``order``: its
+    frame could exceed MAX_FRAME_BYTES (at any clock, with any vector), or it is not valid Unicode."""
     if type(text) is not str:
         raise UsageError("a message text must be a string")
     try:
-        size = message_frame_bytes(me, text)
+        size = message_frame_bytes(me, text, vector=order == "causal")
     except UnicodeEncodeError:
         raise UsageError("message not sent: its text is not valid Unicode (a lone surrogate)") from None
     if size > MAX_FRAME_BYTES:
@@ -875,4 +935,5 @@ _HANDLERS = {  # the slow path of `Core.receive`: one handler per frame type (li
     Flushed: Core._on_flushed,
     Install: Core._on_install,
     Removed: Core._on_removed,
+    Seq: Core._on_ordered,
 }

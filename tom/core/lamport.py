@@ -13,16 +13,20 @@ Invariants:
 Correctness rests on FIFO links: a member's ACK for (c, q) is sent after its clock passed c, so every
 message it sends later sorts after (c, q), and every message it sent earlier arrived before that ACK.
 
-The interface `Core` uses — what an order is in TOM: `own` (this peer's message), `message` (a
-member's, or a relay), `acks`, `release` (what is deliverable now, in order), `skip_to` (a view event
-passed), and the pending entries (`__iter__`, `__len__`, `head`).
+The interface `Core` uses — what an order is in TOM (`tom.core.sequencer` and `tom.core.causal` have
+the same): `own` (this peer's message), `message` (a member's, or a relay) and `may_release`, `acks`,
+`sequence` (sequencer only), `release` (what is deliverable now, in order), `install` (a view event
+passed), `relays` (what a flush forwards), `progress` (a member's delivered count), `waits` (for
+status), and the pending entries (`__iter__`, `__len__`). ``total``: every member delivers one
+sequence (so digests of it compare); ``acknowledged``: members ACK every message they receive.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..frames import Message, Relay
+from ..errors import FrameError
+from ..frames import Frame, Message, Relay, Seq, trusted_message
 from ..pid import pid_key
 from .queue import Entry, PendingQueue
 
@@ -31,6 +35,8 @@ class LamportOrder:
     """Pending messages and the delivery rule of the Lamport total order."""
 
     name = "lamport"
+    total = True
+    acknowledged = True
     __slots__ = ("me", "queue", "final_key", "stats")
 
     def __init__(self, me: str, stats: dict[str, int]) -> None:
@@ -51,15 +57,26 @@ class LamportOrder:
     def stale(self, clock: int, pid: str) -> bool:
         return (clock, pid_key(pid)) <= self.final_key
 
-    def own(self, msg: Message) -> None:
-        """This peer multicast ``msg``: it holds it."""
-        entry = self.queue.reserve(msg.clock, self.me)
-        entry.text, entry.sent_at = msg.text, msg.sent_at
+    def own(self, clock: int, text: str, sent_at: float | None) -> Message:
+        """This peer multicasts ``text`` at ``clock``: it holds it; the frame to send."""
+        msg = trusted_message(clock, self.me, text, sent_at)
+        entry = self.queue.reserve(clock, self.me)
+        entry.text, entry.sent_at = text, sent_at
         entry.acks.add(self.me)
+        return msg
+
+    def may_release(self, entry: Entry) -> bool:
+        """Whether taking ``entry`` may have made something deliverable."""
+        return entry is self.queue.head()
+
+    def sequence(self, src: str, frame: Seq) -> bool:
+        raise FrameError(f"{src} sent a sequence number in a lamport group")
 
     def message(self, src: str, msg: Message | Relay) -> Entry | None:
         """``msg`` came from ``src`` (its origin, or a relaying member): the new entry (to be
         acknowledged), or None if it is stale or already held."""
+        if msg.vc is not None:
+            raise FrameError(f"{src} sent a causal message in a lamport group")
         if (msg.clock, pid_key(msg.pid)) <= self.final_key:
             return None
         entry = self.queue.reserve(msg.clock, msg.pid)
@@ -118,6 +135,23 @@ class LamportOrder:
             self.final_key = (last.clock, pid_key(last.pid))
         return out
 
-    def skip_to(self, clock: int, pid: str) -> None:
-        """An event was delivered at ``(clock, pid)`` (a view change): everything up to it is final."""
+    def install(self, members: tuple[str, ...], clock: int, pid: str) -> None:
+        """A view of ``members`` (in pid order) was delivered at ``(clock, pid)``: everything up to it
+        is final."""
         self.final_key = (clock, pid_key(pid))
+
+    def relays(self, removed: frozenset[str]) -> list[Frame]:
+        """What a flush forwards: the pending messages of removed members this peer holds."""
+        return [Relay(e.clock, e.pid, e.text, e.sent_at) for e in self.queue
+                if e.text is not None and e.pid in removed]
+
+    def progress(self, src: str, count: int) -> None:
+        """``src`` has delivered ``count`` messages of the view (nothing to do in this order)."""
+
+    def waits(self, entry: Entry, members: list[str]) -> str:
+        if entry.text is None:
+            return "its text (only ACKs came)"
+        missing = [p for p in members if p not in entry.acks]
+        if missing:
+            return "ACKs of " + ", ".join(missing)
+        return "the messages before it"

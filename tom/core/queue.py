@@ -18,6 +18,8 @@ class Entry:
     text: str | None = None
     sent_at: float | None = None
     acks: set[str] = field(default_factory=set)
+    seq: int | None = None  # sequencer order: its number, once known
+    vc: tuple[int, ...] | None = None  # causal order: its vector timestamp
 
 
 class PendingQueue:

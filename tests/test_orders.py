@@ -1,0 +1,148 @@
+"""The three orders on the pure core: what each delivers when, what each refuses, and that the
+simulation's checks of each can fail (docs/output-format.md says what each order promises)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dynsim import check, random_scenario
+from orders import check_causal
+from tom.core import Core, Delivery
+from tom.core.causal import CausalOrder
+from tom.core.sequencer import SequencerOrder
+from tom.errors import FrameError, UsageError
+from tom.frames import MAX_FRAME_BYTES, Ack, Message, Seq, parse_frame
+
+A, B, C = (f"127.0.0.1:{5000 + i}" for i in range(3))
+
+
+def texts(core: Core) -> list[str]:
+    return [d.text for d in core.ready().deliveries if isinstance(d, Delivery)]
+
+
+def test_sequencer_delivers_in_number_order_not_arrival_order():
+    b = Core(B, [A, B, C], order="sequencer")
+    b.receive(C, Message(5, C, "second"))
+    b.receive(A, Message(3, A, "first"))
+    assert texts(b) == []  # no numbers yet
+    b.receive(A, Seq(1, (5,), C))  # the sequencer (A, the smallest) numbered C's message first
+    assert texts(b) == ["second"]
+    b.receive(A, Seq(2, (3,), A))
+    assert texts(b) == ["first"]
+
+
+def test_a_number_may_come_before_its_message():
+    b = Core(B, [A, B, C], order="sequencer")
+    b.receive(A, Seq(1, (4,), C))
+    assert texts(b) == [] and b.status().pending[0].waits == "its text (it is number 1)"
+    b.receive(C, Message(4, C, "late"))
+    assert texts(b) == ["late"]
+
+
+def test_the_sequencer_numbers_what_it_receives_in_runs():
+    a = Core(A, [A, B, C], order="sequencer")
+    a.receive(B, Message(2, B, "x"))
+    a.receive(B, Message(3, B, "y"))
+    ready = a.ready()
+    assert [f for _, f in ready.sends] == [Seq(1, (2, 3), B)]
+    assert [d.seq for d in ready.deliveries] == [1, 2]
+
+
+def test_causal_holds_a_message_until_its_causal_past_is_delivered():
+    c = Core(C, [A, B, C], order="causal")
+    c.receive(B, Message(4, B, "answer", vc=(1, 1, 0)))
+    assert texts(c) == []
+    assert c.status().pending[0].waits == f"its causal past: 1 of {A}"
+    c.receive(A, Message(2, A, "question", vc=(1, 0, 0)))
+    assert texts(c) == ["question", "answer"]
+
+
+def test_causal_delivers_concurrent_messages_as_they_come():
+    b = Core(B, [A, B, C], order="causal")
+    b.receive(C, Message(2, C, "c", vc=(0, 0, 1)))
+    b.receive(A, Message(2, A, "a", vc=(1, 0, 0)))
+    assert texts(b) == ["c", "a"]
+
+
+@pytest.mark.parametrize("order,frame,why", [
+    ("lamport", Message(2, B, "x", vc=(0, 1, 0)), "causal message in a lamport group"),
+    ("causal", Message(2, B, "x"), "without this view's vector timestamp"),
+    ("causal", Message(2, B, "x", vc=(0, 1)), "without this view's vector timestamp"),
+    ("sequencer", Ack(2, C), "ACK in a sequencer group"),
+    ("lamport", Seq(1, (2,), B), "sequence number in a lamport group"),
+    ("causal", Seq(1, (2,), B), "sequence number in a causal group"),
+])
+def test_a_frame_of_another_order_is_refused_in_one_line(order, frame, why):
+    core = Core(A, [A, B, C], order=order)
+    with pytest.raises(FrameError, match=why):
+        core.receive(B, frame)
+    assert not core.ready() and len(core.queue) == 0
+
+
+def test_the_wire_forms_round_trip():
+    for line in ("CMESSAGE@1.5-3-127.0.0.1:5000-1,0,2-a-b", "CRELAY-3-127.0.0.1:5000-0,1-x",
+                 "SEQ-4-1,5,9-127.0.0.1:5001"):
+        from tom.frames import format_frame
+        assert format_frame(parse_frame(line)) == line.replace("@1.5-", "@1.500000-")
+    with pytest.raises(FrameError):
+        parse_frame("SEQ-0-1-127.0.0.1:5001")  # numbers start at 1
+
+
+def test_a_causal_text_leaves_room_for_its_vector():
+    Core(A, [A, B], order="lamport").broadcast("x" * (MAX_FRAME_BYTES - 200))
+    with pytest.raises(UsageError, match="over the limit"):
+        Core(A, [A, B], order="causal").broadcast("x" * (MAX_FRAME_BYTES - 200))
+
+
+def test_an_unknown_order_is_one_clear_error():
+    with pytest.raises(UsageError, match="unknown order 'fifo'"):
+        Core(A, [A, B], order="fifo")
+
+
+# -- the checks can fail ---------------------------------------------------------------------------
+
+def test_the_causal_check_catches_a_message_delivered_before_its_past():
+    ok = [Delivery(1, 2, A, "q", None, 1, vc={A: 1}), Delivery(2, 4, B, "a", None, 1, vc={A: 1, B: 1})]
+    check_causal(ok, "")
+    with pytest.raises(AssertionError, match="depends on 1"):
+        check_causal(ok[::-1], "")
+
+
+def _failing_seeds(order: str, seeds: range) -> int:
+    failures = 0
+    for seed in seeds:
+        try:
+            check(random_scenario(seed, order=order))
+        except AssertionError:
+            failures += 1
+    return failures
+
+
+def test_the_checker_catches_causal_delivery_that_ignores_other_origins(monkeypatch):
+    """A FIFO-only rule (each origin's messages in order, nothing else waited for) must fail."""
+    real = CausalOrder.release
+
+    def fifo_only(self, required, final):
+        vcs = {}
+        for waiting in self.by_count.values():
+            for entry in waiting.values():
+                i = self.index[entry.pid]
+                vcs[id(entry)] = entry.vc
+                entry.vc = tuple(c if k == i else 0 for k, c in enumerate(entry.vc))
+        out = real(self, required, final)
+        for entry in out:
+            entry.vc = vcs.get(id(entry), entry.vc)
+        for waiting in self.by_count.values():
+            for entry in waiting.values():
+                entry.vc = vcs.get(id(entry), entry.vc)
+        return out
+
+    monkeypatch.setattr(CausalOrder, "release", fifo_only)
+    assert _failing_seeds("causal", range(40)) > 0
+
+
+@pytest.mark.parametrize("order,cls", [("causal", CausalOrder), ("sequencer", SequencerOrder)])
+def test_the_checker_catches_a_flush_that_relays_nothing(monkeypatch, order, cls):
+    """Without the relays of what removed members sent, survivors end with different views."""
+    monkeypatch.setattr(cls, "relays", lambda self, removed: [])
+    assert _failing_seeds(order, range(300)) > 0
