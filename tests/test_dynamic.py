@@ -34,6 +34,36 @@ def test_order_regression_seeds(order, seed):
     check(random_scenario(seed, order=order))
 
 
+PARTITION_SEEDS = int(os.environ.get("TOM_PARTITION_SEEDS", "300"))
+# seeds whose schedule leaves the live peers stuck although a primary component is up: two view
+# changes raced after a partition healed, and members that ran the last step of one refuse the other
+# (they passed over what only its members may hold). Safety is checked on them; liveness is not
+# (issue 10 stays open on this). A seed that stops stalling fails here: then take it off the list.
+KNOWN_STALLS = {("lamport", 248), ("causal", 248), ("causal", 500)}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("chunk", range(5))
+def test_random_partitions_and_heals_keep_the_guarantees(chunk, order):
+    """One or two partitions into random sides (1-15 s; the timeout is 6 s), healed, with crashes,
+    restarts, joins and leaves mixed in; primary component by majority (the default)."""
+    for seed in range(chunk, PARTITION_SEEDS, 5):
+        sim = random_scenario(seed, order=order, partitions=True)
+        if (order, seed) in KNOWN_STALLS:
+            check(sim, liveness=False)
+            with pytest.raises(AssertionError):
+                check(sim)
+        else:
+            check(sim)
+
+
+@pytest.mark.parametrize("chunk", range(5))
+def test_without_a_quorum_both_sides_go_on_as_before(chunk):
+    """``--quorum none``: the dynamic schedules of before, with their liveness (one view at the end)."""
+    for seed in range(chunk, 500, 5):
+        check(random_scenario(seed, quorum="none"))
+
+
 EDGE_SEEDS = int(os.environ.get("TOM_EDGE_SEEDS", "1000"))
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from tom.core import Core, Timing
-from tom.frames import Install, format_frame, parse_frame
+from tom.frames import Heartbeat, Install, format_frame, parse_frame
 
 DATA = Path(__file__).parent / "testdata"
 NAMES = "ABCDEFG"
@@ -79,6 +79,9 @@ class Transcript:
                     if other != name:
                         core.connected(pid(other), inc(other))
                 core.receive(pid(words[1]), founding) if name != words[1] else core._install(founding)
+                for other in words[1:]:  # each member announces the view it installed
+                    if other != name:
+                        core.receive(pid(other), Heartbeat(1))
                 core.ready()
             return ["ok"]
         me, verb = words[0], words[1]

@@ -377,7 +377,9 @@ class Install(Frame):
     ``joined``, ``left`` and ``removed`` list the pids that changed; the view event is ordered at
     ``(clock + 1, coordinator)``, after everything of the old view and before everything of the new.
     ``group`` names the group's lineage (its founder and founder's incarnation): views of another
-    group with the same number are never mixed up with ours.
+    group with the same number are never mixed up with ours. ``marks`` (only when someone joins; left
+    out of the wire form when empty): for each pid outside the old view, the clock of its last message
+    the group delivered — a member cut off by a partition that rejoins sends again only what came after.
     """
 
     view: int
@@ -389,6 +391,7 @@ class Install(Frame):
     left: tuple[str, ...]
     removed: tuple[str, ...]
     group: str = ""
+    marks: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         _check_group(self.group)
@@ -397,6 +400,13 @@ class Install(Frame):
         _check_pid(self.coordinator)
         _check_clock(self.clock)
         _check_members(self.members, "members")
+        if type(self.marks) is not tuple:
+            raise FrameError("marks must be a tuple")
+        for mark in self.marks:
+            if type(mark) is not tuple or len(mark) != 2:
+                raise FrameError(f"bad mark {mark!r}")
+            _check_pid(mark[0])
+            _check_clock(mark[1])
         for group in (self.joined, self.left, self.removed):
             if type(group) is not tuple:
                 raise FrameError("change lists must be tuples")
@@ -504,6 +514,8 @@ def format_frame(frame: Frame) -> str:
         return f"RESUME-{frame.count}"  # type: ignore[attr-defined]
     if t is Propose or t is Install:
         body = {k: getattr(frame, k) for k in frame.__dataclass_fields__}  # type: ignore[attr-defined]
+        if t is Install and not body["marks"]:
+            del body["marks"]  # (optional: the wire form of a view change without joiners is unchanged)
         return f"{t.__name__.upper()}-{json.dumps(body, separators=(',', ':'))}"
     raise TypeError(f"not a frame: {frame!r}")
 
@@ -541,9 +553,9 @@ def _parse_json_frame(cls: type, rest: str) -> Frame:
         body = json.loads(rest)
     except ValueError:
         raise FrameError("bad JSON body") from None
-    if type(body) is not dict or set(body) != set(cls.__dataclass_fields__):
+    if type(body) is not dict or set(body) - {"marks"} != set(cls.__dataclass_fields__) - {"marks"}:
         raise FrameError(f"{cls.__name__.upper()} needs fields {sorted(cls.__dataclass_fields__)}")
-    for key in ("members", "removed") if cls is Propose else ("members",):
+    for key in ("members", "removed") if cls is Propose else ("members", "marks") if "marks" in body else ("members",):
         value = body[key]
         if type(value) is not list or not all(type(m) is list for m in value):
             raise FrameError(f"bad {key}")

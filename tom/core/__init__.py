@@ -9,12 +9,12 @@ out. Read it a file at a time:
 """
 
 from .clock import LamportClock
-from .group import NO_INCARNATION, ORDERS, Core, check_text
+from .group import NO_INCARNATION, ORDERS, QUORUMS, Core, check_text, has_quorum
 from .modes import TRANSITIONS, Mode
 from .queue import Entry, PendingQueue
 from .records import Delivery, Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
 
 __all__ = [
-    "NO_INCARNATION", "ORDERS", "TRANSITIONS", "Core", "Delivery", "Divergence", "Entry", "LamportClock", "Mode",
-    "PendingQueue", "PendingStatus", "Ready", "Status", "Timing", "View", "ViewDelivery", "check_text",
+    "NO_INCARNATION", "ORDERS", "QUORUMS", "TRANSITIONS", "Core", "Delivery", "Divergence", "Entry", "LamportClock", "Mode",
+    "PendingQueue", "PendingStatus", "Ready", "Status", "Timing", "View", "ViewDelivery", "check_text", "has_quorum",
 ]

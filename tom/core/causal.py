@@ -40,7 +40,7 @@ class CausalOrder:
     total = False
     acknowledged = True
     __slots__ = ("me", "stats", "members", "index", "counts", "pending", "by_count", "history",
-                 "last_clock", "floor", "required")
+                 "last_clock", "floor", "required", "own_sent")
 
     def __init__(self, me: str, stats: dict[str, int]) -> None:
         self.me = me
@@ -54,6 +54,7 @@ class CausalOrder:
         self.last_clock: dict[str, int] = {}
         self.floor = -1  # the view event's clock: a frame about a message at or below it is of an older view
         self.required: frozenset[str] = frozenset()
+        self.own_sent = 0  # this peer's messages of this view (its own count in their vectors)
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -71,6 +72,7 @@ class CausalOrder:
         self.history.clear()
         self.last_clock.clear()
         self.floor = clock
+        self.own_sent = 0
 
     def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
         """``vc`` as ``{pid: count}``, members with a count of 0 left out (the output's form)."""
@@ -83,7 +85,8 @@ class CausalOrder:
         (`release` hands it out)."""
         i = self.index[self.me]
         vc = list(self.counts)
-        vc[i] += 1
+        self.own_sent += 1
+        vc[i] = self.own_sent
         vc_t = tuple(vc)
         entry = Entry(clock, self.me, text, sent_at, {self.me}, None, vc_t)
         self.pending[(clock, self.me)] = entry

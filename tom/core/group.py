@@ -63,6 +63,20 @@ JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
 ORDERS = ("lamport", "sequencer", "causal")
 """The orders a group can run (`Core`'s ``order``); every member of a group runs the same."""
 
+QUORUMS = ("majority", "none")
+"""What a group does when a view change would leave fewer than a primary component of the view:
+``majority`` (the default) waits for one (see `has_quorum`); ``none`` goes on, so two sides of a
+partition may each go on as a group."""
+
+
+def has_quorum(members: frozenset[str], reachable: Iterable[str]) -> bool:
+    """Whether ``reachable`` is a primary component of a view of ``members``: a strict majority, or
+    exactly half holding the view's smallest pid (the tie-breaker)."""
+    reachable = set(reachable) & members
+    twice = 2 * len(reachable)
+    return twice > len(members) or (twice == len(members) and min(members, key=pid_key) in reachable)
+
+
 _ORDER_CLASSES = {"lamport": LamportOrder, "sequencer": SequencerOrder, "causal": CausalOrder}
 
 PROGRESS_EVERY = 256
@@ -117,9 +131,19 @@ class Core:
 
     def __init__(self, me: str, members: Iterable[str] = (), *, incarnation: int = NO_INCARNATION,
                  static: bool = True, timing: Timing = Timing(), now: float = 0.0,
-                 order: str = "lamport") -> None:
+                 order: str = "lamport", quorum: str = "majority", expected: int | None = None) -> None:
         if order not in ORDERS:
             raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
+        if quorum not in QUORUMS:
+            raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
+        self.quorum = quorum == "majority"
+        self.expected = expected  # peers in the neighbors file, if known: with a quorum, a new group
+        # needs a majority of them (so a peer cut off at its start never founds a group of its own)
+        self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
+        self.marks: dict[str, int] = {}  # origin -> clock of its last message delivered here (any view)
+        self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
+        self._rejoining = False
+        self._cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
         self.me = me
         self.incarnation = incarnation
         self.static = static
@@ -159,6 +183,9 @@ class Core:
         self._early_markers: dict[tuple[int, int, str], set[str]] = {}
         self._max_attempt = -1  # highest attempt seen for the next view
         self._cut: set[str] = set()  # members whose frames are no longer taken in this view change
+        self._settled_among: frozenset[str] | None = None  # the flush set whose last step ran here
+        self._cut_frames: list[tuple[str, Frame]] = []  # what they sent since: dropped at the install,
+        # or taken after all if a newer attempt keeps them (competing coordinators after a partition)
         self.last_install: Install | None = None
         self.leaving = False
         self._held_texts: list[tuple[str, float | None]] = []
@@ -178,8 +205,9 @@ class Core:
 
     @classmethod
     def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0,
-                order: str = "lamport") -> "Core":
-        return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order)
+                order: str = "lamport", quorum: str = "majority", expected: int | None = None) -> "Core":
+        return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order,
+                   quorum=quorum, expected=expected)
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -191,7 +219,7 @@ class Core:
             raise UsageError(f"this peer has {self.mode} the group")
         if self.leaving:
             raise UsageError("this peer is leaving the group")
-        if self.mode != NORMAL:
+        if self.mode != NORMAL or self.no_quorum is not None:
             self._held_texts.append((text, sent_at))
             return None
         return self._multicast(text, sent_at)
@@ -301,6 +329,7 @@ class Core:
                     self.suspected[pid] = now
                 elif self.peer_view.get(pid, -1) < view.id and now - self._installed_at >= t.suspect_after:
                     self.suspected[pid] = now  # alive, but it never installed this view (another group?)
+        self._check_quorum()
         self._maybe_propose()
 
     def receive(self, src: str, frame: Frame) -> None:
@@ -339,7 +368,13 @@ class Core:
         if frame.view > self.peer_view.get(src, -1):
             self.peer_view[src] = frame.view
             self._fast = None
-        if frame.count is not None and self.view is not None and frame.view == self.view.id:
+        if (self.quorum and frame.view > 0 and self.view is not None and self.mode == NORMAL
+                and not self._member_link(src)):
+            # a peer in a group, but not in our view: cut off by a partition and removed meanwhile
+            # (it cannot know: it hears nothing else from us): tell it, so that it joins again
+            self._tell_removed(src)
+        if (frame.count is not None and self.view is not None and frame.view == self.view.id
+                and self._member_link(src)):  # (a view 2 of another group is not ours)
             order = self.order
             order.progress(src, frame.count)
             if order.total:  # (in the causal order, peers may deliver one set in different orders)
@@ -382,9 +417,17 @@ class Core:
         if view is None or self.mode not in (NORMAL, FLUSHING):
             return frozenset()
         return frozenset(src for src in view.members
-                         if src != self.me and self.peer_view.get(src, view.id) == view.id
+                         if src != self.me and self.peer_view.get(src, self._unannounced) == view.id
                          and self._member_link(src) and src not in self._cut
                          and (self.static or src in self.links))
+
+    @property
+    def _unannounced(self) -> int:
+        """The view a peer is taken to be in before it announced one: ours in a static group (views
+        are never announced there); -1 otherwise, since a member announces every view it installs
+        before sending any frame of it, so a frame before any announcement is of an older view (say,
+        one re-sent after a partition healed, reaching a peer that rejoined)."""
+        return self.view.id if self.static and self.view is not None else -1
 
     def _member_link(self, src: str) -> bool:
         view = self.view
@@ -399,7 +442,7 @@ class Core:
         if view is None:
             self._hold(src, frame)
             return
-        announced = self.peer_view.get(src, view.id)
+        announced = self.peer_view.get(src, self._unannounced)
         if announced > view.id:
             self._hold(src, frame)  # a frame of a view this peer has not installed yet
             return
@@ -411,7 +454,12 @@ class Core:
             self._tell_removed(src)
             return
         if src in self._cut:
-            return  # cut off: what a removed member sends after the flush started is not delivered
+            # cut off: what a removed member sends after the flush started is not delivered (kept
+            # only until the install, in case a newer proposal keeps it after all)
+            if len(self._cut_frames) >= 1_000_000:
+                raise FrameError("too many frames of removed members waiting")
+            self._cut_frames.append((src, frame))
+            return
         if t is Ack:
             self._on_acks(src, frame.pid, (frame.clock,))  # type: ignore[attr-defined]
         elif t is Acks:
@@ -476,7 +524,7 @@ class Core:
             self._deliver_ready()
 
     def _deliver_ready(self) -> None:
-        if self.mode not in (NORMAL, FLUSHING):
+        if self.mode not in (NORMAL, FLUSHING) or (self.no_quorum is not None and self.mode == NORMAL):
             return
         view = self.view
         assert view is not None
@@ -485,20 +533,25 @@ class Core:
         final = flush is not None and not flush.done and flush.markers >= flush.flush_set
         if final:
             required = flush.flush_set  # type: ignore[union-attr]
+            if self._settled_among is None:
+                self._settled_among = flush.flush_set  # type: ignore[union-attr]
         order = self.order
         released = order.release(required, final)
         if released:
             out, delivered, vid = self._ready.deliveries, self.delivered, view.id
+            marks = self.marks
             if order.name == "lamport":
                 for e in released:
                     delivered += 1
                     out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid))  # type: ignore[arg-type]
+                    marks[e.pid] = e.clock
             else:
                 vector = order.vector if order.name == "causal" else None  # type: ignore[attr-defined]
                 for e in released:
                     delivered += 1
                     out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid,  # type: ignore[arg-type]
                                         e.seq, vector(e.vc) if vector is not None else None))
+                    marks[e.pid] = e.clock
                 if not order.acknowledged:
                     self._since_beat += len(released)
                     if self._since_beat >= PROGRESS_EVERY:
@@ -514,8 +567,12 @@ class Core:
 
     def _send_heartbeats(self) -> None:
         if self.links:
-            if self.view is not None and self.mode != JOINING:
+            if self.view is not None and self.mode == NORMAL:
                 beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key)
+            elif self.view is not None and self.mode != JOINING:
+                # a flush's last step may pass over what only removed members held: what this peer
+                # delivered is compared again once the next view is installed
+                beat = Heartbeat(self.view.id)
             else:
                 beat = Heartbeat(0)
             self._ready.sends.append((tuple(self.links), beat))
@@ -584,7 +641,7 @@ class Core:
         its ACK would have reached us before this heartbeat (links are FIFO). A divergence, seen while
         we still wait for that ACK (a digest cannot show it: we never reach its position)."""
         head = self.order.head()
-        if (head is None or head.text is None or src in head.acks or self.mode != NORMAL
+        if (head is None or head.text is None or src in head.acks or self.mode != NORMAL or src in self._cut
                 or (head.clock, pid_key(head.pid)) > (last[0], pid_key(last[1]))):
             return
         self._alarm(src, self.view_delivered + 1, self.digest, 0, (head.clock, head.pid))
@@ -618,10 +675,72 @@ class Core:
         self._become_removed(f"{src} is in view {frame.view} without this peer")
 
     def _become_removed(self, why: str) -> None:
-        if self.mode not in (LEFT, REMOVED):
-            self._set_mode(REMOVED)
-            self.flush = None
-            self._ready.notices.append("removed")
+        if self.mode in (LEFT, REMOVED, JOINING):
+            return
+        if self.quorum and not self.leaving:
+            self._rejoin()
+            return
+        self._set_mode(REMOVED)
+        self.flush = None
+        self._ready.notices.append("removed")
+
+    # -- partitions ----------------------------------------------------------------------------
+
+    def _check_quorum(self) -> None:
+        """With a quorum: note when the members not found dead stop being a primary component of
+        the view (`has_quorum`) — the peer then delivers nothing in normal mode and holds its users'
+        messages — and when they are one again (a partition healed before anyone was removed)."""
+        view = self.view
+        if not self.quorum or self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
+            return
+        reachable = view.members - self._verified()
+        if has_quorum(view.members, reachable):
+            if self.no_quorum is not None:
+                self.no_quorum = None
+                self._ready.notices.append("quorum")
+                if self.mode == NORMAL:
+                    held, self._held_texts = self._held_texts, []
+                    for text, sent_at in held:
+                        self._multicast(text, sent_at)
+                    self._deliver_ready()
+            return
+        if self.no_quorum is None:
+            self._ready.notices.append("no-quorum")
+        self.no_quorum = (len(reachable), len(view.members))
+
+    def _rejoin(self) -> None:
+        """The primary component went on without this peer (a partition): start again as a joiner,
+        in the same incarnation. Its own messages not delivered here are kept: once admitted it sends
+        again those the group did not deliver (`Install.marks`), then what its users entered since."""
+        self._chain_digests()
+        self._cut_from = (self.view.group, self.view.id)  # type: ignore[union-attr]
+        self._resubmit += sorted((e.clock, e.text, e.sent_at) for e in self.order  # type: ignore[misc]
+                                 if e.pid == self.me and e.text is not None)
+        self._set_mode(JOINING)
+        self.view = None
+        self.everyone = ()
+        self.order = type(self.order)(self.me, self.stats)
+        self.queue = getattr(self.order, "queue", self.order)
+        self.flush = None
+        self.no_quorum = None
+        for state in (self.suspected, self.joins, self.leaves, self._early_markers,
+                      self._claims, self._removed_told):
+            state.clear()
+        self._early = []
+        self._cut = set()
+        self._cut_frames = []
+        self._settled_among = None
+        self._alarmed = set()
+        self._max_attempt = -1
+        self.last_install = None
+        self._chain = DigestChain()
+        self.started_at = self.now
+        self._not_admitted_at = float("-inf")
+        self._since_beat = 0
+        self._rejoining = True
+        self._ready.notices.append("rejoining")
+        if self.links:
+            self._ready.sends.append((tuple(self.links), Join(self.me, self.incarnation)))
 
     def _on_join(self, src: str, join: Join) -> None:
         if join.pid != src or self.links.get(src) != join.incarnation:
@@ -630,6 +749,9 @@ class Core:
             return
         self.joins[src] = (join.incarnation, self.now)
         view = self.view
+        if view is not None and not self._member_link(src) and self.peer_view.get(src, 0):
+            self.peer_view[src] = 0  # it asks to join: it is in no group now (cut off and told so)
+            self._fast = None
         if view is not None and src in view.members and view.incarnations[src] == join.incarnation:
             # already a member: it missed the INSTALL; resend it
             if self.last_install is not None and self.mode == NORMAL:
@@ -639,8 +761,8 @@ class Core:
 
     def _maybe_form(self) -> None:
         """Form a group of one if nobody with a group answered and no smaller joining peer is here."""
-        if self.now - self.started_at < self.timing.form_after:
-            return
+        if self.now - self.started_at < self.timing.form_after or self._rejoining:
+            return  # (a peer cut off from its group joins it again; it never founds another)
         recent = self.now - self.timing.suspect_after - self.timing.verify_after
         if any(v > 0 and self.last_heard.get(p, float("-inf")) > recent for p, v in self.peer_view.items()):
             return  # a group exists (even if its link is down for a moment): keep asking to join it
@@ -652,6 +774,8 @@ class Core:
         # nobody has delivered anything yet
         members = {self.me: self.incarnation}
         members.update({p: inc for p, (inc, _) in self.joins.items() if self.links.get(p) == inc})
+        if self.quorum and self.expected and 2 * len(members) <= self.expected:
+            return  # a new group needs a majority of the neighbors file
         ordered = tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0])))
         self._install(Install(1, 0, self.me, self.clock.time, ordered, tuple(p for p, _ in ordered), (), (),
                               group=f"{self.me}/{self.incarnation}"))
@@ -695,6 +819,11 @@ class Core:
             members = {p: i for p, i in view.incarnations.items() if p not in removed and p not in leaves}
             members.update(joins)
             attempt = self._max_attempt + 1
+            if self.quorum and not has_quorum(view.members, view.members - removed - set(self.suspected)):
+                # not a primary component (counting only members heard from lately, so that a side cut
+                # off does not count on the other before it finds it gone): wait, for the network or
+                # to be told to rejoin
+                return
         else:
             p = flush.proposal
             if p.coordinator == self.me and self.now - self._proposed_at >= self.timing.heartbeat:
@@ -702,7 +831,15 @@ class Core:
             if not (verified & flush.flush_set or p.coordinator in verified):
                 return
             removed = set(flush.removed) | verified
+            if self.quorum and not has_quorum(view.members, view.members - removed - set(self.suspected)):
+                # not without the members this flush removed: take back those heard from again
+                # (a partition healed meanwhile), if that makes a primary component
+                removed = verified | (set(flush.removed) & set(self.suspected))
+                if self._settled_among is not None or not has_quorum(view.members,
+                                                                     view.members - removed - set(self.suspected)):
+                    return
             members = {m: i for m, i in p.members if m not in removed}
+            members.update({m: view.incarnations[m] for m in flush.removed if m not in removed})
             attempt = self._max_attempt + 1
         proposal = Propose(
             view.id + 1, attempt, self.me,
@@ -743,15 +880,23 @@ class Core:
             # follow a newer attempt, or whoever this peer now takes for the coordinator
             if p.attempt <= current.attempt and not (src == self._coordinator() != current.coordinator):
                 return
+        settled = self._settled_among
+        if settled is not None and not frozenset(view.members) - {r for r, _ in p.removed} <= settled:
+            # this peer ran the last step of a flush among ``settled`` (it dropped what none of them
+            # held): it may follow only a view change among fewer, or one that did not hold
+            return
         removed = frozenset(pid for pid, _ in p.removed)
         if self.me in removed:
+            if self.quorum:
+                return  # only a proposal: if it completes, a member of the new view will say so
             self._become_removed(f"{src} removed this peer")
             return
         flush_set = frozenset(view.members - removed)
         if self.me not in flush_set:
             return
         early = self._early_markers.pop((p.view, p.attempt, p.coordinator), set())
-        self._cut |= removed
+        kept = self._cut - removed  # cut by an earlier proposal, a member in this one
+        self._cut = set(removed)
         self.flush = Flushing(p, flush_set, removed, {self.me} | (early & flush_set))
         self._set_mode(FLUSHING)
         if self._numbered:
@@ -760,6 +905,15 @@ class Core:
         others = tuple(sorted_pids(flush_set - {self.me}))
         sends.extend([(others, frame) for frame in self.order.relays(removed)])
         sends.append((others, Flush(p.view, p.attempt, p.coordinator)))
+        if kept:
+            frames = self._cut_frames
+            self._cut_frames = [(s, f) for s, f in frames if s not in kept]
+            for s, f in frames:
+                if s in kept and s in self.links:
+                    try:
+                        self._on_ordered(s, f)
+                    except FrameError:
+                        pass
         self._deliver_ready()
 
     def _on_flush(self, src: str, f: Flush) -> None:
@@ -800,12 +954,15 @@ class Core:
             assert view is not None
             new = {m for m, _ in p.members}
             joined = {m for m, inc in p.members if view.incarnations.get(m) != inc}
+            marks = tuple(sorted((pid, c) for pid, c in self.marks.items() if pid not in view.members)) \
+                if joined else ()
             install = Install(
                 p.view, p.attempt, self.me, max(flush.flushed.values()), p.members,
                 tuple(sorted_pids(joined)),
                 tuple(sorted_pids(view.members - new - flush.removed)),
                 tuple(sorted_pids(flush.removed)),
                 view.group,
+                marks,
             )
             self._install(install)
 
@@ -816,6 +973,8 @@ class Core:
         if view is None:
             if dict(i.members).get(self.me) != self.incarnation:
                 return
+            if i.group == self._cut_from[0] and i.view <= self._cut_from[1]:
+                return  # a view from before this peer was cut off (a member that did not know yet)
         elif i.view != view.id + 1 or i.group != view.group or self.mode not in (FLUSHING, FLUSHED):
             return
         self._install(i)
@@ -823,6 +982,20 @@ class Core:
     def _install(self, i: Install) -> None:
         old = self.view
         members = dict(i.members)
+        if old is not None and self.me not in members and self.me not in i.left:
+            # removed: it never flushed for this view (it would have been told at the proposal), so
+            # it did not deliver all of the old view and must not record the view as if it had
+            self._become_removed(f"{i.coordinator} installed view {i.view} without this peer")
+            return
+        for pid, clock in i.marks:
+            if clock > self.marks.get(pid, -1):
+                self.marks[pid] = clock
+        self._rejoining = False
+        if old is None and self._resubmit:
+            # admitted again after a partition: what the group delivered of ours is up to our mark
+            mark = self.marks.get(self.me, -1)
+            self._held_texts[:0] = [(text, sent_at) for clock, text, sent_at in self._resubmit if clock > mark]
+            self._resubmit = []
         self.clock.time = max(self.clock.time, i.clock + 1)
         self.delivered += 1
         self.order.install(tuple(sorted_pids(members)), i.clock + 1, i.coordinator)
@@ -840,6 +1013,8 @@ class Core:
         self._early_markers.clear()
         self._max_attempt = -1
         self._cut = set()
+        self._cut_frames = []
+        self._settled_among = None
         old_incs = old.incarnations if old is not None else {}
         for pid in list(self.suspected):
             if members.get(pid) != old_incs.get(pid):
@@ -856,11 +1031,14 @@ class Core:
         told = tuple(sorted_pids((set(members) | set(i.left)) - {self.me, i.coordinator}))
         if told:
             self._ready.sends.append((told, i))
-        if self.me not in members:
-            self._set_mode(LEFT if self.me in i.left else REMOVED)
+        if self.me not in members:  # its leave
+            self._set_mode(LEFT)
             self._ready.notices.append(self.mode)
             return
         self._set_mode(NORMAL)
+        if self.no_quorum is not None:  # a view was installed: its members are a primary component
+            self.no_quorum = None
+            self._ready.notices.append("quorum")
         if self._numbered:
             self.order.start_numbering()  # type: ignore[attr-defined]
         # the view announcement must precede this view's frames on every link, connected or not
@@ -904,7 +1082,7 @@ class Core:
         )
         return Status(self.me, self.mode, self.clock.time, view, self.delivered, pending,
                       tuple(sorted_pids(self.suspected)), dict(self.last_heard), self.now,
-                      tuple(self.alarms), self.view_delivered, self.digest, self.order.name)
+                      tuple(self.alarms), self.view_delivered, self.digest, self.order.name, self.no_quorum)
 
 
 def check_text(me: str, text: str, order: str = "lamport") -> None:

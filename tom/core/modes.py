@@ -18,9 +18,11 @@ class Mode(StrEnum):
 
 TRANSITIONS: dict[Mode, frozenset[Mode]] = {
     Mode.JOINING: frozenset({Mode.NORMAL, Mode.LEFT}),  # an install (or forming a group); a leave
-    Mode.NORMAL: frozenset({Mode.FLUSHING, Mode.REMOVED, Mode.LEFT}),  # a proposal; removed; a static leave
-    Mode.FLUSHING: frozenset({Mode.FLUSHING, Mode.FLUSHED, Mode.NORMAL, Mode.LEFT, Mode.REMOVED}),
-    Mode.FLUSHED: frozenset({Mode.FLUSHING, Mode.NORMAL, Mode.LEFT, Mode.REMOVED}),  # a newer attempt; install
+    # a proposal; removed (or, with a quorum, back to joining: the primary component went on without it);
+    # a static leave
+    Mode.NORMAL: frozenset({Mode.FLUSHING, Mode.REMOVED, Mode.JOINING, Mode.LEFT}),
+    Mode.FLUSHING: frozenset({Mode.FLUSHING, Mode.FLUSHED, Mode.NORMAL, Mode.LEFT, Mode.REMOVED, Mode.JOINING}),
+    Mode.FLUSHED: frozenset({Mode.FLUSHING, Mode.NORMAL, Mode.LEFT, Mode.REMOVED, Mode.JOINING}),  # a newer attempt; install
     Mode.LEFT: frozenset(),
     Mode.REMOVED: frozenset(),
 }

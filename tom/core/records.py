@@ -66,8 +66,10 @@ class Divergence:
 class Ready:
     """What the shell must do: send ``sends`` (to each pid of the tuple), persist ``deliveries``,
     act on ``notices`` (``"left"``: this peer's leave is delivered; ``"removed"``: the group went on
-    without this peer; ``"not-admitted"``: joining for longer than `Timing.admit_after`), and report
-    ``alarms``."""
+    without this peer; ``"rejoining"``: the same, with a quorum: it joins again as a new member;
+    ``"no-quorum"``/``"quorum"``: fewer than a primary component of the view is reachable (the peer
+    stops delivering and holds its users' messages), and again enough; ``"not-admitted"``: joining for
+    longer than `Timing.admit_after`), and report ``alarms``."""
 
     sends: list[tuple[tuple[str, ...], Frame]] = field(default_factory=list)
     deliveries: list[Delivery | ViewDelivery] = field(default_factory=list)
@@ -104,6 +106,7 @@ class Status:
     view_delivered: int = 0  # messages delivered in the current view
     digest: int = 0  # their running digest
     order: str = "lamport"
+    no_quorum: tuple[int, int] | None = None  # (reachable, members of the view) while the quorum is lost
 
 
 @dataclass(frozen=True, slots=True)
