@@ -76,7 +76,7 @@ class Sim:
             self.crash(pid)  # a restart: the old incarnation dies first
         inc = len(self.history) + 1
         node = Node(pid, Core.joining(pid, inc, self.timing, now=self.now, order=self.order,
-                                      quorum=self.quorum, expected=self.n), inc)
+                                      quorum=self.quorum), inc)
         self.nodes[pid] = node
         self.history.append(node)
         self.log.append(f"{self.now:.2f} start {pid}/{inc}")
@@ -466,9 +466,9 @@ def _stalled_without_quorum(live: list[Node]) -> bool:
     """Whether the live peers may rightly be stuck: the live members of the newest view any of them
     installed are no primary component of it (``has_quorum``), so nobody may install the next."""
     views = [n.core.view for n in live if n.core.view is not None]
-    if not views:  # nobody in a group: founding one takes a majority of the neighbors file, and
-        # a peer cut off from its group never founds another (its group may live on elsewhere)
-        return 2 * len(live) <= live[0].core.expected or any(n.core._rejoining for n in live)
+    if not views:  # nobody in a group: a peer cut off from its group never founds another (its
+        # group may live on elsewhere)
+        return any(n.core._rejoining for n in live)
     top = max(views, key=lambda v: v.id)
     alive = {n.pid for n in live if n.core.view is not None and n.core.view.id == top.id
              and n.core.mode != "joining"}

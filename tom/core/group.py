@@ -131,14 +131,12 @@ class Core:
 
     def __init__(self, me: str, members: Iterable[str] = (), *, incarnation: int = NO_INCARNATION,
                  static: bool = True, timing: Timing = Timing(), now: float = 0.0,
-                 order: str = "lamport", quorum: str = "majority", expected: int | None = None) -> None:
+                 order: str = "lamport", quorum: str = "majority") -> None:
         if order not in ORDERS:
             raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
         if quorum not in QUORUMS:
             raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
         self.quorum = quorum == "majority"
-        self.expected = expected  # peers in the neighbors file, if known: with a quorum, a new group
-        # needs a majority of them (so a peer cut off at its start never founds a group of its own)
         self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
         self.marks: dict[str, int] = {}  # origin -> clock of its last message delivered here (any view)
         self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
@@ -205,9 +203,9 @@ class Core:
 
     @classmethod
     def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0,
-                order: str = "lamport", quorum: str = "majority", expected: int | None = None) -> "Core":
+                order: str = "lamport", quorum: str = "majority") -> "Core":
         return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order,
-                   quorum=quorum, expected=expected)
+                   quorum=quorum)
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -774,8 +772,6 @@ class Core:
         # nobody has delivered anything yet
         members = {self.me: self.incarnation}
         members.update({p: inc for p, (inc, _) in self.joins.items() if self.links.get(p) == inc})
-        if self.quorum and self.expected and 2 * len(members) <= self.expected:
-            return  # a new group needs a majority of the neighbors file
         ordered = tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0])))
         self._install(Install(1, 0, self.me, self.clock.time, ordered, tuple(p for p, _ in ordered), (), (),
                               group=f"{self.me}/{self.incarnation}"))
