@@ -47,9 +47,20 @@ def test_acks_round_trip(clocks, pid):
     assert parse_frame(format_frame(frame)) == frame  # again, with the pid now known (fast path)
 
 
-@given(pid=PIDS, inc=st.integers(0, 2**62))
-def test_hello_round_trips(pid, inc):
-    assert parse_frame(format_frame(Hello(pid, inc))) == Hello(pid, inc)
+@given(pid=PIDS, inc=st.integers(0, 2**62), order=st.sampled_from(["lamport", "sequencer", "causal", "future"]))
+def test_hello_round_trips(pid, inc, order):
+    assert parse_frame(format_frame(Hello(pid, inc, order))) == Hello(pid, inc, order)
+
+
+def test_hello_names_an_order_other_than_lamport_only():
+    """The course's plain HELLO is a lamport peer's; the order rides as a last field otherwise."""
+    assert format_frame(Hello("127.0.0.1:5000", 7)) == "HELLO-127.0.0.1:5000-7"
+    assert parse_frame("HELLO-127.0.0.1:5000-7") == Hello("127.0.0.1:5000", 7, "lamport")
+    assert format_frame(Hello("my-host:5000", 7, "causal")) == "HELLO-my-host:5000-7-causal"
+    assert parse_frame("HELLO-my-host:5000-7-causal") == Hello("my-host:5000", 7, "causal")
+    for bad in ("HELLO-127.0.0.1:5000-7-Causal", "HELLO-127.0.0.1:5000-7-caus4l", "HELLO-127.0.0.1:5000-causal"):
+        with pytest.raises(FrameError):
+            parse_frame(bad)
 
 
 @pytest.mark.parametrize("line", [

@@ -11,7 +11,8 @@ TOM adds:
     MESSAGE@<sent_at>-<clock>-<pid>-<text>      the same, with the origin's send time (Unix seconds)
     ACKS-<clock>,<clock>,...-<pid>              several ACKs of one origin's messages in one line:
                                                 exactly one ACK per clock, in that order
-    HELLO-<pid>-<incarnation>                   first frame on a new connection: who is speaking
+    HELLO-<pid>-<incarnation>[-<order>]         first frame on a new connection: who is speaking, and
+                                                the order its group runs (absent: lamport)
     HEARTBEAT-<view>[-<count>-<digest>-<clock>-<pid>]
                                                 "I am alive, in view <view>" (0: not in a group yet),
                                                 "delivered <count> messages in it, digest <crc32>, the
@@ -175,15 +176,23 @@ class Seq(Frame):
 
 @dataclass(frozen=True, slots=True)
 class Hello(Frame):
-    """Opens a connection: the speaker is ``pid``, running as ``incarnation`` (new at each start)."""
+    """Opens a connection: the speaker is ``pid``, running as ``incarnation`` (new at each start), in a
+    group that runs ``order`` (a lowercase word, e.g. ``sequencer``; the handshake compares it with its
+    own). ``lamport`` is not written on the wire, so the course's plain HELLO stays what it was."""
 
     pid: str
     incarnation: int
+    order: str = "lamport"
 
     def __post_init__(self) -> None:
         _check_pid(self.pid)
         if type(self.incarnation) is not int or self.incarnation < 0:
             raise FrameError(f"bad incarnation {self.incarnation!r}")
+        if type(self.order) is not str or not _ORDER_WORD.fullmatch(self.order):
+            raise FrameError(f"bad order {str(self.order)[:30]!r}")
+
+
+_ORDER_WORD = re.compile(r"[a-z]{1,20}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,7 +506,9 @@ def format_frame(frame: Frame) -> str:
         return f"REFUSED-{escape_text(frame.reason)}"  # type: ignore[attr-defined]
     if t is Hello:
         h: Hello = frame  # type: ignore[assignment]
-        return f"HELLO-{h.pid}-{h.incarnation}"
+        if h.order == "lamport":
+            return f"HELLO-{h.pid}-{h.incarnation}"
+        return f"HELLO-{h.pid}-{h.incarnation}-{h.order}"
     if t is Join:
         return f"JOIN-{frame.pid}-{frame.incarnation}"  # type: ignore[attr-defined]
     if t is Leave:
@@ -737,6 +748,10 @@ def _parse_general(line: str) -> Frame:
             return cls(_int(clock, "clock"), pid, text, sent_at, vc)
         if kind == "HELLO" or kind == "JOIN":
             pid, inc = rest.rsplit("-", 1) if "-" in rest else (rest, "")
+            if kind == "HELLO" and inc.isalpha() and "-" in pid:  # HELLO-<pid>-<incarnation>-<order>
+                order = inc
+                pid, inc = pid.rsplit("-", 1)
+                return Hello(pid, _int(inc, "incarnation"), order)
             return (Hello if kind == "HELLO" else Join)(pid, _int(inc, "incarnation"))
         if kind == "LEAVE":
             return Leave(rest)
