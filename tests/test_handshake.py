@@ -8,7 +8,8 @@ import trio
 import trio.testing
 
 from tom.errors import ConfigError
-from tom.handshake import TLS_REQUIRED, PlaintextRefused, Rejected, TlsNotConfigured, accept, connect
+from tom.handshake import (TLS_REQUIRED, OrderMismatch, PlaintextRefused, Rejected, TlsNotConfigured, accept,
+                           connect)
 from tom.keys import (GroupKeys, _context, _read_cert, _read_key, create_keys, load_group_keys, make_peer_cert,
                       write_peer)
 from tom.links import Link
@@ -34,7 +35,8 @@ def strangers(tmp_path_factory):
     return folder
 
 
-async def run_pair(dialer_keys, listener_keys, links=None, dialer_pid=DIALER, dialled=LISTENER):
+async def run_pair(dialer_keys, listener_keys, links=None, dialer_pid=DIALER, dialled=LISTENER,
+                   orders=("lamport", "lamport")):
     """Run `connect` and `accept` against each other; return (dialer outcome, listener outcome), each the
     result or the exception raised."""
     ours, theirs = trio.testing.memory_stream_pair()
@@ -51,8 +53,9 @@ async def run_pair(dialer_keys, listener_keys, links=None, dialer_pid=DIALER, di
             await trio.aclose_forcefully(ours if name == "dialer" else theirs)
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(side, "dialer", lambda: connect(ours, Link(dialled), dialer_pid, 7, dialer_keys))
-        nursery.start_soon(side, "listener", lambda: accept(theirs, LISTENER, 9, links, listener_keys))
+        nursery.start_soon(side, "dialer", lambda: connect(ours, Link(dialled), dialer_pid, 7, dialer_keys,
+                                                           orders[0]))
+        nursery.start_soon(side, "listener", lambda: accept(theirs, LISTENER, 9, links, listener_keys, orders[1]))
     return out["dialer"], out["listener"]
 
 
@@ -78,6 +81,19 @@ async def test_plain_handshake_still_works():
     dialer, listener = await run_pair(None, None)
     assert not isinstance(dialer, Exception) and not isinstance(listener, Exception), (dialer, listener)
     assert listener[0].pid == DIALER and listener[0].incarnation == 7
+
+
+@pytest.mark.parametrize("secured", [False, True])
+async def test_peers_of_different_orders_refuse_each_other_with_one_line_each(group, secured):
+    keys = (load_group_keys(group, DIALER), load_group_keys(group, LISTENER)) if secured else (None, None)
+    links = {DIALER: Link(DIALER)}
+    dialer, listener = await run_pair(*keys, links=links, orders=("sequencer", "lamport"))
+    assert isinstance(dialer, OrderMismatch) and isinstance(listener, OrderMismatch), (dialer, listener)
+    assert str(dialer) == f"{LISTENER} runs the lamport order, this peer the sequencer order: connection refused"
+    assert str(listener) == f"{DIALER} runs the sequencer order, this peer the lamport order: connection refused"
+    assert links[DIALER].mismatch == str(listener) and links[DIALER].incarnation is None  # the link untouched
+    dialer, listener = await run_pair(*keys, orders=("causal", "causal"))
+    assert not isinstance(dialer, Exception) and not isinstance(listener, Exception), (dialer, listener)
 
 
 async def test_a_certificate_from_another_ca_is_refused_both_ways(group, strangers):

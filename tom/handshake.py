@@ -3,6 +3,12 @@
 Plain (the course's wire format): the dialler sends ``HELLO-pid-incarnation``, the listener answers
 with its own HELLO and ``RESUME-n``, the dialler with ``RESUME-n``; then frames flow.
 
+Both HELLOs name the order the speaker's group runs (`tom.frames.Hello.order`; the plain HELLO means
+lamport). Peers of different orders never link: the listener answers a HELLO of another order with
+its own HELLO (so the dialler learns the listener's order) and a REFUSED, and each side raises
+`OrderMismatch`, whose message is the one line a user sees on either side, e.g.
+``127.0.0.1:5001 runs the sequencer order, this peer the lamport order: connection refused``.
+
 Secured (``--keys``): the same, inside mutual TLS 1.3 (`tom.tlsstream` on sockets, `trio.SSLStream`
 on other streams). Invariants of `accept` (listener side):
 
@@ -46,6 +52,15 @@ class Rejected(FrameError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class OrderMismatch(Rejected):
+    """The neighbor's group runs another order than ours: no link between the two (both sides)."""
+
+    def __init__(self, pid: str, theirs: str, mine: str) -> None:
+        super().__init__(f"order {pid}", f"{pid} runs the {theirs} order, this peer the {mine} order: "
+                                          f"connection refused")
+        self.pid = pid
 
 
 class PlaintextRefused(ConfigError):
@@ -157,8 +172,8 @@ async def expect(reader: LineReader, cls: type):
     return frame
 
 
-def hello_bytes(pid: str, incarnation: int) -> bytes:
-    return encode_frame(Hello(pid, incarnation))
+def hello_bytes(pid: str, incarnation: int, order: str = "lamport") -> bytes:
+    return encode_frame(Hello(pid, incarnation, order))
 
 
 def resume_bytes(count: int) -> bytes:
@@ -166,7 +181,7 @@ def resume_bytes(count: int) -> bytes:
 
 
 async def accept(stream: trio.abc.Stream, me: str, incarnation: int, links: dict[str, Link],
-                 keys: GroupKeys | None) -> tuple[Link, trio.abc.Stream, LineReader, int]:
+                 keys: GroupKeys | None, order: str = "lamport") -> tuple[Link, trio.abc.Stream, LineReader, int]:
     """The listener's side (see the module docstring): return the link, the (TLS) stream, its reader and
     how many of our frames the neighbor has. Raises Rejected (or FrameError) on anything else."""
     first, stream = await _first_bytes(stream)
@@ -182,14 +197,15 @@ async def accept(stream: trio.abc.Stream, me: str, incarnation: int, links: dict
     elif tls:
         raise TlsNotConfigured("tls", "a TLS handshake: the group is secured but this peer runs without --keys")
     try:
-        return await _accept_hello(stream, named, me, incarnation, links, keys is not None)
+        return await _accept_hello(stream, named, me, incarnation, links, keys is not None, order)
     except BaseException:
         await trio.aclose_forcefully(stream)
         raise
 
 
 async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, incarnation: int,
-                        links: dict[str, Link], secured: bool) -> tuple[Link, trio.abc.Stream, LineReader, int]:
+                        links: dict[str, Link], secured: bool, order: str
+                        ) -> tuple[Link, trio.abc.Stream, LineReader, int]:
     if secured and named is None:
         raise Rejected("tls", "the certificate names no TOM peer")
     reader = LineReader(stream)
@@ -205,40 +221,51 @@ async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, inc
         with trio.move_on_after(1):
             await stream.send_all(encode_frame(Refused(why)))
         raise Rejected(f"refused {hello.pid}", f"refused {hello.pid}: {why}")  # logged per pid
+    if hello.order != order:
+        mismatch = OrderMismatch(hello.pid, hello.order, order)
+        link.mismatch = str(mismatch)
+        why = f"{me} runs the {order} order, {hello.pid} the {hello.order} order"
+        with trio.move_on_after(1):
+            await stream.send_all(hello_bytes(me, incarnation, order) + encode_frame(Refused(why)))
+        raise mismatch
     old = link.stream
     if old is not None:  # the neighbor reconnected (authenticated, when secured): the new one wins
         link.detach(old)
         await trio.aclose_forcefully(old)
         logging.getLogger("tom.listener").info("%s: replaced an older connection", hello.pid)
     mine = link.meet(hello.incarnation)
-    await stream.send_all(hello_bytes(me, incarnation) + resume_bytes(mine))
+    await stream.send_all(hello_bytes(me, incarnation, order) + resume_bytes(mine))
     resume = await expect(reader, Resume)
     return link, stream, reader, resume.count
 
 
 async def connect(stream: trio.abc.Stream, link: Link, me: str, incarnation: int,
-                  keys: GroupKeys | None) -> tuple[trio.abc.Stream, LineReader, int]:
+                  keys: GroupKeys | None, order: str = "lamport") -> tuple[trio.abc.Stream, LineReader, int]:
     """The dialler's side: return the (TLS) stream, its reader and how many of our frames the neighbor
     has. Raises Rejected (or FrameError) on a failed handshake, PlaintextRefused if we need keys."""
     named = None
     if keys is not None:
         stream, named = await _tls(stream, keys, server_side=False)
     try:
-        return await _connect_hello(stream, named, link, me, incarnation, keys is not None)
+        return await _connect_hello(stream, named, link, me, incarnation, keys is not None, order)
     except BaseException:
         await trio.aclose_forcefully(stream)
         raise
 
 
 async def _connect_hello(stream: trio.abc.Stream, named: str | None, link: Link, me: str, incarnation: int,
-                         secured: bool) -> tuple[trio.abc.Stream, LineReader, int]:
+                         secured: bool, order: str) -> tuple[trio.abc.Stream, LineReader, int]:
     if secured and named != link.pid:
         raise Rejected("identity", f"answered with the certificate of {named or 'no TOM peer'}")
     reader = LineReader(stream)
-    await stream.send_all(hello_bytes(me, incarnation))
+    await stream.send_all(hello_bytes(me, incarnation, order))
     hello = await expect(reader, Hello)
     if hello.pid != link.pid:
         raise Rejected("identity", f"answered as {hello.pid}")
+    if hello.order != order:
+        mismatch = OrderMismatch(link.pid, hello.order, order)
+        link.mismatch = str(mismatch)
+        raise mismatch
     mine = link.meet(hello.incarnation)
     await stream.send_all(resume_bytes(mine))
     resume = await expect(reader, Resume)

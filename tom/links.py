@@ -48,6 +48,7 @@ class Link:
         self.frames_out = 0
         self.last_heard: float | None = None
         self.refused: str | None = None  # the reason the neighbor gave when it last refused us
+        self.mismatch: str | None = None  # the last handshake's line when its group runs another order
         self._wake = trio.Event()
         self._last_release = float("-inf")
 
@@ -97,6 +98,7 @@ class Link:
             self.unacked.clear()
             self.unacked_frames = 0
         self.stream, self.state = stream, "up"
+        self.mismatch = None
         self._wake.set()
 
     def detach(self, stream: trio.abc.Stream) -> bool:

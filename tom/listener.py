@@ -16,7 +16,7 @@ import trio
 from .errors import ConfigError, FrameError
 from .events import Connected, Disconnected, FramesIn
 from .frames import Received
-from .handshake import HANDSHAKE_TIMEOUT, MAX_PENDING, TlsNotConfigured, accept
+from .handshake import HANDSHAKE_TIMEOUT, MAX_PENDING, OrderMismatch, TlsNotConfigured, accept
 from .keys import GroupKeys
 from .links import Link, LineReader, decode
 from .ratelimit import LogLimiter, held_back
@@ -119,10 +119,12 @@ async def listener(
     incoming: trio.MemorySendChannel,
     keys: GroupKeys | None = None,
     *,
+    order: str = "lamport",
     task_status=trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections on ``listeners`` for ever; report the bound port through ``task_status``.
-    With ``keys``, only mutual-TLS connections from members (see `tom.handshake`)."""
+    With ``keys``, only mutual-TLS connections from members (see `tom.handshake`); only from peers
+    whose group runs ``order``."""
     pending = 0
 
     def reject(address: str, key: str, reason: str) -> None:
@@ -140,7 +142,13 @@ async def listener(
         address = _address(stream)  # now: the TLS layer may take the socket over
         try:
             with trio.fail_after(HANDSHAKE_TIMEOUT):
-                link, stream, reader, neighbor_has = await accept(stream, me, incarnation, links, keys)
+                link, stream, reader, neighbor_has = await accept(stream, me, incarnation, links, keys, order)
+        except OrderMismatch as e:
+            held = REJECTS.allow(e.kind)
+            if held is not None:
+                log.warning("%s%s", e, held_back(held))
+            await trio.aclose_forcefully(stream)
+            return
         except TlsNotConfigured as e:
             await trio.aclose_forcefully(stream)
             if not any(link.state == "up" for link in links.values()):

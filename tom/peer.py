@@ -12,6 +12,7 @@ import signal
 import socket
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -59,6 +60,7 @@ class PeerConfig:
     keys: Path | None = None  # the group's keys folder: every link is mutual TLS (see tom.keys)
     http: tuple[str, int] | None = None  # --http: serve the API and dashboard on (host, port)
     api_token: Path | None = None  # require the bearer token kept in this file (created if missing)
+    order: str = "lamport"  # the group's delivery order (`tom.core.ORDERS`); every member runs the same
 
 
 def own_pid(cfg: PeerConfig, neighbors: list[str]) -> str:
@@ -102,9 +104,9 @@ class Peer:
                         verify_after=max(cfg.heartbeat, cfg.timeout / 5), form_after=form_after,
                         admit_after=form_after + cfg.timeout + 2.5 * cfg.heartbeat)
         if cfg.static:
-            self.core = Core(self.me, self.neighbors)
+            self.core = Core(self.me, self.neighbors, order=cfg.order)
         else:
-            self.core = Core.joining(self.me, self.incarnation, timing)
+            self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order)
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
         self.output = OutputFile(cfg.output, self.me)
         self.port: int | None = None
@@ -141,10 +143,10 @@ class Peer:
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
                 self._nursery = nursery
-                self.port = await nursery.start(listener, listeners, self.me, self.incarnation, self.links, in_tx,
-                                                self.keys)
+                self.port = await nursery.start(partial(listener, order=cfg.order), listeners, self.me,
+                                                self.incarnation, self.links, in_tx, self.keys)
                 nursery.start_soon(sender, out_rx, self.me, self.incarnation, self.links, in_tx, cfg.delay,
-                                   cfg.jitter, self.keys)
+                                   cfg.jitter, self.keys, cfg.order)
                 nursery.start_soon(processor, self.core, in_rx, out_tx, self.output,
                                    ui.on_deliver if ui else None, self._on_notice, self._on_output_error,
                                    self.feed)
@@ -153,6 +155,7 @@ class Peer:
                 nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)
                 nursery.start_soon(self._stop_on_signal)
                 mode = "static group" if cfg.static else "joining the group"
+                mode += f", {cfg.order} order"
                 mode += ", secured: mutual TLS" if self.keys else ", not secured"
                 print(f"Loaded {len(self.neighbors)} neighbors", flush=True)
                 print(f"Started to listen on {cfg.host}:{self.port}; sending messages from: {self.me} ({mode})",
@@ -267,9 +270,12 @@ class Peer:
         which refused it (and why), which never answered."""
         waited = trio.current_time() - self.core.started_at
         up = [p for p, link in self.links.items() if link.stream is not None]
-        refused = {p: link.refused for p, link in self.links.items() if link.refused}
-        silent = [p for p in self.links if p not in up and p not in refused]
+        refused = {p: link.refused for p, link in self.links.items() if link.refused and not link.mismatch}
+        other_order = [link.mismatch for link in self.links.values() if link.mismatch and link.stream is None]
+        silent = [p for p in self.links if p not in up and p not in refused and not self.links[p].mismatch]
         parts = [f"not admitted to the group after {waited:.0f} s: no member adds {self.me}"]
+        if other_order:
+            parts.extend(other_order)
         if refused:
             parts.append("; ".join(f"{p} refuses it: {why}" for p, why in refused.items()))
         if up:

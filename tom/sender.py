@@ -14,7 +14,7 @@ import trio
 
 from .errors import FrameError, RefusedError
 from .frames import encode_frame
-from .handshake import HANDSHAKE_TIMEOUT, connect
+from .handshake import HANDSHAKE_TIMEOUT, OrderMismatch, connect
 from .keys import GroupKeys
 from .links import Link, backoff
 from .listener import run_link
@@ -29,7 +29,7 @@ UNKNOWN = LogLimiter(60.0)  # destinations missing from the neighbors file
 
 
 async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendChannel,
-               keys: GroupKeys | None = None) -> None:
+               keys: GroupKeys | None = None, order: str = "lamport") -> None:
     """Keep ``link`` connected for ever: connect, handshake, read until it breaks, back off, repeat.
     A neighbor that refuses plaintext (we have no keys, it has) stops the peer: PlaintextRefused."""
     host, port = socket_host(link.pid), split_pid(link.pid)[1]
@@ -43,11 +43,15 @@ async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendC
             with trio.fail_after(CONNECT_TIMEOUT):
                 stream = await trio.open_tcp_stream(host, port)
             with trio.fail_after(HANDSHAKE_TIMEOUT):
-                stream, reader, neighbor_has = await connect(stream, link, me, incarnation, keys)
+                stream, reader, neighbor_has = await connect(stream, link, me, incarnation, keys, order)
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, FrameError) as e:
             if stream is not None:
                 await trio.aclose_forcefully(stream)
-            if isinstance(e, RefusedError):
+            if isinstance(e, OrderMismatch):
+                held = REFUSALS.allow(link.pid)
+                if held is not None:
+                    log.warning("%s%s", e, held_back(held))
+            elif isinstance(e, RefusedError):
                 link.refused = str(e)
                 held = REFUSALS.allow(link.pid)
                 if held is not None:
@@ -75,6 +79,7 @@ async def sender(
     delay: float = 0.0,
     jitter: float = 0.0,
     keys: GroupKeys | None = None,
+    order: str = "lamport",
 ) -> None:
     """Route each batch of ``(dests, frame)`` from ``outgoing`` to the links; own the link tasks.
 
@@ -86,7 +91,7 @@ async def sender(
         for link in links.values():
             nursery.start_soon(link.writer)
             if pid_key(link.pid) > my_key:
-                nursery.start_soon(dial, link, me, incarnation, incoming, keys)
+                nursery.start_soon(dial, link, me, incarnation, incoming, keys, order)
         async for sends in outgoing:
             release = trio.current_time() + delay
             per_link: dict[str, list[bytes]] = {}
