@@ -10,26 +10,46 @@ from tom.output import OutputFile, record
 PEER = "127.0.0.1:5000"
 
 
+PIDS = st.sampled_from(["127.0.0.1:5000", "127.0.0.1:5001", "[::1]:5001", "peer-b.example:10000"])
+
+
 @given(text=st.text(max_size=200), clock=st.integers(0, 2**63 - 1), index=st.integers(1, 10**9),
        sent_at=st.none() | st.floats(0, 1e10, allow_nan=False).map(lambda x: round(x, 6)),
-       delivered_at=st.floats(0, 1e10, allow_nan=False), view=st.integers(0, 10**6))
+       delivered_at=st.floats(0, 1e10, allow_nan=False), view=st.integers(0, 10**6),
+       seq=st.none() | st.integers(1, 2**63 - 1), vc=st.none() | st.dictionaries(PIDS, st.integers(0, 10**9)))
 def test_message_lines_parse_to_the_reference_record(tmp_path_factory, text, clock, index, sent_at,
-                                                    delivered_at, view):
+                                                    delivered_at, view, seq, vc):
+    """Every order's message lines (lamport: neither seq nor vc; sequencer: seq; causal: vc)."""
     path = tmp_path_factory.mktemp("out") / "o.jsonl"
-    d = Delivery(index, clock, "[::1]:5001", text, sent_at, view)
+    d = Delivery(index, clock, "[::1]:5001", text, sent_at, view, seq, vc)
     out = OutputFile(path, PEER)
     out.write([d], delivered_at)
     out.close()
     (line,) = path.read_text(encoding="utf-8").splitlines()
     got = json.loads(line)
     want = record(d, PEER, delivered_at)
-    assert got == want
+    assert got == want and list(got) == list(want)  # the same keys in the same order
+    assert got["v"] == 2 and ("seq" in got) == (seq is not None) and ("vc" in got) == (vc is not None)
+
+
+def test_records_of_each_order_as_documented():
+    """The schema-v2 additions, as docs/output-format.md lists them."""
+    lamport = record(Delivery(1, 1, PEER, "hi", 1.5, 1), PEER, 2.0)
+    assert lamport["v"] == 2 and "seq" not in lamport and "vc" not in lamport
+    assert record(Delivery(7, 9, PEER, "hi", 1.5, 2, seq=4), PEER, 2.0)["seq"] == 4
+    vc = {PEER: 2, "127.0.0.1:5001": 3}
+    assert record(Delivery(7, 9, PEER, "re", 1.5, 2, vc=vc), PEER, 2.0)["vc"] == vc
+    for order in ("lamport", "sequencer", "causal"):
+        view = record(ViewDelivery(1, 1, PEER, 1, (PEER,), (PEER,), (), (), order), PEER, 2.0)
+        assert view["order"] == order and view["v"] == 2
+        assert view.get("seq") == (0 if order == "sequencer" else None)
 
 
 def test_view_records_and_append(tmp_path):
     path = tmp_path / "o.jsonl"
     out = OutputFile(path, PEER)
-    out.write([ViewDelivery(1, 5, PEER, 2, (PEER, "127.0.0.1:5001"), ("127.0.0.1:5001",), (), ())], 10.5)
+    out.write([ViewDelivery(1, 5, PEER, 2, (PEER, "127.0.0.1:5001"), ("127.0.0.1:5001",), (), (), "sequencer")],
+              10.5)
     out.close()
     out = OutputFile(path, PEER)  # appended, never truncated
     out.write([Delivery(2, 7, PEER, "x\ny", 9.25, 2)], 11.0)
@@ -37,4 +57,5 @@ def test_view_records_and_append(tmp_path):
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert [r["kind"] for r in records] == ["view", "message"]
     assert records[0]["members"] == [PEER, "127.0.0.1:5001"] and records[0]["joined"] == ["127.0.0.1:5001"]
+    assert records[0]["order"] == "sequencer" and records[0]["seq"] == 0
     assert records[1]["text"] == "x\ny" and records[1]["delivered_at"] == 11.0

@@ -16,14 +16,14 @@ from pathlib import Path
 from .core import Delivery, ViewDelivery
 from .errors import ConfigError, OutputError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _LINE_BREAKS = "\x85\u2028\u2029"
 
 
 def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
-    """The schema-v1 record of a delivered message or view change."""
+    """The schema-v2 record of a delivered message or view change (docs/output-format.md)."""
     if type(d) is ViewDelivery:
-        return {
+        view = {
             "v": SCHEMA_VERSION,
             "kind": "view",
             "index": d.index,
@@ -36,8 +36,12 @@ def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
             "joined": list(d.joined),
             "left": list(d.left),
             "removed": list(d.removed),
+            "order": d.order,
         }
-    return {
+        if d.order == "sequencer":
+            view["seq"] = 0  # a view record sorts before the view's first message, (view, 0)
+        return view
+    message = {
         "v": SCHEMA_VERSION,
         "kind": "message",
         "index": d.index,
@@ -49,6 +53,11 @@ def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
         "delivered_at": round(delivered_at, 6),
         "view": d.view,
     }
+    if d.seq is not None:
+        message["seq"] = d.seq
+    if d.vc is not None:
+        message["vc"] = dict(d.vc)
+    return message
 
 
 class OutputFile:
@@ -90,9 +99,16 @@ class OutputFile:
                     text = encode_basestring(text)  # = json.dumps(text, ensure_ascii=False)
                 else:
                     text = encode_basestring_ascii(text)
+                if d.seq is None and d.vc is None:  # lamport
+                    tail = "}\n"
+                elif d.vc is None:
+                    tail = f',"seq":{d.seq}}}\n'
+                else:
+                    tail = f',"vc":{dumps(d.vc, separators=(",", ":"))}}}\n' if d.seq is None else \
+                        f',"seq":{d.seq},"vc":{dumps(d.vc, separators=(",", ":"))}}}\n'
                 lines.append(f'{head}{d.index},"peer":{self._peer},"clock":{d.clock},"pid":{pid},'
                              f'"text":{text},"sent_at":{sent},'
-                             f'"delivered_at":{stamp},"view":{d.view}}}\n')
+                             f'"delivered_at":{stamp},"view":{d.view}{tail}')
             else:
                 lines.append(dumps(record(d, self.peer, delivered_at), ensure_ascii=False,
                                    separators=(",", ":")) + "\n")
