@@ -181,11 +181,15 @@ def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
             if type(d) is ViewDelivery:
                 yield "view", {"index": d.index, "clock": d.clock, "pid": d.pid, "view": d.view,
                                "members": list(d.members), "joined": list(d.joined), "left": list(d.left),
-                               "removed": list(d.removed), "t": wall}
+                               "removed": list(d.removed), "order": d.order, "t": wall}
             else:
-                yield "deliver", {"index": d.index, "clock": d.clock, "pid": d.pid, "text": d.text,
-                                  "view": d.view, "sent_at": d.sent_at, "t": wall,
-                                  "released": i >= n - behind}
+                event = {"index": d.index, "clock": d.clock, "pid": d.pid, "text": d.text, "view": d.view,
+                         "sent_at": d.sent_at, "t": wall, "released": i >= n - behind}
+                if d.seq is not None:
+                    event["seq"] = d.seq
+                if d.vc is not None:
+                    event["vc"] = dict(d.vc)
+                yield "deliver", event
     elif kind == "in":
         _, src, frames, lamport, wall = item
         for f in frames:

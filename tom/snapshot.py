@@ -14,12 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .core import Core
+from .core import Core, PendingStatus
 from .links import Link
 from .pid import pid_key
-
-ORDER_MODE = "lamport"
-"""The ordering algorithm: Lamport clocks with an ACK from every member (the only one so far)."""
 
 PENDING_SHOWN = 100
 """At most this many pending entries are listed (the head first); ``pending_count`` has them all."""
@@ -36,6 +33,16 @@ def counters(core: Core) -> dict[str, int]:
         "released_behind_head": stats.get("released_behind_head", 0),
         "divergence_alarms": stats.get("divergence_alarms", 0),
     }
+
+
+def waits_line(p: PendingStatus) -> str:
+    """What a pending message waits for in its group's order, in one line: the core's own line
+    (`PendingStatus.waits`), or, from a core that gives none, the Lamport order's missing ACKs."""
+    if p.waits:
+        return p.waits
+    if p.text is None:
+        return "its MESSAGE (an ACK came first)"
+    return f"ACKs from {', '.join(p.missing)}" if p.missing else "the messages before it"
 
 
 def lamport(core: Core) -> int:
@@ -55,7 +62,7 @@ def snapshot(core: Core, links: Mapping[str, Link], now: float) -> dict[str, Any
     members = set(view.members) if view is not None else set()
     pending = [
         {"clock": p.clock, "pid": p.pid, "text": p.text, "reserved": p.text is None,
-         "acks": list(p.acks), "missing": list(p.missing)}
+         "acks": list(p.acks), "missing": list(p.missing), "waits": waits_line(p), "seq": p.seq}
         for p in st.pending[:PENDING_SHOWN]
     ]
     peers = []
@@ -73,7 +80,7 @@ def snapshot(core: Core, links: Mapping[str, Link], now: float) -> dict[str, Any
         peers.append(row)
     return {
         "peer": st.me,
-        "order": ORDER_MODE,
+        "order": st.order,
         "mode": st.mode,
         "clock": st.clock,
         "view": None if view is None else {

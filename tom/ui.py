@@ -23,6 +23,7 @@ from .pid import pid_key
 from .events import SendTexts
 from .processor import divergence_line
 from .links import Link
+from .snapshot import waits_line
 
 MENU = "Choose what to do:\n1. Send a new message\n2. Print status\n3. Quit\n(or: send TEXT | status | quit | help)"
 HELP_LINE = "Commands: 1 or send TEXT, 2 or status, 3 or quit, help."
@@ -52,8 +53,8 @@ def render_status(status: Status, links: dict[str, Link], now: float) -> list:
     """Rich renderables for the status: clock, view and connections, the pending queue."""
     view = status.view
     where = f"view {view.id} ({len(view.members)} members)" if view is not None else "no view yet"
-    head = (f"[bold]{status.me}[/]  Lamport clock: [bold cyan]{status.clock}[/]  delivered: {status.delivered}  "
-            f"{where}  [dim]{status.mode}[/]")
+    head = (f"[bold]{status.me}[/]  order: [bold]{status.order}[/]  Lamport clock: [bold cyan]{status.clock}[/]  "
+            f"delivered: {status.delivered}  {where}  [dim]{status.mode}[/]")
     members = Table(title="Peers", title_justify="left", box=None, pad_edge=False)
     for col in ("peer", "member", "connection", "incarnation", "frames in", "frames out", "queued", "last heard"):
         members.add_column(col)
@@ -73,13 +74,22 @@ def render_status(status: Status, links: dict[str, Link], now: float) -> list:
                         str(link.queued), age)
     pending = Table(title=f"Pending messages ({len(status.pending)})", title_justify="left", box=None,
                     pad_edge=False)
-    for col in ("#", "frame", "ACKs", "missing ACKs from"):
+    lamport = status.order == "lamport"
+    sequencer = status.order == "sequencer"
+    columns = ("#", "frame", "ACKs", "missing ACKs from") if lamport else \
+        ("#", "frame", "seq", "waits for") if sequencer else ("#", "frame", "waits for")
+    for col in columns:
         pending.add_column(col, overflow="fold")
     n = len(in_view)
     for i, p in enumerate(status.pending[:50], 1):
         frame = escape(f"MESSAGE-{p.clock}-{p.pid}-{p.text}") if p.text is not None else \
             f"[yellow](reserved by an early ACK)[/] {p.clock}-{p.pid}"
-        pending.add_row(str(i), frame, f"{len(p.acks)}/{n}", ", ".join(p.missing) or "[green]none[/]")
+        if lamport:
+            pending.add_row(str(i), frame, f"{len(p.acks)}/{n}", ", ".join(p.missing) or "[green]none[/]")
+        elif sequencer:
+            pending.add_row(str(i), frame, "[dim]none yet[/]" if p.seq is None else str(p.seq), escape(waits_line(p)))
+        else:
+            pending.add_row(str(i), frame, escape(waits_line(p)))
     if len(status.pending) > 50:
         pending.caption = f"... and {len(status.pending) - 50} more"
     if not status.pending:

@@ -256,11 +256,16 @@ function card(peer) {
   el.append(h("div", { class: "sub" }, `Pending queue (${st.pending_count})`));
   if (!st.pending.length) el.append(h("div", { class: "none" }, "empty — everything delivered"));
   else {
-    const table = h("table", { class: "pending" }, h("tr", {}, h("th", {}, "(clock, pid)"), h("th", {}, "text"), h("th", {}, "ACKs")));
+    // Lamport: the ACKs each message has and lacks; the other orders: what it waits for, in words
+    const lamport = st.order === "lamport";
+    const table = h("table", { class: "pending" }, h("tr", {}, h("th", {}, "(clock, pid)"), h("th", {}, "text"),
+      h("th", {}, lamport ? "ACKs" : "waits for")));
     st.pending.slice(0, 12).forEach((p, i) => {
-      const chips = h("td", {});
-      for (const a of p.acks) chips.append(h("span", { class: "chip" }, String(pidKey(a)[1])));
-      for (const m of p.missing) chips.append(h("span", { class: "chip missing", title: "ACK missing from " + m }, String(pidKey(m)[1])));
+      const chips = h("td", { class: lamport ? "" : "waits" });
+      if (lamport) {
+        for (const a of p.acks) chips.append(h("span", { class: "chip" }, String(pidKey(a)[1])));
+        for (const m of p.missing) chips.append(h("span", { class: "chip missing", title: "ACK missing from " + m }, String(pidKey(m)[1])));
+      } else chips.append((p.seq != null ? `seq ${p.seq} · ` : "") + p.waits);
       table.append(h("tr", { class: i === 0 ? "head-row" : "" }, h("td", { class: "key" }, `(${p.clock}, ${pidKey(p.pid)[1]})`),
         h("td", { class: "text" + (p.reserved ? " reserved" : "") }, p.reserved ? "reserved by an early ACK" : short(p.text)), chips));
     });
