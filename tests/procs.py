@@ -68,15 +68,16 @@ class PeerProcs:
 
     def __init__(self, tmp: Path, n: int, delay: float = 0.0, secure: bool = True,
                  ports: list[int] | None = None, everyone: list[int] | None = None, http: bool = False,
-                 extra: tuple[str, ...] = ()) -> None:
+                 extra: tuple[str, ...] = (), each: list[tuple[str, ...]] | None = None) -> None:
         """``n`` peers on ``ports`` (default: free ones); the neighbors file (and the keys) list
         ``everyone`` (default: just them). With ``http`` each peer also serves --http on a free port
-        of its own (``http_urls``); ``extra`` are more arguments for every peer."""
+        of its own (``http_urls``); ``extra`` are more arguments for every peer, ``each[i]`` for peer i."""
         self.tmp = tmp
         self.ports = ports if ports is not None else free_ports(n)
         self.http_ports = [p for p in free_ports(2 * n) if p not in self.ports][:n] if http else []
         self.http_urls = [f"http://127.0.0.1:{p}" for p in self.http_ports]
         self.extra = extra
+        self.each = each or [() for _ in self.ports]
         self.neighbors = write_neighbors(tmp / "neighbors.txt", everyone or self.ports)
         self.keys = make_keys(tmp / "keys", everyone or self.ports) if secure else None
         self.outputs = [tmp / f"out-{p}.jsonl" for p in self.ports]
@@ -87,7 +88,7 @@ class PeerProcs:
     def __enter__(self) -> "PeerProcs":
         for i, (port, out, log) in enumerate(zip(self.ports, self.outputs, self.logs)):
             cmd = tom_cmd("peer", str(self.neighbors), str(out), str(port), "--host", "127.0.0.1",
-                          "--no-ui", "--delay", str(self.delay), *self.extra)
+                          "--no-ui", "--delay", str(self.delay), *self.extra, *self.each[i])
             if self.keys is not None:
                 cmd += ["--keys", str(self.keys)]
             if self.http_ports:

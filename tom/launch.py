@@ -83,9 +83,12 @@ def group_url(peers: list[str], offset: int, keys: Path | None = None) -> str:
 
 
 def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool,
-                 jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0) -> list[str]:
+                 jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0,
+                 order: str = "lamport") -> list[str]:
     host, port = split_pid(pid)
     cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(output), str(port), "--host", host.strip("[]")]
+    if order != "lamport":
+        cmd += ["--order", order]
     if keys is not None:
         cmd += ["--keys", str(keys)]
     http = http_address(pid, http_offset)
@@ -102,19 +105,19 @@ def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless
 
 
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
-                jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0) -> int:
+                jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0, order: str = "lamport") -> int:
     """One tmux window split in one pane per peer, each running `tom peer` with its terminal UI."""
     if shutil.which("tmux") is None:
         raise ConfigError("tmux is not installed (apt-get install tmux), or use --messages for a headless run")
     session = f"tom-{run_dir.name}"
     cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False, jitter,
-                                    keys, http_offset)) for p in peers]
+                                    keys, http_offset, order)) for p in peers]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", cmds[0]], check=True)
     for cmd in cmds[1:]:
         subprocess.run(["tmux", "split-window", "-t", session, cmd], check=True)
         subprocess.run(["tmux", "select-layout", "-t", session, "tiled"], check=True)
     subprocess.run(["tmux", "set-option", "-t", session, "remain-on-exit", "on"], check=False)
-    console.print(f"tmux session [bold]{session}[/]: {len(peers)} peers; outputs in {run_dir}")
+    console.print(f"tmux session [bold]{session}[/]: {len(peers)} peers, {order} order; outputs in {run_dir}")
     if http_offset:
         url = group_url(peers, http_offset, keys)
         subprocess.run(["tmux", "set-option", "-t", session, "status-right-length", "150"], check=False)
@@ -196,6 +199,7 @@ class HeadlessRun:
     jitter: float = 0.0
     keys: Path | None = None  # the group's keys folder (secured), or None (plain)
     http_offset: int = 0
+    order: str = "lamport"
     killed_at: float | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     stdin_open: dict[str, bool] = field(default_factory=dict)
@@ -212,7 +216,7 @@ class HeadlessRun:
             log = open(self.log(pid), "ab")
             self.procs[pid] = subprocess.Popen(
                 peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter, self.keys,
-                             self.http_offset),
+                             self.http_offset, self.order),
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
             self.stdin_open[pid] = True
         end = time.monotonic() + 20
@@ -400,8 +404,12 @@ def run_verifier(run_dir: Path, files: list[Path]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .core import ORDERS
+
     p = argparse.ArgumentParser(prog="launch", description="Start every local peer of a neighbors file.")
     p.add_argument("neighbors", type=Path)
+    p.add_argument("--order", choices=ORDERS, default="lamport",
+                   help="the group's order, given to every peer (tom peer --order; default lamport)")
     p.add_argument("--messages", type=int, default=0, metavar="N",
                    help="headless: send N generated messages per peer, then verify (default: tmux panes)")
     p.add_argument("--rate", type=float, default=0.0, help="messages per second per peer (0: as fast as possible)")
@@ -461,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             group_url(peers, http_offset)  # a port out of range fails here, before anything starts
         if args.messages <= 0:
             return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter, keys,
-                               http_offset)
+                               http_offset, args.order)
         chaos = Chaos(pick(peers, args.kill, "--kill"), pick(peers, args.pause, "--pause"),
                       pick(peers, args.join_late, "--join-late"), pick(peers, args.leave, "--leave"),
                       args.pause_for)
@@ -471,8 +479,9 @@ def main(argv: list[str] | None = None) -> int:
         if len(set(roles)) != len(roles):
             raise ConfigError("give each chaos role to a different peer")
         run = HeadlessRun(neighbors, peers, run_dir, args.messages, args.rate, args.delay, args.seed,
-                          args.deadline, chaos, args.jitter, keys, http_offset)
+                          args.deadline, chaos, args.jitter, keys, http_offset, args.order)
         console.print(f"run folder: [bold]{run_dir}[/] — {len(peers)} peers × {args.messages} messages, "
+                      f"{args.order} order, "
                       f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}, "
                       + ("plain TCP (--insecure)" if keys is None else "secured (mutual TLS, keys in the run folder)"))
         if http_offset:
