@@ -132,6 +132,7 @@ class Group:
     delay: float = 0.0  # tom peer --delay
     secure: bool = False  # a closed group: keys made in ``workdir/keys``, every peer runs with --keys
     http: bool = False  # tom peer --http on a free loopback port (API and dashboard served, nobody watching)
+    order: str = "lamport"  # tom peer --order
     peers: list[Peer] = field(default_factory=list)
 
     def __enter__(self) -> Group:
@@ -169,6 +170,8 @@ class Group:
                 cmd += ["--keys", str(keys)]
             if self.http:
                 cmd += ["--http", f"{HOST}:0"]
+            if self.order != "lamport":
+                cmd += ["--order", self.order]
             counter = self.counter_type(out)  # before the process: nothing may fail between start and record
             with open(log, "wb") as logf:
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,

@@ -1,19 +1,26 @@
 """Benchmark TOM peers as real processes on loopback.
 
-For each group size (default 3 and 5 peers) and each mode (plain TCP, and a secured group: ``--keys``,
-mutual TLS 1.3) two scenarios run, each on a fresh group:
+For each group size (default 3 and 5 peers), each mode (plain TCP, and a secured group: ``--keys``,
+mutual TLS 1.3) and each order asked for (``--order``: lamport by default, ``all`` for the three side by
+side) two scenarios run, each on a fresh group:
 
 * throughput: every peer gets N messages on its stdin as fast as the pipe takes them (or, with
   ``--window W``, at most W messages per peer in flight in the group). Figures: multicasts delivered
   at every peer per second, ``total / (max delivered_at - min sent_at)``, and the send->deliver
   latency (``delivered_at - sent_at`` of every record at every peer) under that load;
 * light load: one message at a time, round-robin over the peers, the next one sent only once the
-  previous one is delivered at every peer. Figures: send->deliver latency p50/p99. When both modes
-  run, a plain and a secured group run side by side and take turns, one message each, so that both
-  see the same machine load.
+  previous one is delivered at every peer. Figures: send->deliver latency p50/p99. When several modes
+  or orders run, their groups run side by side and take turns, one message each, so that all see the
+  same machine load.
 
-Each run first checks that every peer delivered the same ``(clock, pid)`` sequence, with no loss, no
-duplicate and in the documented order; a run that fails this prints MISMATCH and the figures are void.
+Frames and bytes per multicast: what every peer wrote on its links over its whole run (each peer logs
+it when it stops: heartbeats, the warm-up and the leave included, a few per mille of a throughput
+run), divided by the multicasts of the run.
+
+Each run first checks what every peer delivered, with no loss and no duplicate, in its order: the same
+``(clock, pid)`` sequence everywhere, ``(clock, pid)`` increasing (lamport) or ``(view, seq)``
+increasing (sequencer); the same set everywhere and every message after the ones its vector timestamp
+names (causal). A run that fails this prints MISMATCH and the figures are void.
 
 Every loop is bounded in count and in time (``--deadline`` seconds per scenario); every process the
 benchmark starts is stopped (SIGTERM, then SIGKILL) on any exit, error or Ctrl-C included; everything
@@ -27,14 +34,15 @@ The closing lines compare secured with plain: throughput ratio and light-load p5
 ``--http`` starts every peer with ``--http`` (served, nobody watching): run with and without it to
 see what serving the API costs.
 
-Run: ``scripts/bench [--peers 3,5] [--messages N] [--window W] [--light N] [--security both|plain|secured]
-[--profile] [--http]``.
+Run: ``scripts/bench [--peers 3,5] [--order lamport|sequencer|causal|all] [--messages N] [--window W]
+[--light N] [--security both|plain|secured] [--profile] [--http]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import re
@@ -48,12 +56,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.peergroup import (HOST, Group, GroupError, OutputCounter, Peer, busy_cpus, source_tree,
-                                  stop_on_sigterm)
+from benchmarks.peergroup import (HOST, Group, GroupError, OutputCounter, Peer, busy_cpus, loadavg,
+                                  source_tree, stop_on_sigterm)
 
 DEFAULT_MESSAGES = {3: 20000, 5: 10000}
 DEFAULT_OTHER = 10000
 POLL = 0.0002  # seconds between polls of the output files (light load)
+ORDERS = ("lamport", "sequencer", "causal")
+TRAFFIC = re.compile(r"sent on the links: (\d+) frames, (\d+) bytes")
 
 
 class BenchError(GroupError):
@@ -126,26 +136,78 @@ def read_records(path: Path) -> list[dict]:
     return records
 
 
-def verify(group: BenchGroup, expected: int) -> tuple[bool, str, list[list[dict]]]:
-    """Same ``(clock, pid)`` sequence at every peer, ``expected`` messages, in order, no duplicate."""
+def verify(group: BenchGroup, expected: int, order: str = "lamport") -> tuple[bool, str, list[list[dict]]]:
+    """``expected`` messages at every peer, none twice, in ``order`` (see the module docstring)."""
     per_peer = [[r for r in read_records(p.output) if r.get("kind") == "message"] for p in group.peers]
     problems = []
     seqs = [[(r["clock"], r["pid"]) for r in recs] for recs in per_peer]
     first = seqs[0]
-    for p, seq in zip(group.peers, seqs):
+    for p, seq, recs in zip(group.peers, seqs, per_peer):
         if len(seq) != expected:
             problems.append(f"{p.pid} delivered {len(seq)} messages, expected {expected}")
+        if len(set(seq)) != len(seq):
+            problems.append(f"{p.pid} delivered a message twice")
+        if order == "causal":
+            if set(seq) != set(first):
+                problems.append(f"{p.pid} delivered other messages than {group.peers[0].pid}")
+            overtook = causal_violation(recs)
+            if overtook:
+                problems.append(f"{p.pid}: {overtook}")
+            continue
         if seq != first:
             i = next((i for i, (a, b) in enumerate(zip(first, seq)) if a != b), min(len(first), len(seq)))
             problems.append(f"{p.pid} differs from {group.peers[0].pid} at position {i}")
-        keys = [(c, pid_key(q)) for c, q in seq]
+        if order == "sequencer":
+            keys = [(r["view"], r.get("seq", -1)) for r in recs]
+            what = "(view, seq)"
+        else:
+            keys = [(c, pid_key(q)) for c, q in seq]
+            what = "(clock, pid)"
         if any(a >= b for a, b in zip(keys, keys[1:])):
-            problems.append(f"{p.pid}: (clock, pid) not strictly increasing")
+            problems.append(f"{p.pid}: {what} not strictly increasing")
     texts = collections.Counter(r["text"] for r in per_peer[0])
     dups = [t for t, c in texts.items() if c > 1]
     if dups:
         problems.append(f"{len(dups)} texts delivered more than once, e.g. {dups[0]!r}")
     return (not problems), "; ".join(problems[:4]), per_peer
+
+
+def causal_violation(recs: list[dict]) -> str | None:
+    """The first message of one peer's records delivered before a message its ``vc`` says it follows:
+    for every member q, at least ``vc[q]`` of q's messages of the view (``vc[q] - 1`` for its origin)
+    must be delivered before it. None when there is none."""
+    delivered: dict[tuple[int, str], int] = {}
+    for r in recs:
+        vc = r.get("vc")
+        if not isinstance(vc, dict):
+            return f"message ({r['clock']}, {r['pid']}) has no vector timestamp"
+        for q, count in vc.items():
+            need = count - 1 if q == r["pid"] else count
+            if delivered.get((r["view"], q), 0) < need:
+                return (f"message ({r['clock']}, {r['pid']}) delivered after {delivered.get((r['view'], q), 0)} "
+                        f"messages of {q}, its vc says {need}")
+        delivered[(r["view"], r["pid"])] = delivered.get((r["view"], r["pid"]), 0) + 1
+    return None
+
+
+def link_traffic(group: BenchGroup) -> tuple[int, int] | None:
+    """Frames and bytes every peer of a stopped group wrote on its links (from its last log line);
+    None if a peer did not say (it was killed)."""
+    frames = size = 0
+    for p in group.peers:
+        found = TRAFFIC.findall(p.log.read_text(errors="replace"))
+        if not found:
+            return None
+        frames += int(found[-1][0])
+        size += int(found[-1][1])
+    return frames, size
+
+
+def traffic_figures(group: BenchGroup, multicasts: int) -> dict:
+    traffic = link_traffic(group)
+    if traffic is None:
+        return {"frames_mc": None, "bytes_mc": None}
+    return {"frames_mc": traffic[0] / multicasts, "bytes_mc": traffic[1] / multicasts}
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -287,9 +349,9 @@ def watch_frames(group: BenchGroup, stop: threading.Event, deadline: float) -> l
 
 def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: float,
                profile: Path | None, rate: int, src: Path | None = None, secure: bool = False,
-               http: bool = False, watch: bool = False) -> dict:
+               http: bool = False, watch: bool = False, order: str = "lamport") -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src, secure=secure, http=http or watch) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure, http=http or watch, order=order) as group:
         group.warm_up(deadline)
         watching = threading.Event()
         watchers = watch_frames(group, watching, deadline) if watch else []
@@ -351,7 +413,8 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
             stop_profiler(spy)
         for t in threads + watchers:
             t.join(timeout=1.0)
-        ok, why, recs = verify(group, n + total)
+        ok, why, recs = verify(group, n + total, order)
+    traffic = traffic_figures(group, n + total)  # the peers have stopped: their last lines are written
     sent_at = [r["sent_at"] for r in recs[0] if r["text"].startswith("t")]
     last = max(r["delivered_at"] for peer in recs for r in peer if r["text"].startswith("t"))
     elapsed = last - min(sent_at)
@@ -360,14 +423,15 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
         "ok": ok, "why": why, "total": total, "elapsed": elapsed, "rate": total / elapsed,
         "p50": percentile(every, 50), "p99": percentile(every, 99), "max": every[-1],
         "cpu": [(b - a) / wall for a, b in zip(cpu0, cpu1)],
-        "cpu_us": 1e6 * sum(b - a for a, b in zip(cpu0, cpu1)) / total / n,
+        "cpu_us": 1e6 * sum(b - a for a, b in zip(cpu0, cpu1)) / total / n, **traffic,
     }
 
 
 def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None = None,
-          profile: Path | None = None, rate: int = 250, secure: bool = False, http: bool = False) -> dict:
+          profile: Path | None = None, rate: int = 250, secure: bool = False, http: bool = False,
+          order: str = "lamport") -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src, secure=secure, http=http) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure, http=http, order=order) as group:
         group.warm_up(deadline)
         spy = start_profiler(group.peers[0].proc.pid, profile, rate) if profile else None
         expected = n
@@ -378,29 +442,30 @@ def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None
                 group.wait_delivered(expected, deadline)
         finally:
             stop_profiler(spy)
-        ok, why, recs = verify(group, expected)
-    return light_figures(ok, why, recs, count)
+        ok, why, recs = verify(group, expected, order)
+    return {**light_figures(ok, why, recs, count), **traffic_figures(group, expected)}
 
 
-def light_pair(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None = None
-               ) -> tuple[dict, dict]:
-    """Light load on a plain and a secured group at once, one message to each in turn: both see the
-    same machine (other processes' load drifts by the second on a shared host), so the difference of
-    their latencies is the cost of TLS, not of the moment each ran."""
+def light_together(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None,
+                   kinds: list[tuple[str, bool, str]]) -> list[dict]:
+    """Light load on one group per ``(name, secure, order)`` of ``kinds`` at once, one message to each
+    in turn (who goes first rotates): all see the same machine (other processes' load drifts by the
+    second on a shared host), so the differences of their latencies are theirs, not the moment's."""
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir / "plain", src=src) as plain, \
-            BenchGroup(n, workdir / "secured", src=src, secure=True) as secured:
-        groups = (plain, secured)
+    with contextlib.ExitStack() as stack:
+        groups = [stack.enter_context(BenchGroup(n, workdir / name, src=src, secure=secure, order=order))
+                  for name, secure, order in kinds]
         for group in groups:
             group.warm_up(deadline)
         expected = n
         for k in range(count):
             expected += 1
-            for group in groups if k % 2 == 0 else groups[::-1]:  # neither always goes first
+            turn = k % len(groups)
+            for group in groups[turn:] + groups[:turn]:
                 group.peers[k % n].send([f"l{k}"])
                 group.wait_delivered(expected, deadline)
-        results = [verify(group, expected) for group in groups]
-    return light_figures(*results[0], count), light_figures(*results[1], count)
+        results = [verify(group, expected, order) for group, (_, _, order) in zip(groups, kinds)]
+    return [{**light_figures(*r, count), **traffic_figures(g, expected)} for r, g in zip(results, groups)]
 
 
 def light_figures(ok: bool, why: str, recs: list[list[dict]], count: int) -> dict:
@@ -443,10 +508,28 @@ def print_throughput(t: dict, n: int) -> None:
           f"every peer; latency p50 {ms(t['p50']).strip()} ms, p99 {ms(t['p99']).strip()} ms, "
           f"max {ms(t['max']).strip()} ms; order {'OK' if t['ok'] else 'MISMATCH: ' + t['why']}")
     print("  peer CPU: " + ", ".join(f"{100 * c:.0f}%" for c in t["cpu"])
-          + f" of one core each; {t['cpu_us']:.1f} CPU-us per multicast per peer")
+          + f" of one core each; {t['cpu_us']:.1f} CPU-us per multicast per peer" + traffic_text(t))
     cores = os.cpu_count() or 1
     print(f"  CPU-bound ceiling: {1e6 / t['cpu_us']:,.0f}/s with a core per peer, "
           f"{1e6 * min(cores, n) / n / t['cpu_us']:,.0f}/s on this machine's {cores} CPUs")
+
+
+def traffic_text(r: dict) -> str:
+    if r.get("frames_mc") is None:
+        return ""
+    return f"; on the links {r['frames_mc']:.2f} frames, {r['bytes_mc']:,.0f} bytes per multicast"
+
+
+def unbuilt(order: str) -> str | None:
+    """Why the core cannot run ``order`` yet, or None (issue 9 builds the orders in parts)."""
+    from tom.core import Core
+    from tom.errors import UsageError
+
+    try:
+        Core("127.0.0.1:1", ["127.0.0.1:1"], order=order)
+    except UsageError as e:
+        return str(e)
+    return None
 
 
 def print_light(lt: dict) -> None:
@@ -459,6 +542,9 @@ def print_light(lt: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--peers", default="3,5", help="group sizes, comma-separated (default 3,5)")
+    ap.add_argument("--order", choices=[*ORDERS, "all"], default="lamport",
+                    help="the peers' order (tom peer --order), or all: the three on the same group sizes, side "
+                         "by side (default lamport)")
     ap.add_argument("--messages", type=int, default=None,
                     help="throughput: messages per peer (default 20000 for 3 peers, 10000 otherwise)")
     ap.add_argument("--window", type=int, default=0,
@@ -473,8 +559,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second (default 250)")
     ap.add_argument("--src", type=Path, help="run the peers' tom package from this source tree (e.g. a git "
                                               "worktree of another commit) instead of the installed one")
-    ap.add_argument("--security", choices=["both", "plain", "secured"], default="both",
-                    help="run plain groups, secured ones (--keys, mutual TLS), or both for comparison (default)")
+    ap.add_argument("--security", choices=["both", "plain", "secured"], default=None,
+                    help="run plain groups, secured ones (--keys, mutual TLS), or both for comparison (default: "
+                         "both for one order, plain with --order all)")
     ap.add_argument("--http", action="store_true",
                     help="start every peer with --http (API, metrics and dashboard served; nobody watching), to "
                          "compare with a run without it")
@@ -495,10 +582,19 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--light must be 1..100000")
 
     args.src = source_tree(ap, args.src)
+    orders = list(ORDERS) if args.order == "all" else [args.order]
+    for order in list(orders):
+        why = unbuilt(order)
+        if why:
+            print(f"{order}: not run ({why})")
+            orders.remove(order)
+    if not orders:
+        return 2
+    security = args.security or ("plain" if args.order == "all" else "both")
     stop_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="tom-bench-"))
-    print(f"TOM benchmark: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, loopback {HOST}, "
-          f"workdir {tmp}"
+    print(f"TOM benchmark: {os.cpu_count()} CPUs, load average {loadavg()}, Python {sys.version.split()[0]}, "
+          f"loopback {HOST}, orders {', '.join(orders)}, workdir {tmp}"
           + (f", peers from {args.src}" if args.src else "") + (", peers with --http" if args.http else "")
           + (", every frame watched over /api/events" if args.watch else ""))
     busy = busy_cpus()
@@ -506,38 +602,45 @@ def main(argv: list[str] | None = None) -> int:
         print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")
     rows = []
     status = 0
-    modes = {"both": ["plain", "secured"], "plain": ["plain"], "secured": ["secured"]}[args.security]
+    modes = {"both": ["plain", "secured"], "plain": ["plain"], "secured": ["secured"]}[security]
+    together = len(modes) * len(orders) > 1 and not args.profile  # light load: the groups take turns
     try:
         for n in sizes:
             per_peer = args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
+            first = len(rows)
             for mode in modes:
                 secure = mode == "secured"
-                row = {"n": n, "mode": mode}
-                tag = f"{n}{mode[0]}"
-                if args.only in (None, "throughput"):
-                    what = f"window {args.window}/peer" if args.window else "unbounded"
-                    print(f"\n[{n} peers, {mode}] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
-                    prof = tmp / f"profile-{tag}.txt" if args.profile else None
-                    row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}", args.deadline,
-                                                            prof, args.rate, args.src, secure, args.http,
-                                                            args.watch),
-                                         lambda t: print_throughput(t, n), prof, top=25)
-                if args.only in (None, "light") and (len(modes) == 1 or args.profile):
-                    print(f"[{n} peers, {mode}] light load: {args.light} messages, one at a time ...", flush=True)
-                    lprof = tmp / f"profile-light-{tag}.txt" if args.profile else None
-                    row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{tag}", args.deadline, args.src,
-                                                       lprof, args.rate, secure, args.http),
-                                         print_light, lprof, top=15)
-                rows.append(row)
-            if args.only in (None, "light") and len(modes) == 2 and not args.profile:
-                print(f"[{n} peers, plain and secured side by side] light load: {args.light} messages to each, "
-                      f"one at a time, alternating ...", flush=True)
-                pair = scenario(lambda: light_pair(n, args.light, tmp / f"light{n}", args.deadline, args.src),
-                                lambda lts: [print(f"  {m}:", end="") or print_light(lt)
-                                             for m, lt in zip(modes, lts)], None, top=0)
-                for row, lt in zip(rows[-2:], pair or (None, None)):
+                for order in orders:
+                    row = {"n": n, "mode": mode, "order": order}
+                    tag = f"{n}{mode[0]}{order[0]}"
+                    label = f"{n} peers, {mode}, {order}"
+                    if args.only in (None, "throughput"):
+                        what = f"window {args.window}/peer" if args.window else "unbounded"
+                        print(f"\n[{label}] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
+                        prof = tmp / f"profile-{tag}.txt" if args.profile else None
+                        row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}",
+                                                                args.deadline, prof, args.rate, args.src, secure,
+                                                                args.http, args.watch, order),
+                                             lambda t: print_throughput(t, n), prof, top=25)
+                    if args.only in (None, "light") and not together:
+                        print(f"[{label}] light load: {args.light} messages, one at a time ...", flush=True)
+                        lprof = tmp / f"profile-light-{tag}.txt" if args.profile else None
+                        row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{tag}", args.deadline,
+                                                           args.src, lprof, args.rate, secure, args.http, order),
+                                             print_light, lprof, top=15)
+                    rows.append(row)
+            if args.only in (None, "light") and together:
+                mine = rows[first:]
+                kinds = [(f"{r['mode']}-{r['order']}", r["mode"] == "secured", r["order"]) for r in mine]
+                print(f"[{n} peers, {' and '.join(k for k, _, _ in kinds)} side by side] light load: {args.light} "
+                      f"messages to each, one at a time, taking turns ...", flush=True)
+                lts = scenario(lambda: light_together(n, args.light, tmp / f"light{n}", args.deadline, args.src,
+                                                      kinds),
+                               lambda lts: [print(f"  {k}:", end="") or print_light(lt)
+                                            for (k, _, _), lt in zip(kinds, lts)], None, top=0)
+                for row, lt in zip(mine, lts or [None] * len(mine)):
                     row["lt"] = lt
-            for row in rows[-len(modes):]:
+            for row in rows[first:]:
                 status |= 0 if all(r and r["ok"] for k, r in row.items() if k in ("tp", "lt")) else 1
     except KeyboardInterrupt:
         print("\ninterrupted: peers stopped")
@@ -548,43 +651,78 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    print("\n" + "=" * 127)
-    print(f"{'peers':>5} | {'mode':>7} | {'msgs/peer':>9} | {'multicasts/s':>12} | {'load p50 ms':>11} | "
-          f"{'load p99 ms':>11} | {'light p50 ms':>12} | {'light p99 ms':>12} | {'CPU us/mc/peer':>14} | order")
-    print("-" * 127)
+    print_table(rows, args.messages)
+    print_comparisons(rows, sizes)
+    print(f"load average after the run: {loadavg()}")
+    print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
+    return status
+
+
+def print_table(rows: list[dict], messages: int | None) -> None:
+    """One line per group size, mode and order: the figures side by side."""
+    head = (f"{'peers':>5} | {'mode':>7} | {'order':>9} | {'msgs/peer':>9} | {'multicasts/s':>12} | "
+            f"{'load p50 ms':>11} | {'load p99 ms':>11} | {'light p50 ms':>12} | {'light p99 ms':>12} | "
+            f"{'frames/mc':>9} | {'bytes/mc':>8} | {'CPU us/mc/peer':>14} | check")
+    print("\n" + "=" * len(head))
+    print(head)
+    print("-" * len(head))
     for row in rows:
         t, lt = row.get("tp"), row.get("lt")
         n = row["n"]
-        cells = [f"{n:>5}", f"{row['mode']:>7}"]
-        cells.append(f"{(args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)) if 'tp' in row else '-':>9}")
+        cells = [f"{n:>5}", f"{row['mode']:>7}", f"{row['order']:>9}"]
+        cells.append(f"{(messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)) if 'tp' in row else '-':>9}")
         cells.append(f"{t['rate']:>12,.0f}" if t else f"{'-' if 'tp' not in row else 'FAILED':>12}")
         cells.append(f"{ms(t['p50']):>11}" if t else f"{'-':>11}")
         cells.append(f"{ms(t['p99']):>11}" if t else f"{'-':>11}")
         cells.append(f"{ms(lt['p50']):>12}" if lt else f"{'-' if 'lt' not in row else 'FAILED':>12}")
         cells.append(f"{ms(lt['p99']):>12}" if lt else f"{'-':>12}")
+        traffic = t if t and t.get("frames_mc") is not None else lt  # the throughput run's, else the light one's
+        has = traffic is not None and traffic.get("frames_mc") is not None
+        cells.append(f"{traffic['frames_mc']:>9.2f}" if has else f"{'-':>9}")  # type: ignore[index]
+        cells.append(f"{traffic['bytes_mc']:>8,.0f}" if has else f"{'-':>8}")  # type: ignore[index]
         cells.append(f"{t['cpu_us']:>14.1f}" if t else f"{'-':>14}")
         oks = [x["ok"] for x in (t, lt) if x]
         failed = ("tp" in row and t is None) or ("lt" in row and lt is None)
         cells.append("FAILED" if failed else ("OK" if all(oks) else "MISMATCH"))
         print(" | ".join(cells))
+
+
+def print_comparisons(rows: list[dict], sizes: list[int]) -> None:
+    """Secured against plain (per order), and each order against lamport (per mode)."""
     for n in sizes:
-        both = {r["mode"]: r for r in rows if r["n"] == n}
-        if len(both) < 2:
-            continue
-        plain, secured = both["plain"], both["secured"]
-        parts = []
-        if plain.get("tp") and secured.get("tp"):
-            parts.append(f"throughput {100 * secured['tp']['rate'] / plain['tp']['rate']:.0f}% of plain "
-                         f"(goal >= 75%)")
-            parts.append(f"CPU per multicast {100 * (secured['tp']['cpu_us'] / plain['tp']['cpu_us'] - 1):+.0f}% "
-                         f"(steadier than rates on a busy machine)")
-        if plain.get("lt") and secured.get("lt"):
-            parts.append(f"light-load p50 {1000 * (secured['lt']['p50'] - plain['lt']['p50']):+.3f} ms "
-                         f"(goal within 0.2 ms)")
-        if parts:
-            print(f"secured vs plain, {n} peers: " + "; ".join(parts))
-    print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
-    return status
+        for order in ORDERS:
+            both = {r["mode"]: r for r in rows if r["n"] == n and r["order"] == order}
+            if len(both) < 2:
+                continue
+            plain, secured = both["plain"], both["secured"]
+            parts = []
+            if plain.get("tp") and secured.get("tp"):
+                parts.append(f"throughput {100 * secured['tp']['rate'] / plain['tp']['rate']:.0f}% of plain "
+                             f"(goal >= 75%)")
+                parts.append(f"CPU per multicast {100 * (secured['tp']['cpu_us'] / plain['tp']['cpu_us'] - 1):+.0f}% "
+                             f"(steadier than rates on a busy machine)")
+            if plain.get("lt") and secured.get("lt"):
+                parts.append(f"light-load p50 {1000 * (secured['lt']['p50'] - plain['lt']['p50']):+.3f} ms "
+                             f"(goal within 0.2 ms)")
+            if parts:
+                print(f"secured vs plain, {n} peers, {order}: " + "; ".join(parts))
+        for mode in ("plain", "secured"):
+            by_order = {r["order"]: r for r in rows if r["n"] == n and r["mode"] == mode}
+            base = by_order.get("lamport")
+            if base is None:
+                continue
+            for order, r in by_order.items():
+                if order == "lamport":
+                    continue
+                parts = []
+                if base.get("tp") and r.get("tp"):
+                    parts.append(f"throughput {r['tp']['rate'] / base['tp']['rate']:.2f}x lamport's")
+                    if base["tp"].get("frames_mc") and r["tp"].get("frames_mc"):
+                        parts.append(f"frames per multicast {r['tp']['frames_mc'] / base['tp']['frames_mc']:.2f}x")
+                if base.get("lt") and r.get("lt"):
+                    parts.append(f"light-load p50 {1000 * (r['lt']['p50'] - base['lt']['p50']):+.3f} ms")
+                if parts:
+                    print(f"{order} vs lamport, {n} peers, {mode}: " + "; ".join(parts))
 
 
 if __name__ == "__main__":

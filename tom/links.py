@@ -45,7 +45,8 @@ class Link:
         self.state = "down"  # down -> connecting -> up
         self.incarnation: int | None = None
         self.frames_in = 0
-        self.frames_out = 0
+        self.frames_out = 0  # frames written (a frame re-sent after a reconnect counts again)
+        self.bytes_out = 0  # bytes written, link control (RECEIVED) included
         self.last_heard: float | None = None
         self.refused: str | None = None  # the reason the neighbor gave when it last refused us
         self.mismatch: str | None = None  # the last handshake's line when its group runs another order
@@ -164,6 +165,7 @@ class Link:
                     self.unacked_frames += n
                     self.frames_out += n
             stream = self.stream
+            self.bytes_out += size
             try:
                 await stream.send_all(b"".join(chunks))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):

@@ -177,7 +177,10 @@ class Peer:
             self._report_undelivered()
             st = self.core.stats
             log.info("stopped with %d events delivered; premature ACKs: %d; deliveries released behind a "
-                     "late head: %d", self.output.written, st["premature_acks"], st["released_behind_head"])
+                     "late head: %d", self.output.written, st.get("premature_acks", 0),
+                     st.get("released_behind_head", 0))
+            log.info("sent on the links: %d frames, %d bytes", sum(link.frames_out for link in self.links.values()),
+                     sum(link.bytes_out for link in self.links.values()))
 
     def _open_http(self):
         """Bind the --http socket (a ConfigError line if impossible) and build the app; return the
