@@ -520,18 +520,6 @@ def traffic_text(r: dict) -> str:
     return f"; on the links {r['frames_mc']:.2f} frames, {r['bytes_mc']:,.0f} bytes per multicast"
 
 
-def unbuilt(order: str) -> str | None:
-    """Why the core cannot run ``order`` yet, or None (issue 9 builds the orders in parts)."""
-    from tom.core import Core
-    from tom.errors import UsageError
-
-    try:
-        Core("127.0.0.1:1", ["127.0.0.1:1"], order=order)
-    except UsageError as e:
-        return str(e)
-    return None
-
-
 def print_light(lt: dict) -> None:
     print(f"  latency p50 {ms(lt['p50']).strip()} ms, p99 {ms(lt['p99']).strip()} ms "
           f"(last peer: p50 {ms(lt['all_p50']).strip()}, p99 {ms(lt['all_p99']).strip()}; "
@@ -583,13 +571,6 @@ def main(argv: list[str] | None = None) -> int:
 
     args.src = source_tree(ap, args.src)
     orders = list(ORDERS) if args.order == "all" else [args.order]
-    for order in list(orders):
-        why = unbuilt(order)
-        if why:
-            print(f"{order}: not run ({why})")
-            orders.remove(order)
-    if not orders:
-        return 2
     security = args.security or ("plain" if args.order == "all" else "both")
     stop_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="tom-bench-"))

@@ -11,28 +11,8 @@ import time
 import pytest
 
 from procs import PeerProcs, free_ports, write_neighbors
-from tom.core import Core
-from tom.errors import UsageError
 
 ORDERS = ("lamport", "sequencer", "causal")
-
-
-def unbuilt(order: str) -> str | None:
-    """The core's refusal while ``order`` is not built yet (issue 9 lands it in parts), else None."""
-    try:
-        Core("127.0.0.1:1", ["127.0.0.1:1"], order=order)
-    except UsageError as e:
-        if "not built yet" in str(e):
-            return str(e)
-        raise
-    return None
-
-
-def skip_unbuilt(*orders: str) -> None:
-    for order in orders:
-        reason = unbuilt(order)
-        if reason:
-            pytest.skip(f"the core says: {reason} (issue 9's core part); this skip goes once it is built")
 
 
 def records(path):
@@ -44,7 +24,6 @@ def records(path):
 @pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs Java 17+")
 @pytest.mark.parametrize("order", ORDERS)
 def test_launch_each_order_with_delay_and_jitter_is_verified(tmp_path, order):
-    skip_unbuilt(order)
     ports = free_ports(4)
     nb = write_neighbors(tmp_path / "nb.txt", ports)
     run = subprocess.run([sys.executable, "-m", "tom.launch", str(nb), "--order", order, "--messages", "40",
@@ -69,7 +48,6 @@ def test_launch_each_order_with_delay_and_jitter_is_verified(tmp_path, order):
 @pytest.mark.e2e
 @pytest.mark.parametrize("secure", [False, True], ids=["plain", "secured"])
 def test_neighbors_of_different_orders_refuse_each_other_with_one_line_each(tmp_path, secure):
-    skip_unbuilt("sequencer")
     low, high = sorted(free_ports(2))
     a, b = f"127.0.0.1:{low}", f"127.0.0.1:{high}"
     with PeerProcs(tmp_path, 2, secure=secure, ports=[low, high], each=[(), ("--order", "sequencer")]) as group:
