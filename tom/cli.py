@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--order", choices=ORDERS, default="lamport",
                       help="how the group orders its messages, the same at every member (a neighbor of another "
                            "order is refused): lamport (default) delivers in one total order once every member "
-                           "acknowledged; sequencer in one total order numbered by the view's coordinator (about n "
+                           "acknowledged; sequencer in one total order numbered by the view's coordinator (about 2n "
                            "frames a message instead of n*n); causal in an order that keeps cause before effect "
                            "(vector clocks; concurrent messages may be delivered in different orders)")
     peer.add_argument("--no-ui", action="store_true", help="headless: each stdin line is one message")
