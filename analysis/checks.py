@@ -47,14 +47,14 @@ def order_key(order: str = LAMPORT) -> Column:
 def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
     """One row per event key with its deliveries; exactly one shuffle (hash of the key).
 
-    Columns: ``clock, pid, host, port, kind, view, sent_at, seq, number, deliveries, duplicated,
-    differs``.
+    Columns: ``clock, pid, host, port, kind, view, sent_at, seq, seq_max, number, number_max,
+    deliveries, duplicated, differs``.
     ``deliveries`` is ``array<struct<peer, index, delivered_at, view>>`` sorted by (peer, index) with
     one element per peer that delivered the event (its first delivery there); ``duplicated`` is null
     unless some peer delivered the key more than once, and then holds every delivery; ``differs``
     lists the fields (kind, view, sent_at, text, seq, vc) on which copies of the event disagree.
     ``seq`` (sequencer runs) and ``number`` (causal runs: ``vc[pid]``, the message's position among
-    its origin's messages of the view) are the least over the copies.
+    its origin's messages of the view) are the least over the copies, ``*_max`` the greatest.
     """
     vc_hash = F.xxhash64(F.array_sort(F.map_entries("vc")))
     number = F.col("vc")[F.col("pid")]
@@ -71,7 +71,7 @@ def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
         F.min(F.when(F.col("vc").isNotNull(), vc_hash)).alias("vc_min"),
         F.max(F.when(F.col("vc").isNotNull(), vc_hash)).alias("vc_max"),
         F.count("vc").alias("vc_count"),
-        F.min(number).alias("number"),
+        F.min(number).alias("number"), F.max(number).alias("number_max"),
         F.count(F.lit(1)).alias("copies"),
         F.sort_array(F.collect_list(F.struct("peer", "index", "delivered_at", "view"))).alias("all"),
     )
@@ -88,7 +88,7 @@ def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
                | (F.col("vc_count").between(1, F.col("copies") - 1)), F.lit("vc")),
     ))
     return grouped.select(
-        *KEY, "host", "port", "kind", "view", "sent_at", "seq", "number",
+        *KEY, "host", "port", "kind", "view", "sent_at", "seq", "seq_max", "number", "number_max",
         first_per_peer.alias("deliveries"),
         F.when(F.size(first_per_peer) != F.size("all"), F.col("all")).alias("duplicated"),
         differs.alias("differs"),
@@ -129,12 +129,15 @@ def number_conflicts(messages: DataFrame, order: str, max_listed: int = 5) -> Da
     ``max_listed`` ``(clock, pid)`` sorted). One shuffle of the (small) message events.
     """
     msgs = messages.filter(F.col("kind") == "message")
+    # a message whose copies disagree on its number takes part under each of its least and greatest
     if order == SEQUENCER:
         numbered = msgs.filter(F.col("seq").isNotNull()).select(
-            "view", F.lit(None).cast("string").alias("origin"), F.col("seq").alias("number"), *KEY)
+            "view", F.lit(None).cast("string").alias("origin"),
+            F.explode(F.array_distinct(F.array("seq", "seq_max"))).alias("number"), *KEY)
     elif order == CAUSAL:
         numbered = msgs.filter(F.col("number").isNotNull()).select(
-            "view", F.col("pid").alias("origin"), "number", *KEY)
+            "view", F.col("pid").alias("origin"),
+            F.explode(F.array_distinct(F.array("number", "number_max"))).alias("number"), *KEY)
     else:
         numbered = msgs.select("view", F.lit(None).cast("string").alias("origin"),
                                F.lit(None).cast("long").alias("number"), *KEY).limit(0)
