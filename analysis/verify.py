@@ -10,6 +10,7 @@ first messages for the picture. Exit status: 0 verified, 1 violations found, 2 u
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -182,16 +183,50 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
     conf = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
     previous = spark.conf.get(conf, None)
     spark.conf.set(conf, "65536")
+    peeked = peek_order(resolved.files)
     try:
-        settled = _verify_fast(spark, resolved.files, first, result, lap)
+        settled = peeked in (None, "lamport") and _verify_fast(spark, resolved.files, first, result, lap)
     finally:
         spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
+    if peeked not in (None, "lamport"):
+        result["order"] = peeked  # the exact path decides it again from every record
     if not settled:
         order = result.get("order", "lamport")
         result["fast_path"] = ("not conclusive: exact checks run" if order == "lamport" else
                                f"{order} order: exact checks run (the one-pass proof is Lamport's)")
         _verify_exact(spark, resolved.files, first, result, lap)
     return result
+
+
+PEEK_BYTES = 1 << 16
+
+
+def peek_order(files: list[str]) -> str | None:
+    """The order named by the first line of each local file, if they all name the same one
+    (:func:`analysis.schema.order_claim` in Python); None if a file is remote, unreadable or the
+    files differ. Only a hint: it lets a sequencer or causal run skip the fast path (the Lamport
+    order's one-pass proof); both paths decide the order from every record."""
+    from analysis import schema
+
+    seen = set()
+    for f in files:
+        if schema.is_remote_uri(f):
+            return None
+        try:
+            with open(schema.local_path(f), "rb") as fh:
+                line = fh.readline(PEEK_BYTES)
+            r = json.loads(line)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(r, dict):
+            return None
+        if r.get("v") == 1:
+            seen.add("lamport")
+        elif r.get("kind") == "view":
+            seen.add(r.get("order"))
+        else:
+            seen.add("sequencer" if "seq" in r else "causal" if "vc" in r else "lamport")
+    return seen.pop() if len(seen) == 1 and None not in seen else None
 
 
 def _not_in_order(order: str) -> dict[str, dict]:
