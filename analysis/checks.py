@@ -276,6 +276,23 @@ def view_recipients(views: DataFrame) -> DataFrame:
                     F.array_except("members", crashed).alias("required")))
 
 
+def unsettled_views(views: DataFrame) -> DataFrame:
+    """``view, peer``: the members removed as failed at ``view + 1`` in a view whose coordinator (its
+    least member in pid order, the sequencer) was removed too.
+
+    In the sequencer order the survivors then settle the numbers that died with the coordinator
+    themselves, so such a member's last view may hold other numbers, or another order, than the
+    survivors' (docs/output-format.md, "Uniformity"): its messages of that view are held only to
+    its own file's order, not compared with anyone's. Small (one row per such member).
+    """
+    as_key = F.transform("members", lambda m: F.struct(pid_host(m).alias("host"),
+                                                       pid_port(m).alias("port"), m.alias("pid")))
+    return (view_recipients(views)
+            .select("view", "crashed", F.array_min(as_key)["pid"].alias("coordinator"))
+            .filter(F.array_contains("crashed", F.col("coordinator")))
+            .select("view", F.explode("crashed").alias("peer")))
+
+
 def crash_points(messages: DataFrame, views: DataFrame, order: str = LAMPORT) -> DataFrame:
     """``view, peer, last``: per member that crashed during ``view``, the order key (as
     :func:`order_key` of ``order``, a total order) of the last event it delivered in that view (null

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from analysis import causal, checks, run_order, verify
@@ -318,3 +319,45 @@ def test_v1_run_verifies_and_files_disagreeing_on_the_order_are_unusable(spark, 
             f"{tmp_path}/mixed/run/127.0.0.1_5001.jsonl; sequencer in {tmp_path}/mixed/run/127.0.0.1_5002.jsonl")
     assert rep["problems"] == [line]
     assert out.splitlines()[:2] == ["UNUSABLE INPUT", f"  {line}"]
+
+
+def test_a_failed_peer_whose_sequencer_failed_too_is_not_compared_in_that_view(spark, tmp_path):
+    """View 1 = {A, B, C, D}, sequencer A. A and D fail; the survivors B, C settle the numbers:
+    D's view 1 (other numbers from seq 3 on) is held only to its own order. If A survives (only
+    D fails), D's numbers must agree."""
+    D = "127.0.0.1:5003"
+
+    def run(failed: list[str]) -> dict[str, list[dict]]:
+        members, survivors = [A, B, C, D], [p for p in (A, B, C, D) if p not in failed]
+
+        def view(peer, view_id, ms, **kw):
+            return v2(view_record(peer, 0, 1 if view_id == 1 else 9, survivors[0], view_id, ms, **kw),
+                      order="sequencer", seq=0)
+        settled = [((2, A), 1), ((2, B), 2), ((3, C), 3), ((4, B), 4)]
+        d_saw = [((2, A), 1), ((2, B), 2), ((4, A), 3), ((3, C), 4)]  # numbers A gave before dying
+        out = {}
+        for peer in survivors:
+            out[peer] = renumber([view(peer, 1, members, joined=members)]
+                                 + [v2(message(peer, 0, *k), seq=s) for k, s in settled]
+                                 + [view(peer, 2, survivors, removed=failed)])
+        out[D] = renumber([view(D, 1, members, joined=members)]
+                          + [v2(message(D, 0, *k), seq=s) for k, s in d_saw])
+        return out
+
+    views = checks.view_members(spark.createDataFrame(
+        [(1, [A, B, C, D], []), (2, [B, C], [A, D])], "view long, members array<string>, "
+        "removed array<string>").withColumn("kind", F.lit("view")))
+    assertDataFrameEqual(checks.unsettled_views(views),
+                         spark.createDataFrame([(1, A), (1, D)], "view long, peer string"))
+
+    files = {}
+    for name, failed in (("both", [A, D]), ("d_only", [D])):
+        write_run(tmp_path / name, run(failed))
+        files[name] = [f"file:{p}" for p in sorted((tmp_path / name).glob("*.jsonl"))]
+    rep = verify.verify(spark, files["both"])
+    assert (rep["verdict"], rep["order"]) == ("VERIFIED", "sequencer"), rep["checks"]
+    assert rep["checks"]["agreement"]["note"].endswith(f"{A} in view 1, {D} in view 1")
+    rep = verify.verify(spark, files["d_only"])
+    assert rep["verdict"] == "VIOLATED"
+    assert {r["clock"] for r in rep["checks"]["conflicting_copies"]["first"]} == {3}
+    assert rep["checks"]["numbering"]["count"] >= 1
