@@ -520,6 +520,7 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
         chosen = run_order.decide(claims)
         if chosen.problem:
             result["problems"] = [chosen.problem]
+            result.pop("order", None)  # the first lines' hint, if any, was wrong
             return
         order = result["order"] = chosen.order
         lat = checks.latencies(records)

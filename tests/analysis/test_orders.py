@@ -361,3 +361,13 @@ def test_a_failed_peer_whose_sequencer_failed_too_is_not_compared_in_that_view(s
     assert rep["verdict"] == "VIOLATED"
     assert {r["clock"] for r in rep["checks"]["conflicting_copies"]["first"]} == {3}
     assert rep["checks"]["numbering"]["count"] >= 1
+
+
+def test_a_disagreement_after_the_first_lines_is_found_by_the_exact_path(spark, tmp_path):
+    """Every file starts as a causal run (the peek's hint), one message further down has no vc."""
+    run = causal_run(views=True)
+    run[B][3] = {k: v for k, v in run[B][3].items() if k != "vc"}
+    write_run(tmp_path, run)
+    rep = verify.verify(spark, [f"file:{p}" for p in sorted(tmp_path.glob("*.jsonl"))])
+    assert (rep["verdict"], "order" in rep) == ("UNUSABLE INPUT", False)
+    assert rep["problems"][0].startswith("the files disagree about the order: lamport in ")
