@@ -371,3 +371,16 @@ def test_a_disagreement_after_the_first_lines_is_found_by_the_exact_path(spark, 
     rep = verify.verify(spark, [f"file:{p}" for p in sorted(tmp_path.glob("*.jsonl"))])
     assert (rep["verdict"], "order" in rep) == ("UNUSABLE INPUT", False)
     assert rep["problems"][0].startswith("the files disagree about the order: lamport in ")
+
+
+def test_a_predecessor_nobody_delivered_is_said_so():
+    """:func:`causal.describe` (driver side): the overtaken message is looked up by (view, member,
+    number); when no peer's copy exists, the row says so instead of naming one."""
+    row = {"peer": C, "view": 1, "index": 2, "clock": 2, "pid": B, "member": A, "needed": 1,
+           "delivered": 0}
+    got = causal.describe([row], [{"view": 1, "clock": 2, "pid": B, "number": 1, "text": "b1"}])
+    assert got[0]["message"] == {"clock": 2, "pid": B, "text": "b1"}
+    assert (got[0]["overtook"], got[0]["overtook_note"]) == (
+        None, f"message 1 of {A} in view 1: delivered by no peer")
+    named = causal.describe([row], [{"view": 1, "clock": 1, "pid": A, "number": 1, "text": "a1"}])
+    assert named[0]["overtook"] == {"clock": 1, "pid": A, "text": "a1"}
