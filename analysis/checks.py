@@ -3,9 +3,11 @@
 Input conventions:
 
 * ``records``: good records from :func:`analysis.schema.good_records` (columns ``file, row, kind,
-  index, peer, clock, pid, host, port, view, delivered_at, sent_at, text_hash, members``). Events (messages
-  and views) are identified by their key ``(clock, pid)`` and totally ordered by ``(clock, host,
-  port)`` -- host compared byte-wise, port as an integer (docs/output-format.md, "The order").
+  index, peer, clock, pid, host, port, view, delivered_at, sent_at, text_hash, members, removed,
+  claim, seq, vc``). Events (messages and views) are identified by their key ``(clock, pid)`` in
+  every order. A Lamport run totally orders them by ``(clock, host, port)`` -- host compared
+  byte-wise, port as an integer (docs/output-format.md, "The order"); a sequencer run by ``(view,
+  seq)`` (a view record is ``(view, 0)``); a causal run only partially (analysis/causal.py).
 * ``messages``: the event table of :func:`event_table`, one row per key with the deliveries of every
   peer nested in an array; built with a single shuffle (by key) and meant to be cached.
 
@@ -25,10 +27,18 @@ from analysis.schema import pid_host, pid_port
 KEY = ("clock", "pid")
 ORDER_KEY = ("clock", "host", "port")
 QUANTILES = (0.5, 0.95, 0.99)
+LAMPORT, SEQUENCER, CAUSAL = "lamport", "sequencer", "causal"
+NON_UNIFORM = (SEQUENCER, CAUSAL)
+"""Orders in which a member removed as failed may have delivered messages no survivor delivered."""
 
 
-def order_key() -> Column:
-    """The total-order key of an event as one comparable struct ``(clock, host, port)``."""
+def order_key(order: str = LAMPORT) -> Column:
+    """The total-order key of an event as one comparable struct: ``(clock, host, port)`` in a
+    Lamport run, ``(view, seq)`` in a sequencer run. A causal run has none (see analysis/causal.py);
+    its key orders only views against the messages of each view: ``(view, seq)`` with ``seq``
+    null (first) for the view record, so that it is usable where a prefix is taken by view."""
+    if order == SEQUENCER:
+        return F.struct("view", "seq")
     return F.struct(*ORDER_KEY)
 
 
@@ -37,12 +47,17 @@ def order_key() -> Column:
 def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
     """One row per event key with its deliveries; exactly one shuffle (hash of the key).
 
-    Columns: ``clock, pid, host, port, kind, view, sent_at, deliveries, duplicated, differs``.
+    Columns: ``clock, pid, host, port, kind, view, sent_at, seq, seq_max, number, number_max,
+    deliveries, duplicated, differs``.
     ``deliveries`` is ``array<struct<peer, index, delivered_at, view>>`` sorted by (peer, index) with
     one element per peer that delivered the event (its first delivery there); ``duplicated`` is null
     unless some peer delivered the key more than once, and then holds every delivery; ``differs``
-    lists the fields (kind, view, sent_at, text) on which copies of the event disagree.
+    lists the fields (kind, view, sent_at, text, seq, vc) on which copies of the event disagree.
+    ``seq`` (sequencer runs) and ``number`` (causal runs: ``vc[pid]``, the message's position among
+    its origin's messages of the view) are the least over the copies, ``*_max`` the greatest.
     """
+    vc_hash = F.xxhash64(F.array_sort(F.map_entries("vc")))
+    number = F.col("vc")[F.col("pid")]
     by_key = records.repartition(*KEY) if partitions is None else records.repartition(partitions, *KEY)
     grouped = by_key.groupBy(*KEY).agg(
         F.first("host").alias("host"),
@@ -51,6 +66,13 @@ def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
         F.min("view").alias("view"), F.max("view").alias("view_max"),
         F.min("sent_at").alias("sent_at"), F.max("sent_at").alias("sent_at_max"),
         F.min("text_hash").alias("hash_min"), F.max("text_hash").alias("hash_max"),
+        F.min("seq").alias("seq"), F.max("seq").alias("seq_max"),
+        F.count("seq").alias("seq_count"),
+        F.min(F.when(F.col("vc").isNotNull(), vc_hash)).alias("vc_min"),
+        F.max(F.when(F.col("vc").isNotNull(), vc_hash)).alias("vc_max"),
+        F.count("vc").alias("vc_count"),
+        F.min(number).alias("number"), F.max(number).alias("number_max"),
+        F.count(F.lit(1)).alias("copies"),
         F.sort_array(F.collect_list(F.struct("peer", "index", "delivered_at", "view"))).alias("all"),
     )
     first_per_peer = F.filter(
@@ -60,9 +82,13 @@ def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
         F.when(F.col("view") != F.col("view_max"), F.lit("view")),
         F.when(F.col("sent_at") != F.col("sent_at_max"), F.lit("sent_at")),
         F.when(F.col("hash_min") != F.col("hash_max"), F.lit("text")),
+        F.when((F.col("seq") != F.col("seq_max"))
+               | (F.col("seq_count").between(1, F.col("copies") - 1)), F.lit("seq")),
+        F.when((F.col("vc_min") != F.col("vc_max"))
+               | (F.col("vc_count").between(1, F.col("copies") - 1)), F.lit("vc")),
     ))
     return grouped.select(
-        *KEY, "host", "port", "kind", "view", "sent_at",
+        *KEY, "host", "port", "kind", "view", "sent_at", "seq", "seq_max", "number", "number_max",
         first_per_peer.alias("deliveries"),
         F.when(F.size(first_per_peer) != F.size("all"), F.col("all")).alias("duplicated"),
         differs.alias("differs"),
@@ -94,29 +120,71 @@ def conflicting_copies(messages: DataFrame) -> DataFrame:
     return messages.select(*KEY, "differs").filter(F.size("differs") > 0)
 
 
+def number_conflicts(messages: DataFrame, order: str, max_listed: int = 5) -> DataFrame:
+    """Distinct messages of one view sharing a number: the same ``seq`` in a sequencer run, the
+    same origin and ``vc[origin]`` in a causal run (a number names one message: the sequence
+    position, or the origin's n-th message of the view). Empty for a Lamport run.
+
+    Columns: ``view, origin`` (null for the sequencer), ``number, messages, keys`` (the first
+    ``max_listed`` ``(clock, pid)`` sorted). One shuffle of the (small) message events.
+    """
+    msgs = messages.filter(F.col("kind") == "message")
+    # a message whose copies disagree on its number takes part under each of its least and greatest
+    if order == SEQUENCER:
+        numbered = msgs.filter(F.col("seq").isNotNull()).select(
+            "view", F.lit(None).cast("string").alias("origin"),
+            F.explode(F.array_distinct(F.array("seq", "seq_max"))).alias("number"), *KEY)
+    elif order == CAUSAL:
+        numbered = msgs.filter(F.col("number").isNotNull()).select(
+            "view", F.col("pid").alias("origin"),
+            F.explode(F.array_distinct(F.array("number", "number_max"))).alias("number"), *KEY)
+    else:
+        numbered = msgs.select("view", F.lit(None).cast("string").alias("origin"),
+                               F.lit(None).cast("long").alias("number"), *KEY).limit(0)
+    return (numbered.groupBy("view", "origin", "number")
+            .agg(F.count(F.lit(1)).alias("messages"),
+                 F.slice(F.sort_array(F.collect_list(F.struct(*KEY))), 1, max_listed).alias("keys"))
+            .filter(F.col("messages") > 1))
+
+
 # --------------------------------------------------------------------------- 2. order per peer
 
-def order_violations(records: DataFrame) -> DataFrame:
+NOT_AFTER = {LAMPORT: "not after previous (clock, pid)", SEQUENCER: "not after previous (view, seq)",
+             CAUSAL: "view record not after the previous view's events"}
+"""The order check's complaint, per order (each contains "not after": the job looks for it)."""
+
+
+def order_violations(records: DataFrame, order: str = LAMPORT) -> DataFrame:
     """Per peer, by ``index``: every record whose key is not strictly above the previous record's,
     or whose index is not the previous index + 1 (first index must be 1).
 
+    The key is :func:`order_key` of ``order``. A causal run has no total order: there a record is
+    out of place only if its view is below the previous record's, or it is a view record not above
+    the previous record's view (a view's record comes before its messages).
     Columns: ``peer, index, clock, pid, prev_index, prev_clock, prev_pid, problem``; ``problem`` is a
     ``"; "``-joined subset of ``first index is not 1``, ``index repeated``, ``index gap``,
-    ``not after previous (clock, pid)``. One shuffle (hash of peer) and a sort.
+    :data:`NOT_AFTER` of the order. One shuffle (hash of peer) and a sort.
     """
     w = Window.partitionBy("peer").orderBy("index", "row")
-    prev_key = F.lag(order_key()).over(w)
+    key = order_key(order)
+    prev_key = F.lag(key).over(w)
     prev_index = F.lag("index").over(w)
     framed = records.select(
-        "peer", "index", *KEY, order_key().alias("key"),
+        "peer", "index", *KEY, "kind", "view", key.alias("key"),
         prev_index.alias("prev_index"), prev_key.alias("prev_key"),
+        F.lag("view").over(w).alias("prev_view"),
         F.lag("clock").over(w).alias("prev_clock"), F.lag("pid").over(w).alias("prev_pid"),
     )
+    if order == CAUSAL:
+        out_of_place = ((F.col("view") < F.col("prev_view"))
+                        | ((F.col("kind") == "view") & (F.col("view") <= F.col("prev_view"))))
+    else:
+        out_of_place = F.col("key") <= F.col("prev_key")
     problem = F.concat_ws("; ", F.array_compact(F.array(
         F.when(F.col("prev_index").isNull() & (F.col("index") != 1), F.lit("first index is not 1")),
         F.when(F.col("index") == F.col("prev_index"), F.lit("index repeated")),
         F.when(F.col("index") > F.col("prev_index") + 1, F.lit("index gap")),
-        F.when(F.col("key") <= F.col("prev_key"), F.lit("not after previous (clock, pid)")),
+        F.when(out_of_place, F.lit(NOT_AFTER[order])),
     )))
     return (framed.select("peer", "index", *KEY, "prev_index", "prev_clock", "prev_pid",
                           problem.alias("problem"))
@@ -208,21 +276,41 @@ def view_recipients(views: DataFrame) -> DataFrame:
                     F.array_except("members", crashed).alias("required")))
 
 
-def crash_points(messages: DataFrame, views: DataFrame) -> DataFrame:
+def unsettled_views(views: DataFrame) -> DataFrame:
+    """``view, peer``: the members removed as failed at ``view + 1`` in a view whose coordinator (its
+    least member in pid order, the sequencer) was removed too.
+
+    In the sequencer order the survivors then settle the numbers that died with the coordinator
+    themselves, so such a member's last view may hold other numbers, or another order, than the
+    survivors' (docs/output-format.md, "Uniformity"): its messages of that view are held only to
+    its own file's order, not compared with anyone's. Small (one row per such member).
+    """
+    as_key = F.transform("members", lambda m: F.struct(pid_host(m).alias("host"),
+                                                       pid_port(m).alias("port"), m.alias("pid")))
+    return (view_recipients(views)
+            .select("view", "crashed", F.array_min(as_key)["pid"].alias("coordinator"))
+            .filter(F.array_contains("crashed", F.col("coordinator")))
+            .select("view", F.explode("crashed").alias("peer")))
+
+
+def crash_points(messages: DataFrame, views: DataFrame, order: str = LAMPORT) -> DataFrame:
     """``view, peer, last``: per member that crashed during ``view``, the order key (as
-    :func:`order_key`) of the last event it delivered in that view (null if none).
+    :func:`order_key` of ``order``, a total order) of the last event it delivered in that view (null
+    if none).
 
     A peer delivers in the total order, so what it delivered before crashing is every event of the
     view up to ``last``; after ``last`` it owes nothing. Only crashed peers' deliveries are scanned.
     """
     crashed = (view_recipients(views).select("view", F.explode("crashed").alias("peer")))
-    delivered = messages.select("view", order_key().alias("key"), F.explode(holders(messages)).alias("peer"))
+    delivered = messages.select("view", order_key(order).alias("key"),
+                                F.explode(holders(messages)).alias("peer"))
     last = (delivered.join(F.broadcast(crashed), ["view", "peer"], "left_semi")
             .groupBy("view", "peer").agg(F.max("key").alias("last")))
     return crashed.join(last, ["view", "peer"], "left")
 
 
-def expected_recipients(messages: DataFrame, views: DataFrame, peers: list[str]) -> DataFrame:
+def expected_recipients(messages: DataFrame, views: DataFrame, peers: list[str],
+                        order: str = LAMPORT) -> DataFrame:
     """``messages`` plus ``expected`` (the peers that must deliver each message) and ``allowed``
     (the peers that may).
 
@@ -232,21 +320,40 @@ def expected_recipients(messages: DataFrame, views: DataFrame, peers: list[str])
     the total order -- a crashed peer owes the prefix of view k it lived through, nothing after.
     A view without a view record falls back to ``peers``. View events get nulls (their recipients are
     not checked).
+
+    Non-uniform orders (:data:`NON_UNIFORM`, docs/output-format.md "Uniformity"): a message of view
+    k that no required member of k (one that stays in k + 1) delivered is an extra of crashed
+    members, and the required members owe it nothing. A sequencer run keeps the prefix rule above,
+    in ``(view, seq)`` order (a crashed member that delivered seq 7 owes the survivors' seq 1..6); a
+    causal run has no total order, so a crashed member owes nothing at all: whatever it delivered
+    is held to the causal check instead.
     """
     everyone = _everyone(peers)
-    points = crash_points(messages, views).groupBy("view").agg(
-        F.collect_list(F.struct("peer", "last")).alias("_points"))
-    known = F.broadcast(views.select(F.col("view").alias("_view"), F.col("members").alias("_members"))
-                        .join(points.withColumnRenamed("view", "_view"), "_view", "left"))
+    no_one = F.array().cast("array<string>")
+    roles = view_recipients(views).select(F.col("view").alias("_view"), F.col("members").alias("_members"),
+                                          F.col("crashed").alias("_crashed"))
+    if order != CAUSAL:
+        points = crash_points(messages, views, order).groupBy("view").agg(
+            F.collect_list(F.struct("peer", "last")).alias("_points"))
+        roles = roles.join(points.withColumnRenamed("view", "_view"), "_view", "left")
+    known = F.broadcast(roles)
     joined = messages.join(known, messages["view"] == known["_view"], "left")
-    key = order_key()
-    excused = F.coalesce(F.transform(
-        F.filter("_points", lambda c: ~F.coalesce(c["last"] >= key, F.lit(False))),
-        lambda c: c["peer"]), F.array().cast("array<string>"))
     allowed = F.coalesce(F.col("_members"), everyone)
+    if order == CAUSAL:
+        excused = F.coalesce(F.col("_crashed"), no_one)
+    else:
+        key = order_key(order)
+        excused = F.coalesce(F.transform(
+            F.filter("_points", lambda c: ~F.coalesce(c["last"] >= key, F.lit(False))),
+            lambda c: c["peer"]), no_one)
+    owed = F.array_except(allowed, excused)
+    if order in NON_UNIFORM:
+        required = F.array_except(allowed, F.coalesce(F.col("_crashed"), no_one))
+        by_required = F.arrays_overlap(holders(messages), required)
+        owed = F.when(by_required, owed).otherwise(F.array_except(owed, required))
     is_message = F.col("kind") == "message"
     return joined.select(*messages.columns,
-                         F.when(is_message, F.array_except(allowed, excused)).alias("expected"),
+                         F.when(is_message, owed).alias("expected"),
                          F.when(is_message, allowed).alias("allowed"))
 
 
@@ -484,8 +591,8 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
     Columns: ``lines, records, messages, views, first_row, last_row, last_bad_row, bad`` (first
     ``bad_kept`` bad rows: ``row, problem, excerpt``), ``disorder, index_faults``, message
     fingerprint sums ``hash_lo, hash_hi, hash2`` (exact: 32-bit parts summed in 64 bits),
-    ``lat_sum, lat_min, lat_max``, ``member_lists`` (views: distinct ``(members, removed)``) and
-    ``early`` (first records, picture).
+    ``lat_sum, lat_min, lat_max``, ``member_lists`` (views: distinct ``(members, removed)``),
+    ``early`` (first records, picture) and ``claims`` (the orders its good records name).
     """
     good = F.col("problem").isNull()
     msg = good & (F.col("kind") == "message")
@@ -515,6 +622,7 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
                              F.struct(F.array_sort("members").alias("members"), "removed")))
         .alias("member_lists"),
         F.collect_list(F.when(good & F.col("early").isNotNull(), early)).alias("early"),
+        F.collect_set("claim").alias("claims"),
     )
 
 

@@ -195,6 +195,13 @@ class SummaryFold:
         """As :func:`checks.summary_early`."""
         return [e for r in self.rows for e in r["early"] or () if e is not None]
 
+    def claims(self) -> dict[str, list[str]]:
+        """Per file, the orders its good records name (as :func:`analysis.run_order.claims_by_file`)."""
+        out: dict[str, set[str]] = {}
+        for r in self.rows:
+            out.setdefault(r["file"], set()).update(c for c in r["claims"] or () if c is not None)
+        return {f: sorted(c) for f, c in out.items()}
+
     def files_of_peers(self) -> dict[str, list[str]]:
         """Per peer, the files holding its records."""
         out: dict[str, list[str]] = {}

@@ -23,6 +23,9 @@ CHECKS = (  # (key in result["checks"], title, what a row means)
     ("divergence", "pairwise order", "first position where two peers' common messages differ"),
     ("conflicting_copies", "conflicting copies", "copies of one (clock, pid) with different content"),
     ("view_conflicts", "view conflicts", "peers recorded different members for one view"),
+    ("numbering", "seq/vc numbers", "two messages of one view with the same seq (sequencer) or the "
+                                    "same origin and vc[origin] (causal)"),
+    ("causal", "causal order", "a peer delivered a message before a causal predecessor (both named)"),
 )
 VERDICT_STYLE = {"VERIFIED": "bold green", "VIOLATED": "bold red", "UNUSABLE INPUT": "bold yellow"}
 VERDICT_COLOUR = {"VERIFIED": "#1a7f37", "VIOLATED": "#cf222e", "UNUSABLE INPUT": "#9a6700"}
@@ -43,8 +46,28 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
 
 
+def verdict_line(result: dict) -> str:
+    """``VERIFIED (causal order)``: the verdict and the order checked (when one was determined)."""
+    order = result.get("order")
+    return f"{result['verdict']} ({order} order)" if order else result["verdict"]
+
+
+def _message(m: dict | None) -> str:
+    if not m:
+        return "?"
+    text = m.get("text")
+    return f"({m['clock']}, {m['pid']})" + ("" if text is None else f" {json.dumps(text)[:80]}")
+
+
 def _describe(row: dict) -> str:
-    """One violation row as ``key=value`` text (nested structs flattened)."""
+    """One violation row as ``key=value`` text (nested structs flattened); a causal violation as a
+    sentence naming the message and the predecessor it overtook."""
+    if "overtook_note" in row:
+        pred = _message(row["overtook"]) + f" ({row['overtook_note']})" if row["overtook"] \
+            else row["overtook_note"]
+        return (f"{row['peer']} delivered {_message(row['message'])} at index {row['index']} before "
+                f"its causal predecessor {pred}; it had delivered {row['delivered']} of "
+                f"{row['member']}'s messages of view {row['view']}, needed {row['needed']}")
     parts = []
     for k, v in row.items():
         if isinstance(v, dict):
@@ -58,7 +81,7 @@ def _describe(row: dict) -> str:
 def print_summary(result: dict, console: Console, rows_per_check: int = 3) -> None:
     """Verdict first, then counts, then the first violations of each check."""
     verdict = result["verdict"]
-    console.print(f"[{VERDICT_STYLE[verdict]}]{verdict}[/]")
+    console.print(verdict_line(result), style=VERDICT_STYLE[verdict], markup=False)
     for problem in result.get("problems", []):
         console.print(f"  {problem}", markup=False)
     counts = result.get("counts")
@@ -81,12 +104,14 @@ def print_summary(result: dict, console: Console, rows_per_check: int = 3) -> No
         table.add_column("violations", justify="right")
         table.add_column("meaning", style="dim")
         for key, title, meaning in CHECKS:
+            if key not in found:
+                continue
             count = found[key]["count"]
             table.add_row(title, f"[red]{count:,}[/]" if count else "0", meaning)
         console.print(table)
         for key, title, _ in CHECKS:
-            c = found[key]
-            if not c["count"]:
+            c = found.get(key)
+            if not c or not c["count"]:
                 continue
             console.print(f"[bold]{title}[/] (first {min(rows_per_check, len(c['first']))} "
                           f"of {c['count']:,}):")
@@ -225,8 +250,8 @@ def render_html(result: dict) -> str:
     verdict = result["verdict"]
     out = ["<!doctype html><html><head><meta charset='utf-8'><title>TOM verification: "
            f"{_e(verdict)}</title><style>{_CSS}</style></head><body>",
-           f"<h1><span class='verdict' style='background:{VERDICT_COLOUR[verdict]}'>{_e(verdict)}"
-           "</span></h1>"]
+           f"<h1><span class='verdict' style='background:{VERDICT_COLOUR[verdict]}'>"
+           f"{_e(verdict_line(result))}</span></h1>"]
     for p in result.get("problems", []):
         out.append(f"<p class='bad'>{_e(p)}</p>")
     counts = result.get("counts")
@@ -237,7 +262,7 @@ def render_html(result: dict) -> str:
     found = result.get("checks")
     if found:
         out.append("<h2>Checks</h2>")
-        rows = [[title, found[k]["count"], meaning] for k, title, meaning in CHECKS]
+        rows = [[title, found[k]["count"], meaning] for k, title, meaning in CHECKS if k in found]
         out.append(_table(["check", "violations", "meaning"], rows, {1}))
     diagram = result.get("diagram")
     if diagram:
@@ -254,8 +279,8 @@ def render_html(result: dict) -> str:
         out.append(_table(["peer", "messages", "p50", "p95", "p99", "max"], rows, {1, 2, 3, 4, 5}))
     if found:
         for key, title, _ in CHECKS:
-            c = found[key]
-            if c["count"] and c["first"]:
+            c = found.get(key)
+            if c and c["count"] and c["first"]:
                 out.append(f"<h3 class='bad'>{_e(title)}: first {len(c['first'])} of {c['count']:,}</h3>")
                 out.append("<ul>" + "".join(f"<li><code>{_e(_describe(r))}</code></li>"
                                             for r in c["first"]) + "</ul>")

@@ -1,4 +1,4 @@
-"""Schema v1 of TOM output files, input resolution and parsing (docs/output-format.md).
+"""Schemas v1 and v2 of TOM output files, input resolution and parsing (docs/output-format.md).
 
 Invariants of :func:`parse_lines`:
 
@@ -19,7 +19,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSIONS = (1, 2)
+ORDERS = ("lamport", "sequencer", "causal")
+"""The orders a group can run; a v1 record, and a v2 message with neither ``seq`` nor ``vc``,
+belong to a Lamport run."""
 
 RECORD_SCHEMA = T.StructType([
     T.StructField("v", T.IntegerType()),
@@ -36,9 +39,13 @@ RECORD_SCHEMA = T.StructType([
     T.StructField("joined", T.ArrayType(T.StringType())),
     T.StructField("left", T.ArrayType(T.StringType())),
     T.StructField("removed", T.ArrayType(T.StringType())),
+    T.StructField("order", T.StringType()),
+    T.StructField("seq", T.LongType()),
+    T.StructField("vc", T.MapType(T.StringType(), T.LongType())),
 ])
-"""One record of schema v1; ``text``/``sent_at`` only on messages, ``members``/``joined``/``left``/
-``removed`` only on views."""
+"""One record of schema v1 or v2; ``text``/``sent_at`` only on messages, ``members``/``joined``/
+``left``/``removed``/``order`` only on views; ``seq`` (sequencer runs) and ``vc`` (causal runs' messages)
+only in v2."""
 
 COMMON_FIELDS = ("v", "kind", "index", "peer", "clock", "pid", "delivered_at", "view")
 MESSAGE_FIELDS = ("text", "sent_at")
@@ -214,12 +221,45 @@ def record_problem(blank: Column, unparsable: Column) -> Column:
                F.when(blank, F.lit("blank line"))
                .when(unparsable, F.lit("not valid JSON (torn or corrupt line)"))
                .otherwise(F.concat(F.lit("missing or ill-typed: "), F.concat_ws(", ", missing))))
-        .when(F.col("v") != SCHEMA_VERSION,
+        .when(~F.col("v").isin(*SCHEMA_VERSIONS),
               F.concat(F.lit("unsupported schema version v="), F.col("v").cast("string")))
         .when(~kind.isin("message", "view"), F.concat(F.lit("unknown kind "), kind))
         .when(pid_port(F.col("pid")).isNull(), F.lit("pid is not host:port"))
         .when(F.col("index") < 1, F.lit("index < 1"))
+        .when(F.col("v") == 1, F.lit(None))  # v1 knows no order fields: whatever is there is ignored
+        .when((kind == "view") & F.col("order").isNull(), F.lit("missing or ill-typed: order"))
+        .when((kind == "view") & ~F.col("order").isin(*ORDERS),
+              F.concat(F.lit("unknown order "), F.col("order")))
+        .when(F.col("seq").isNotNull() & F.col("vc").isNotNull(), F.lit("both seq and vc"))
+        .when((kind == "message") & (F.col("seq") < 1), F.lit("seq < 1"))
+        .when((kind == "view") & (F.col("seq") != 0), F.lit("a view record's seq is not 0"))
+        .when((kind == "view") & F.col("vc").isNotNull(), F.lit("vc on a view record"))
+        .when(F.col("vc").isNotNull() & ~(F.coalesce(F.col("vc")[F.col("pid")], F.lit(0)) >= 1),
+              F.lit("vc does not count the message at its origin (vc[pid] < 1)"))
+        .when(F.col("vc").isNotNull() & F.exists(F.map_values("vc"), lambda c: c.isNull() | (c < 0)),
+              F.lit("vc holds a negative count"))
     )
+
+
+def order_claim() -> Column:
+    """The order a good record says its run uses: ``order`` of a v2 view record; for a v2 message
+    ``sequencer`` if it has ``seq``, ``causal`` if it has ``vc``, else ``lamport``; every v1 record
+    ``lamport``."""
+    return (F.when(F.col("v") == 1, F.lit("lamport"))
+            .when(F.col("kind") == "view", F.col("order"))
+            .when(F.col("seq").isNotNull(), F.lit("sequencer"))
+            .when(F.col("vc").isNotNull(), F.lit("causal"))
+            .otherwise(F.lit("lamport")))
+
+
+def order_fields() -> list[Column]:
+    """``claim``, ``seq`` (a sequencer view record's is 0) and ``vc`` of a record; ``seq``/``vc``
+    null in v1 records (ignored there) and where the record's order does not use them."""
+    v2 = F.col("v") == 2
+    seq = F.when(v2 & (order_claim() == "sequencer"),
+                 F.when(F.col("kind") == "view", F.lit(0)).otherwise(F.col("seq")))
+    return [order_claim().alias("claim"), seq.cast("long").alias("seq"),
+            F.when(v2, F.col("vc")).alias("vc")]
 
 
 def removed_of_view() -> Column:
@@ -229,10 +269,11 @@ def removed_of_view() -> Column:
 
 
 def parse_lines(raw: DataFrame) -> DataFrame:
-    """Parse raw lines into records of schema v1, keeping bad lines with a reason.
+    """Parse raw lines into records of schema v1 or v2, keeping bad lines with a reason.
 
     Output columns: ``file, block_start, row, problem, excerpt`` and the record columns
-    ``kind, index, peer, clock, pid, view, delivered_at, sent_at, text_hash, members, removed``;
+    ``kind, index, peer, clock, pid, view, delivered_at, sent_at, text_hash, members, removed,
+    claim, seq, vc`` (see :func:`order_fields`);
     ``text_hash`` is xxhash64 of the text (the text itself is not kept: the checks only compare
     it). ``removed`` of a view record (the members that view took out as failed) is optional: absent
     means none; ``joined``/``left`` are validated by nothing and not kept.
@@ -249,6 +290,7 @@ def parse_lines(raw: DataFrame) -> DataFrame:
         "view", "delivered_at", "sent_at",
         F.xxhash64("text").alias("text_hash"),
         "members", removed_of_view().alias("removed"),
+        *order_fields(),
     )
 
 
@@ -279,7 +321,8 @@ def narrow_records(read: DataFrame) -> DataFrame:
     """The narrow per-row frame of the fast path, from :func:`read_records`.
 
     Columns: ``file, block_start, row, problem, excerpt, kind, index, peer, clock, pid, view,
-    latency, content_hash, content_hash2, members, removed, early``. ``content_hash``/``content_hash2`` are xxhash64
+    latency, content_hash, content_hash2, members, removed, early, claim`` (``claim``: the order a
+    good record names, :func:`order_claim`). ``content_hash``/``content_hash2`` are xxhash64
     and murmur3 of ``(clock, pid, kind, sent_at, text)``: what copies of one message must agree on.
     ``latency`` is null for views; ``members``/``removed`` only for views; ``early`` (``sent_at, delivered_at``)
     only for the first :data:`EARLY_INDEX` records of a peer, for the picture. The text is hashed,
@@ -301,6 +344,7 @@ def narrow_records(read: DataFrame) -> DataFrame:
         F.when(is_view, F.col("members")).alias("members"),
         removed_of_view().alias("removed"),
         F.when(F.col("index") <= EARLY_INDEX, F.struct("sent_at", "delivered_at")).alias("early"),
+        F.when(problem.isNull(), order_claim()).alias("claim"),
     )
 
 

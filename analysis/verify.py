@@ -10,6 +10,7 @@ first messages for the picture. Exit status: 0 verified, 1 violations found, 2 u
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,9 @@ MAX_PEERS = 1000        # a group larger than this is not a TOM group; refuse ra
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="tom verify",
-        description="Check that TOM peers delivered the same messages in the same total order. "
+        description="Check that TOM peers delivered the same messages in the order their run used "
+                    "(Lamport or sequencer: the same total order; causal: every message after its "
+                    "causal predecessors). "
                     "Exit status: 0 verified, 1 violations found, 2 unusable input.")
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="output files, folders (their *.jsonl files) or globs; local paths or "
@@ -180,14 +183,60 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
     conf = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
     previous = spark.conf.get(conf, None)
     spark.conf.set(conf, "65536")
+    peeked = peek_order(resolved.files)
     try:
-        settled = _verify_fast(spark, resolved.files, first, result, lap)
+        settled = peeked in (None, "lamport") and _verify_fast(spark, resolved.files, first, result, lap)
     finally:
         spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
+    if peeked not in (None, "lamport"):
+        result["order"] = peeked  # the exact path decides it again from every record
     if not settled:
-        result["fast_path"] = "not conclusive: exact checks run"
+        order = result.get("order", "lamport")
+        result["fast_path"] = ("not conclusive: exact checks run" if order == "lamport" else
+                               f"{order} order: exact checks run (the one-pass proof is Lamport's)")
         _verify_exact(spark, resolved.files, first, result, lap)
     return result
+
+
+PEEK_BYTES = 1 << 16
+
+
+def peek_order(files: list[str]) -> str | None:
+    """The order named by the first line of each local file, if they all name the same one
+    (:func:`analysis.schema.order_claim` in Python); None if a file is remote, unreadable or the
+    files differ. Only a hint: it lets a sequencer or causal run skip the fast path (the Lamport
+    order's one-pass proof); both paths decide the order from every record."""
+    from analysis import schema
+
+    seen = set()
+    for f in files:
+        if schema.is_remote_uri(f):
+            return None
+        try:
+            with open(schema.local_path(f), "rb") as fh:
+                line = fh.readline(PEEK_BYTES)
+            r = json.loads(line)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(r, dict):
+            return None
+        if r.get("v") == 1:
+            seen.add("lamport")
+        elif r.get("kind") == "view":
+            seen.add(r.get("order"))
+        else:
+            seen.add("sequencer" if "seq" in r else "causal" if "vc" in r else "lamport")
+    return seen.pop() if len(seen) == 1 and None not in seen else None
+
+
+def _not_in_order(order: str) -> dict[str, dict]:
+    """The checks an order does not use, reported as 0 with the reason."""
+    out = {}
+    if order == "lamport":
+        out["numbering"] = {"count": 0, "first": [], "note": "the Lamport order numbers nothing"}
+    if order != "causal":
+        out["causal"] = {"count": 0, "first": [], "note": f"a {order} run: no vector timestamps"}
+    return out
 
 
 def _no_blank_lines(spark, files: list[str], blocks: list[dict]) -> bool:
@@ -242,6 +291,14 @@ class _SparkSummaryFacts:
         from analysis import checks
         return [r.asDict() for r in checks.summary_early(self.summary).collect()]
 
+    def claims(self) -> dict[str, list[str]]:
+        from pyspark.sql import functions as F
+        out: dict[str, set[str]] = {}
+        for r in (self.summary.groupBy("file").agg(F.array_distinct(F.flatten(F.collect_list("claims")))
+                                                   .alias("claims")).collect()):
+            out.setdefault(self.rename(r.file), set()).update(c for c in r.claims if c is not None)
+        return {f: sorted(c) for f, c in out.items()}
+
     def files_of_peers(self) -> dict[str, list[str]]:
         from pyspark.sql import functions as F
         out: dict[str, list[str]] = {}
@@ -290,7 +347,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
     of narrow rows; everything collected is bounded by splits, peers, views, latency bins."""
     from pyspark import StorageLevel
 
-    from analysis import checks, fold, schema
+    from analysis import checks, fold, run_order, schema
 
     summary = checks.run_summary(schema.narrow_records(schema.read_records(spark, files)),
                                  bad_kept=first).persist(StorageLevel.MEMORY_AND_DISK)
@@ -319,6 +376,13 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
         if len(peer_rows) > MAX_PEERS:
             result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
             return True
+        chosen = run_order.decide(facts.claims())
+        if chosen.problem:
+            result["problems"] = [chosen.problem]
+            return True
+        result["order"] = chosen.order
+        if chosen.order != checks.LAMPORT:  # the one-pass proof is the Lamport order's
+            return False
         lap("lines_s")
         if any(p["disorder"] or p["index_faults"] for p in peer_rows):
             return False
@@ -356,6 +420,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
         found["divergence"] = {"count": 0, "first": [], "note": implied,
                                "pairs": len(peers) * (len(peers) - 1) // 2, "compared": 0,
                                "ranked_exactly": 0}
+        found.update(_not_in_order(checks.LAMPORT))
         result["counts"] = {"records": n_records, "peers": len(peers),
                             "events": messages + len(view_rows), "messages": messages,
                             "views": len(view_rows)}
@@ -405,6 +470,21 @@ def _histogram_range(overall: dict) -> tuple[float, float]:
     return low, (high * 1.25 if high > 0 else (overall.get("max") or 1.0))
 
 
+def _causal_check(spark, records, files: list[str], first: int, found: dict) -> None:
+    """The causal check (analysis/causal.py) into ``found["causal"]``: its count, and its first
+    violations with the message and the predecessor it overtook named by ``(clock, pid)`` and text,
+    read back from the input (one more scan, only when something is wrong)."""
+    from analysis import causal, schema
+
+    count, rows = _count_and_first(causal.causal_violations(records),
+                                   ["peer", "index", "member"], first)
+    if rows:
+        named = [r.asDict() for r in causal.named_messages(schema.read_records(spark, files), rows)
+                 .collect()]  # at most 2 x first rows
+        rows = causal.describe(rows, named)
+    found["causal"] = {"count": count, "first": rows}
+
+
 def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> None:
     """Every check computed exactly (event table, order, pairwise divergences): fills ``result``.
 
@@ -413,7 +493,7 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from analysis import checks, schema
+    from analysis import checks, run_order, schema
 
     parsed = schema.parse_lines(schema.read_lines(spark, files)) \
         .persist(StorageLevel.MEMORY_AND_DISK)
@@ -436,6 +516,13 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
             return
 
         records = schema.good_records(parsed)
+        claims = {rename(r.file): r.claims for r in run_order.claims_by_file(records).collect()}
+        chosen = run_order.decide(claims)
+        if chosen.problem:
+            result["problems"] = [chosen.problem]
+            result.pop("order", None)  # the first lines' hint, if any, was wrong
+            return
+        order = result["order"] = chosen.order
         lat = checks.latencies(records)
         stats = checks.latency_summary(lat).collect()  # peers + 1 rows
         per_peer = sorted((r.asDict() for r in stats if r.peer is not None), key=lambda r: r["peer"])
@@ -446,7 +533,18 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
         overall = next((r.asDict() for r in stats if r.peer is None), {})
         lap("peer_stats_s")
 
-        messages = checks.event_table(records).persist(StorageLevel.MEMORY_AND_DISK)
+        views = checks.view_members(records)
+        compared = records
+        unsettled: list[dict] = []
+        if order == checks.SEQUENCER:  # members whose last view's numbers died with its sequencer
+            unsettled = [r.asDict() for r in checks.unsettled_views(views).limit(MAX_PEERS).collect()]
+            if unsettled:
+                mark = F.broadcast(checks.unsettled_views(views).withColumn("_unsettled", F.lit(True)))
+                compared = (records.join(mark, ["view", "peer"], "left")
+                            .filter(~(F.coalesce("_unsettled", F.lit(False))
+                                      & (F.col("kind") == "message")))
+                            .drop("_unsettled"))
+        messages = checks.event_table(compared).persist(StorageLevel.MEMORY_AND_DISK)
         totals = messages.agg(
             F.count(F.lit(1)).alias("events"),
             F.count_if(F.col("kind") == "message").alias("messages"),
@@ -463,18 +561,21 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
                                                ["peer", "index"], first))
         record("conflicting_copies", *_count_and_first(checks.conflicting_copies(messages),
                                                        list(checks.ORDER_KEY[:1]) + ["pid"], first))
-        views = checks.view_members(records)
         view_rows = [r.asDict(recursive=True) for r in views.orderBy("view").limit(MAX_PEERS).collect()]
         view_conflicts = [v for v in view_rows if v["variants"] > 1]
         record("view_conflicts", len(view_conflicts), view_conflicts[:first])
-        agree = checks.agreement(checks.expected_recipients(messages, views, peers)) \
+        agree = checks.agreement(checks.expected_recipients(messages, views, peers, order)) \
             .persist(StorageLevel.MEMORY_AND_DISK)
         try:
             n_agree = agree.count()
             missing_total = agree.agg(F.sum(F.size("missing"))).first()[0] or 0 if n_agree else 0
             record("agreement", n_agree,
                    _rows(agree.orderBy("clock", "pid"), first) if n_agree else [],
-                   missing_deliveries=missing_total)
+                   missing_deliveries=missing_total,
+                   **({"note": "not compared (their view's sequencer failed too, so its numbers "
+                               "were settled without them): " + ", ".join(
+                                   f"{u['peer']} in view {u['view']}" for u in unsettled[:10])}
+                      if unsettled else {}))
             lap("agreement_s")
             if missing_total:
                 gaps = checks.fifo_gaps(records, checks.missing_deliveries(agree))
@@ -484,28 +585,42 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
         finally:
             agree.unpersist()
 
-        order = checks.order_violations(records).persist(StorageLevel.MEMORY_AND_DISK)
+        found.update(_not_in_order(order))
+        if order != checks.LAMPORT:
+            record("numbering", *_count_and_first(checks.number_conflicts(messages, order),
+                                                  ["view", "origin", "number"], first))
+        if order == checks.CAUSAL:
+            _causal_check(spark, records, files, first, found)
+            lap("causal_s")
+
+        ordered = checks.order_violations(records, order).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            n_order = order.count()
-            record("order", n_order, _rows(order.orderBy("peer", "index"), first) if n_order else [])
-            disordered = [r.peer for r in order.filter(F.col("problem").contains("not after"))
+            n_order = ordered.count()
+            record("order", n_order, _rows(ordered.orderBy("peer", "index"), first) if n_order else [])
+            disordered = [r.peer for r in ordered.filter(F.col("problem").contains("not after"))
                           .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
-            index_dirty = [r.peer for r in order.filter(F.col("problem").contains("index"))
+            index_dirty = [r.peer for r in ordered.filter(F.col("problem").contains("index"))
                            .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
         finally:
-            order.unpersist()
+            ordered.unpersist()
         lap("order_s")
-        if disordered:  # FIFO holds at every peer whose total order holds: check only the others
+        if order == checks.CAUSAL:
+            record("fifo_reorders", 0, [], note="causal: an origin's messages out of order are "
+                                                "caught by the causal check (its own vc count)")
+        elif disordered:  # FIFO holds at every peer whose total order holds: check only the others
             reorders = checks.fifo_reorders(records.filter(F.col("peer").isin(disordered)))
             record("fifo_reorders", *_count_and_first(reorders, ["peer", "index"], first))
         else:
             record("fifo_reorders", 0, [], note="implied by the order check")
         lap("fifo_s")
 
-        # Two peers whose records are both strictly increasing by (clock, pid) list their common
-        # events in the same order, so only pairs with a disordered peer can diverge.
-        suspect = [(a, b) for i, a in enumerate(peers) for b in peers[i + 1:]
-                   if a in disordered or b in disordered]
+        # Two peers whose records are both strictly increasing by the order's key list their common
+        # events in the same order, so only pairs with a disordered peer can diverge -- as long as
+        # the key is the same in every copy, which for a sequencer's seq is a check of its own.
+        seq_conflicts = order == checks.SEQUENCER and found["conflicting_copies"]["count"] > 0
+        suspect = [] if order == checks.CAUSAL else [
+            (a, b) for i, a in enumerate(peers) for b in peers[i + 1:]
+            if a in disordered or b in disordered or seq_conflicts]
         divergences: list[dict] = []
         exact: list[tuple[str, str]] = []
         if suspect:
@@ -525,7 +640,9 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
                                  key=lambda d: (d["position"], d["peer_a"], d["peer_b"]))
         record("divergence", len(divergences), divergences[:max(first, 10)],
                pairs=len(peers) * (len(peers) - 1) // 2, compared=len(suspect),
-               ranked_exactly=len(exact))
+               ranked_exactly=len(exact),
+               **({"note": "causal: no total order to compare; see the causal check"}
+                  if order == checks.CAUSAL else {}))
         lap("divergence_s")
 
         low, high = _histogram_range(overall)

@@ -154,6 +154,8 @@ def _cases() -> dict[str, tuple[dict, dict | None]]:
         "crash": (crash_run(), None),
         "crash_not_prefix": (crash_run(c_holds=[VIEW_1[0], VIEW_1[2]]), None),
         "crash_extra": (crash_run(c_holds=VIEW_1[:CRASH_AFTER - 1] + [(9, C)]), None),
+        "mixed_orders": (dict(run_of(EVENTS), **{C: [dict(r, v=2, seq=r["index"])
+                                                    for r in run_of(EVENTS)[C]]}), None),
     }
 
 
@@ -178,6 +180,7 @@ def test_driver_fold_equals_its_spark_twin(summarize, case):
     assert _canon(folded.latency_bins()) == _canon(queried.latency_bins())
     assert folded.view_members() == queried.view_members()
     assert _canon(folded.early()) == _canon(queried.early())
+    assert folded.claims() == queried.claims()
     assert {p: sorted(f) for p, f in folded.files_of_peers().items()} == \
         {p: sorted(f) for p, f in queried.files_of_peers().items()}
     peers = sorted(p["peer"] for p in folded.peers())

@@ -24,8 +24,8 @@ def test_good_lines_parse_with_pid_split(parse):
     ("", "blank line"),
     ('{"v":1,"kind":"message","index":"x","peer":"a:1","clock":1,"pid":"b:2","text":"t",'
      '"sent_at":1.0,"delivered_at":1.1,"view":1}', "missing or ill-typed: index"),
-    ('{"v":2,"kind":"message","index":1,"peer":"a:1","clock":1,"pid":"b:2","text":"t",'
-     '"sent_at":1.0,"delivered_at":1.1,"view":1}', "unsupported schema version v=2"),
+    ('{"v":3,"kind":"message","index":1,"peer":"a:1","clock":1,"pid":"b:2","text":"t",'
+     '"sent_at":1.0,"delivered_at":1.1,"view":1}', "unsupported schema version v=3"),
     ('{"v":1,"kind":"message","index":1,"peer":"a:1","clock":1,"pid":"b","text":"t",'
      '"sent_at":1.0,"delivered_at":1.1,"view":1}', "pid is not host:port"),
     ('{"v":1,"kind":"view","index":1,"peer":"a:1","clock":1,"pid":"b:2",'

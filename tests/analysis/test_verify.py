@@ -30,7 +30,7 @@ def test_correct_run_verifies(spark, tmp_path, capsys):
     code = verify.main([str(tmp_path / "run"), "--report-dir", str(tmp_path / "out")])
     out = capsys.readouterr().out
     assert code == 0
-    assert out.splitlines()[0] == "VERIFIED"
+    assert out.splitlines()[0] == "VERIFIED (lamport order)"
     rep = report(tmp_path / "out")
     assert rep["verdict"] == "VERIFIED" and rep["counts"]["messages"] == len(EVENTS)
     assert all(c["count"] == 0 for c in rep["checks"].values())
