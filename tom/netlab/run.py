@@ -283,15 +283,16 @@ class LabRun:
         side of a partition and delivered across it after the heal."""
         rel = lambda wall: wall - self.wall0  # noqa: E731
         alive = [i for i in self.pids if i not in self.killed]
-        removals: dict[str, float] = {}
+        removals: dict[str, tuple[float, set[int]]] = {}  # removed pid -> (first seen, by which peers)
         for i in alive:
             for view in self.outputs[i].views:
                 for pid in view.get("removed", ()):
-                    removals[pid] = min(removals.get(pid, float("inf")), view["delivered_at"])
+                    at, by = removals.get(pid, (float("inf"), set()))
+                    removals[pid] = (min(at, view["delivered_at"]), by | {i})
         number = {pid: i for i, pid in self.pids.items()}
         console.print("removed from the group: " + (", ".join(
-            f"peer {number.get(pid, pid)} at {rel(at):+.1f}s" for pid, at in sorted(removals.items(), key=lambda x: x[1]))
-            or "nobody"))
+            f"peer {number.get(pid, pid)} at {rel(at):+.1f}s by {','.join(map(str, sorted(by)))}"
+            for pid, (at, by) in sorted(removals.items(), key=lambda x: x[1][0])) or "nobody"))
         group = {self.pids[i] for i in self.survivors()}
         partitions = [(w, e.action) for w, e in self.applied if isinstance(e.action, (Partition, Heal))]
         for k, (cut_at, action) in enumerate(partitions):
