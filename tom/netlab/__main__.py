@@ -33,8 +33,8 @@ class Stopped(Exception):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="netlab", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
-        description="Run a TOM group of N peers, each in its own network namespace on a private switch, "
-                    "apply a fault schedule (partitions, packet loss, pauses, kills), stop, remove the "
+        description="Run a TOM group of N peers, each in its own network namespace on a private switch,\n"
+                    "apply a fault schedule (partitions, packet loss, pauses, kills), stop, remove the\n"
                     "namespaces and verify the output files with Spark. Needs root.")
     p.add_argument("--peers", type=int, default=5, metavar="N", help="group size (default 5)")
     p.add_argument("--duration", type=float, default=20.0, metavar="SECONDS",
