@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         if drops:
             console.print(f"packets dropped by the loss rules: {sum(drops.values()):,}")
         run.report()
+        run.write_timeline(how)
         code = 0
         if how != "complete":
             console.print(f"[red]not every survivor delivered every survivor's messages ({how})[/]")

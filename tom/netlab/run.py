@@ -317,6 +317,20 @@ class LabRun:
             for side in action.sides:
                 self._held(side, cut_at, healed_at, rel)
 
+    def write_timeline(self, how: str) -> Path:
+        """``timeline.json`` in the run folder: the events as applied (seconds after the workload
+        started, and wall-clock time as in the output files), how the run ended, the figures."""
+        path = self.config.run_dir / "timeline.json"
+        path.write_text(json.dumps({
+            "workload_started": self.wall0,
+            "peers": self.pids,
+            "events": [{"at": round(wall - self.wall0, 3), "wall": wall, "what": describe(e.action)}
+                       for wall, e in self.applied],
+            "end": how,
+            "figures": self.figures,
+        }, indent=1))
+        return path
+
     def _held(self, side: tuple[int, ...], cut_at: float, healed_at: float | None, rel) -> None:
         others = [i for i in self.pids if i not in side and i not in self.killed]
         entered = held = crossed = 0
