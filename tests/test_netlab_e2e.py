@@ -47,9 +47,10 @@ def records(keep: Path) -> dict[int, list[dict]]:
 
 
 def delivered(recs: list[dict]) -> dict[str, int]:
+    """Workload messages delivered, per origin (the end markers, ``<pid> #end``, not counted)."""
     by_origin: dict[str, int] = {}
     for r in recs:
-        if r["kind"] == "message":
+        if r["kind"] == "message" and not r["text"].endswith(" #end"):
             by_origin[r["pid"]] = by_origin.get(r["pid"], 0) + 1
     return by_origin
 

@@ -26,6 +26,7 @@ from .schedule import Event, Heal, Kill, LossOff, LossOn, Partition, Pause, Resu
 
 console = Console(highlight=False, soft_wrap=True)
 PORT = 5000
+MARKER = "#end"  # the text of the barrier message each survivor sends at the end: "<pid> #end"
 POLL = 0.05  # seconds between two rounds of the lab's loop
 START_LIMIT, FORM_LIMIT, STOP_LIMIT = 30.0, 60.0, 20.0
 EXIT_MEANING = {0: "left", 2: "setup error", 3: "removed by the group", 4: "stopped with messages not delivered",
@@ -57,6 +58,7 @@ class PeerOutput:
         self.views: list[dict] = []
         self.delivered: dict[str, dict[int, float]] = {}  # origin -> k -> delivered_at
         self.messages = 0
+        self.markers: set[str] = set()  # origins whose end marker was delivered here
 
     def update(self) -> bool:
         """Read what was appended; True if anything was."""
@@ -79,7 +81,9 @@ class PeerOutput:
             elif rec.get("kind") == "message":
                 self.messages += 1
                 k = str(rec.get("text", "")).partition(" #")[2].partition(" ")[0]
-                if k.isdigit():
+                if k == MARKER[1:]:
+                    self.markers.add(rec.get("pid"))
+                elif k.isdigit():
                     self.delivered.setdefault(rec.get("pid"), {})[int(k)] = rec.get("delivered_at", 0.0)
         return bool(data)
 
@@ -106,6 +110,7 @@ class LabRun:
         self.applied: list[tuple[float, Event]] = []  # (wall time, event)
         self.keys: Path | None = None
         self.workload: dict[int, list[str]] = {}
+        self.markers_sent = False
         self.t0 = 0.0
         self.wall0 = 0.0
         self.figures: dict[str, float] = {}
@@ -202,17 +207,26 @@ class LabRun:
     def survivors(self) -> list[int]:
         return [i for i in self.pids if i not in self.killed and i not in self.exited]
 
-    def complete(self) -> bool:
-        """Everything fed, the survivors in one view of exactly themselves, and each has delivered
-        every surviving origin's last message."""
+    def one_view(self) -> bool:
+        """Everything fed, and every survivor's latest view holds exactly the survivors."""
         alive = self.survivors()
-        if any(self.sent[i] < self.messages or self.pending[i] for i in alive):
-            return False
         group = {self.pids[i] for i in alive}
-        last = self.messages - 1
-        return all(self.outputs[i].members == group and
-                   all(last in self.outputs[i].delivered.get(self.pids[o], {}) for o in alive)
+        return all(self.sent[i] >= self.messages and not self.pending[i] and self.outputs[i].members == group
                    for i in alive)
+
+    def send_markers(self) -> None:
+        """The barrier: each survivor multicasts ``<pid> #end`` once the survivors are one group.
+        Every survivor is a member when the markers are sent, so each must deliver all of them, and
+        each origin's marker comes after all its workload (FIFO)."""
+        for i in self.survivors():
+            self.pending[i] += f"{self.pids[i]} {MARKER}\n".encode()
+        self.markers_sent = True
+        self.say("the survivors are one group: each multicasts its end marker")
+
+    def complete(self) -> bool:
+        """Every survivor delivered every survivor's end marker (and, by FIFO, what came before)."""
+        alive = self.survivors()
+        return self.markers_sent and all(self.pids[o] in self.outputs[i].markers for i in alive for o in alive)
 
     def drive(self) -> str:
         """Run the workload and the schedule; how it ended: complete, settled (nothing delivered for
@@ -243,6 +257,8 @@ class LabRun:
                 report_at = now
                 self.say("delivered: " + "  ".join(f"{i}:{self.outputs[i].messages}" for i in self.pids))
             if now >= end_of_work and not events:
+                if not self.markers_sent and self.one_view():
+                    self.send_markers()
                 if self.complete():
                     return "complete"
                 if now - max(last_growth, end_of_work) >= self.config.settle:
