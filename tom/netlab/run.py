@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from rich.console import Console
 
@@ -100,7 +101,7 @@ class LabRun:
         self.pids = {i: f"{net.address(i)}:{PORT}" for i in range(1, self.n + 1)}
         self.messages = max(1, round(config.rate * config.duration))
         self.procs: dict[int, subprocess.Popen] = {}
-        self.logs: dict[int, object] = {}
+        self.logs: dict[int, BinaryIO] = {}
         self.pending: dict[int, bytes] = {}
         self.sent = {i: 0 for i in self.pids}
         self.fed_at: dict[int, list[float]] = {i: [] for i in self.pids}
@@ -113,7 +114,7 @@ class LabRun:
         self.markers_sent = False
         self.t0 = 0.0
         self.wall0 = 0.0
-        self.figures: dict[str, float] = {}
+        self.figures: dict[str, list] = {}
 
     def output(self, i: int) -> Path:
         return self.config.run_dir / f"out-{i}.jsonl"
@@ -289,15 +290,18 @@ class LabRun:
                 except OSError:
                     pass
         for log in self.logs.values():
-            log.close()  # type: ignore[attr-defined]
+            log.close()
         for out in self.outputs.values():
             out.update()
 
     # -- figures ---------------------------------------------------------------------------------
+    def rel(self, wall: float) -> float:
+        """Seconds after the workload started, for a wall-clock time of the output files."""
+        return wall - self.wall0
+
     def report(self) -> None:
         """What the faults did: removals, time from each heal to one view, messages entered on each
-        side of a partition and delivered across it after the heal."""
-        rel = lambda wall: wall - self.wall0  # noqa: E731
+        side of a partition and delivered across it after the heal (also kept in ``figures``)."""
         alive = [i for i in self.pids if i not in self.killed]
         removals: dict[str, tuple[float, set[int]]] = {}  # removed pid -> (first seen, by which peers)
         for i in alive:
@@ -306,32 +310,48 @@ class LabRun:
                     at, by = removals.get(pid, (float("inf"), set()))
                     removals[pid] = (min(at, view["delivered_at"]), by | {i})
         number = {pid: i for i, pid in self.pids.items()}
+        ordered = sorted(removals.items(), key=lambda item: item[1][0])
+        self.figures["removed"] = [{"peer": number.get(pid, pid), "at": round(self.rel(at), 3), "by": sorted(by)}
+                                   for pid, (at, by) in ordered]
         console.print("removed from the group: " + (", ".join(
-            f"peer {number.get(pid, pid)} at {rel(at):+.1f}s by {','.join(map(str, sorted(by)))}"
-            for pid, (at, by) in sorted(removals.items(), key=lambda x: x[1][0])) or "nobody"))
-        group = {self.pids[i] for i in self.survivors()}
-        partitions = [(w, e.action) for w, e in self.applied if isinstance(e.action, (Partition, Heal))]
-        for k, (cut_at, action) in enumerate(partitions):
+            f"peer {r['peer']} at {r['at']:+.1f}s by {','.join(map(str, r['by']))}"
+            for r in self.figures["removed"]) or "nobody"))
+        cuts = [(wall, e.action) for wall, e in self.applied if isinstance(e.action, (Partition, Heal))]
+        self.figures["partitions"] = []
+        for k, (cut_at, action) in enumerate(cuts):
             if not isinstance(action, Partition):
                 continue
-            healed_at = next((w for w, a in partitions[k + 1:] if isinstance(a, Heal)), None)
+            healed_at = next((wall for wall, a in cuts[k + 1:] if isinstance(a, Heal)), None)
+            figure: dict = {"at": round(self.rel(cut_at), 3), "healed_at": None, "heal_to_one_view": None,
+                            "sides": [self._held(side, cut_at, healed_at) for side in action.sides]}
             if healed_at is not None:
-                times = []
-                for i in self.survivors():
-                    before = [v for v in self.outputs[i].views if v["delivered_at"] <= healed_at]
-                    if before and set(before[-1]["members"]) >= group:
-                        times.append(0.0)
-                        continue
-                    after = [v["delivered_at"] for v in self.outputs[i].views
-                             if v["delivered_at"] > healed_at and set(v["members"]) >= group]
-                    times.append(after[0] - healed_at if after else float("inf"))
-                worst = max(times, default=0.0)
-                self.figures["heal_to_one_view"] = worst
-                console.print(f"heal at {rel(healed_at):+.1f}s → one view of the survivors at every survivor: " +
-                              ("never" if worst == float("inf") else
-                               "at once (nobody had been removed)" if worst == 0 else f"after {worst:.2f} s"))
-            for side in action.sides:
-                self._held(side, cut_at, healed_at, rel)
+                figure["healed_at"] = round(self.rel(healed_at), 3)
+                figure["heal_to_one_view"] = worst = self._heal_to_one_view(healed_at)
+                console.print(f"heal at {self.rel(healed_at):+.1f}s → one view of the survivors at every survivor: "
+                              + ("never" if worst is None else "at once (nobody had been removed)" if worst == 0
+                                 else f"after {worst:.2f} s"))
+            for side in figure["sides"]:
+                console.print(f"side {','.join(map(str, side['side']))}: {side['entered']} messages entered during "
+                              f"the partition; {side['crossed']} delivered at every other live peer, "
+                              f"{side['after_heal']} of them after the heal"
+                              + (f" (the last {side['last_after_heal']:.2f} s after it)" if side["after_heal"] else ""))
+            self.figures["partitions"].append(figure)
+
+    def _heal_to_one_view(self, healed_at: float) -> float | None:
+        """Seconds from the heal until every survivor had installed a view holding all survivors (0: it
+        already had one), None if one never did."""
+        group = {self.pids[i] for i in self.survivors()}
+        worst = 0.0
+        for i in self.survivors():
+            views = self.outputs[i].views
+            before = [v for v in views if v["delivered_at"] <= healed_at]
+            if before and set(before[-1]["members"]) >= group:
+                continue
+            after = [v["delivered_at"] for v in views if v["delivered_at"] > healed_at and set(v["members"]) >= group]
+            if not after:
+                return None
+            worst = max(worst, after[0] - healed_at)
+        return round(worst, 3)
 
     def write_timeline(self, how: str) -> Path:
         """``timeline.json`` in the run folder: the events as applied (seconds after the workload
@@ -347,10 +367,12 @@ class LabRun:
         }, indent=1))
         return path
 
-    def _held(self, side: tuple[int, ...], cut_at: float, healed_at: float | None, rel) -> None:
+    def _held(self, side: tuple[int, ...], cut_at: float, healed_at: float | None) -> dict:
+        """Messages entered at ``side`` during the partition; how many every live peer of the other
+        sides delivered; how many of those only after the heal, and the last how long after it."""
         others = [i for i in self.pids if i not in side and i not in self.killed]
-        entered = held = crossed = 0
-        latest = 0.0
+        entered = crossed = after_heal = 0
+        last = 0.0
         for i in side:
             if i in self.killed:
                 continue
@@ -360,14 +382,12 @@ class LabRun:
                     continue
                 entered += 1
                 seen = [self.outputs[o].delivered.get(pid, {}).get(k) for o in others]
-                if others and all(t is not None for t in seen):
-                    crossed += 1
-                    if healed_at is not None and max(seen) > healed_at:  # type: ignore[type-var]
-                        held += 1
-                        latest = max(latest, max(seen) - healed_at)  # type: ignore[type-var, operator]
-        name = ",".join(map(str, side))
-        console.print(f"side {name}: {entered} messages entered during the partition; {crossed} delivered "
-                      f"at every other live peer, {held} of them after the heal"
-                      + (f" (the last {latest:.2f} s after it)" if held else ""))
-        self.figures[f"entered_{name}"] = entered
-        self.figures[f"crossed_{name}"] = crossed
+                if not others or any(t is None for t in seen):
+                    continue
+                crossed += 1
+                latest = max(t for t in seen if t is not None)
+                if healed_at is not None and latest > healed_at:
+                    after_heal += 1
+                    last = max(last, latest - healed_at)
+        return {"side": list(side), "entered": entered, "crossed": crossed, "after_heal": after_heal,
+                "last_after_heal": round(last, 3)}
