@@ -168,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         if how != "complete":
             console.print(f"[red]not every survivor delivered every survivor's messages ({how})[/]")
             code = 1
+        if run.exited:  # not killed by the lab: what they were given after they stopped is lost
+            console.print(f"[red]peers {','.join(map(str, sorted(run.exited)))} stopped during the run (exit "
+                          f"statuses {','.join(str(c) for _, c in sorted(run.exited.items()))})[/]")
+            code = 1
         if not args.no_verify:
             from ..launch import run_verifier
 

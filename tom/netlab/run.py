@@ -327,8 +327,8 @@ class LabRun:
             if healed_at is not None:
                 figure["healed_at"] = round(self.rel(healed_at), 3)
                 figure["heal_to_one_view"] = worst = self._heal_to_one_view(healed_at)
-                console.print(f"heal at {self.rel(healed_at):+.1f}s → one view of the survivors at every survivor: "
-                              + ("never" if worst is None else "at once (nobody had been removed)" if worst == 0
+                console.print(f"heal at {self.rel(healed_at):+.1f}s → every peer not killed in one view: "
+                              + ("never" if worst is None else "at once (they were one view already)" if worst == 0
                                  else f"after {worst:.2f} s"))
             for side in figure["sides"]:
                 console.print(f"side {','.join(map(str, side['side']))}: {side['entered']} messages entered during "
@@ -338,11 +338,12 @@ class LabRun:
             self.figures["partitions"].append(figure)
 
     def _heal_to_one_view(self, healed_at: float) -> float | None:
-        """Seconds from the heal until every survivor had installed a view holding all survivors (0: it
-        already had one), None if one never did."""
-        group = {self.pids[i] for i in self.survivors()}
+        """Seconds from the heal until every peer the lab did not kill had installed a view holding
+        all of them (0: it already had one), None if one never did (a peer that exited never does)."""
+        expected = [i for i in self.pids if i not in self.killed]
+        group = {self.pids[i] for i in expected}
         worst = 0.0
-        for i in self.survivors():
+        for i in expected:
             views = self.outputs[i].views
             before = [v for v in views if v["delivered_at"] <= healed_at]
             if before and set(before[-1]["members"]) >= group:
