@@ -52,8 +52,8 @@ def check_available() -> None:
         raise LabUnavailable("this kernel has no network namespaces (/proc/self/ns/net is missing)")
     # a throw-away namespace with a veth pair and a bridge: gone when the command ends
     try:
-        probe = subprocess.run(["unshare", "--net", "ip", "-batch", "-"], capture_output=True, text=True,
-                               timeout=20, input="link add probe0 type veth peer name probe1\nlink add probebr type bridge\n")
+        probe = subprocess.run(["unshare", "--net", "ip", "-batch", "-"], capture_output=True, text=True, timeout=20,
+                               input="link add probe0 type veth peer name probe1\nlink add probebr type bridge\n")
     except subprocess.TimeoutExpired:
         raise LabUnavailable("cannot create a network namespace: unshare did not finish within 20 s") from None
     if probe.returncode:
