@@ -1,0 +1,74 @@
+"""The lab's fault options, parsed into timed events (pure: no namespaces needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tom.errors import ConfigError
+from tom.netlab.__main__ import build_parser, make_schedule, normalize
+from tom.netlab.bpf import random_drop_program
+from tom.netlab.schedule import Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, Schedule
+
+
+def events(*argv: str, peers: int = 5, duration: float = 20.0) -> list[tuple[float, object]]:
+    args = build_parser().parse_args(normalize([*argv, "--peers", str(peers), "--duration", str(duration)]))
+    return [(round(e.at, 6), e.action) for e in make_schedule(args).ordered()]
+
+
+def test_partition_heal_loss_pause_kill_in_time_order() -> None:
+    got = events("--partition", "1,2/3,4,5@30%", "--heal@60%", "--loss", "0.2:1-2@2s+10s",
+                 "--pause", "3@40%", "--kill", "4@50%")
+    link = frozenset({frozenset({1, 2})})
+    assert got == [(2.0, LossOn(0, 0.2, link)), (6.0, Partition(((1, 2), (3, 4, 5)))), (8.0, Pause(3)),
+                   (10.0, Resume(3)), (10.0, Kill(4)), (12.0, Heal()), (12.0, LossOff(0))]
+
+
+def test_defaults_and_forms() -> None:
+    all_links = events("--loss", "0.5", peers=3)
+    assert all_links == [(0.0, LossOn(0, 0.5, frozenset({frozenset({1, 2}), frozenset({1, 3}),
+                                                             frozenset({2, 3})})))]
+    assert events("--loss", "1:3@1s", peers=3)[0][1] == LossOn(0, 1.0, frozenset({frozenset({1, 3}),
+                                                                                  frozenset({2, 3})}))
+    assert events("--partition", "1/2@5s+2s", "--partition", "2/1@60%", "--heal", "80%", peers=2) == [
+        (5.0, Partition(((1,), (2,)))), (7.0, Heal()), (12.0, Partition(((2,), (1,)))), (16.0, Heal())]
+    assert events("--kill", "2") == [(6.0, Kill(2))]
+    assert events("--pause", "1@1s+3s") == [(1.0, Pause(1)), (4.0, Resume(1))]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--partition", "1,2/3"], "peers 4,5 are on no side"),
+    (["--partition", "1,2/2,3,4,5"], "named on two sides"),
+    (["--partition", "1,2,3,4,5"], "at least two sides"),
+    (["--partition", "1,2/3,4,6"], "not a peer number 1..5"),
+    (["--heal", "50%"], "no partition before it"),
+    (["--loss", "1.5"], "probability must be in (0, 1]"),
+    (["--loss", "0.2:1-1"], "joins a peer to itself"),
+    (["--loss", "0.2@90%+5s"], "ends after the workload"),
+    (["--kill", "2@120%"], "after the workload ends"),
+    (["--kill", "2@soon"], "not understood"),
+    (["--kill", "2@1s", "--pause", "2@2s"], "killed before it is paused"),
+    (["--kill", "1", "--kill", "2", "--kill", "3", "--kill", "4", "--kill", "5"], "must survive"),
+])
+def test_bad_schedules_are_one_clear_error(argv: list[str], says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        events(*argv)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_schedule_keeps_the_command_lines_order_on_ties() -> None:
+    s = Schedule(3, 10.0)
+    s.partition("1/2,3@5s")
+    s.heal("5s")
+    assert [type(e.action) for e in s.ordered()] == [Partition, Heal]
+
+
+def test_drop_program_jumps_land_inside_it() -> None:
+    for sources, p in ((["10.77.0.1"], 0.2), (["10.77.0.1", "10.77.0.9", "10.77.0.3"], 1.0)):
+        count, *insns = random_drop_program(sources, p, 0x10002).split(",")
+        assert int(count) == len(insns)
+        for pc, insn in enumerate(insns):
+            code, jt, jf, _k = map(int, insn.split())
+            if code in (0x15, 0x35):
+                assert pc + 1 + max(jt, jf) < len(insns)
+        assert insns[-1] == "6 0 0 0" and "6 0 0 65538" in insns
+    assert "4294963256" not in random_drop_program(["10.77.0.1"], 1.0, 0x10002)  # p = 1: no draw

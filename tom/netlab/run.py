@@ -1,0 +1,394 @@
+"""One lab run: a TOM group of real ``tom peer`` processes, each in its own network namespace, fed a
+paced workload on stdin (headless, as the launcher does), under a fault schedule; then stopped, the
+namespaces removed, and the output files verified with Spark.
+
+Invariants: every process started here is stopped by its pid (SIGCONT, SIGTERM, then SIGKILL after a
+bound) before the namespaces are removed, on every exit path; every wait is bounded in time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from rich.console import Console
+
+from ..errors import ConfigError
+from ..keys import create_keys
+from ..launch import make_workload, peer_command
+from .network import LabNetwork
+from .schedule import Event, Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, describe
+
+console = Console(highlight=False, soft_wrap=True)
+PORT = 5000
+MARKER = "#end"  # the text of the barrier message each survivor sends at the end: "<pid> #end"
+POLL = 0.05  # seconds between two rounds of the lab's loop
+START_LIMIT, FORM_LIMIT, STOP_LIMIT = 30.0, 60.0, 20.0
+EXIT_MEANING = {0: "left", 2: "setup error", 3: "removed by the group", 4: "stopped with messages not delivered",
+                5: "output not written", -9: "SIGKILL"}
+
+
+@dataclass
+class LabConfig:
+    peers: int
+    duration: float
+    rate: float
+    events: list[Event]
+    run_dir: Path
+    seed: int = 1
+    secured: bool = True
+    peer_args: list[str] = field(default_factory=list)
+    settle: float = 10.0
+    deadline: float = 60.0  # seconds after the workload's end
+
+
+class PeerOutput:
+    """What one peer's output file says so far, read incrementally: its views, and per origin the
+    workload numbers (``#k``) it delivered with when."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.tail = b""
+        self.views: list[dict] = []
+        self.delivered: dict[str, dict[int, float]] = {}  # origin -> k -> delivered_at
+        self.messages = 0
+        self.markers: set[str] = set()  # origins whose end marker was delivered here
+
+    def update(self) -> bool:
+        """Read what was appended; True if anything was."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return False
+        self.offset += len(data)
+        lines = (self.tail + data).split(b"\n")
+        self.tail = lines.pop()
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "view":
+                self.views.append(rec)
+            elif rec.get("kind") == "message":
+                self.messages += 1
+                k = str(rec.get("text", "")).partition(" #")[2].partition(" ")[0]
+                if k == MARKER[1:]:
+                    self.markers.add(rec.get("pid"))
+                elif k.isdigit():
+                    self.delivered.setdefault(rec.get("pid"), {})[int(k)] = rec.get("delivered_at", 0.0)
+        return bool(data)
+
+    @property
+    def members(self) -> set[str]:
+        return set(self.views[-1]["members"]) if self.views else set()
+
+
+class LabRun:
+    def __init__(self, config: LabConfig, net: LabNetwork) -> None:
+        self.config = config
+        self.net = net
+        self.n = config.peers
+        self.pids = {i: f"{net.address(i)}:{PORT}" for i in range(1, self.n + 1)}
+        self.messages = max(1, round(config.rate * config.duration))
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.logs: dict[int, BinaryIO] = {}
+        self.pending: dict[int, bytes] = {}
+        self.sent = {i: 0 for i in self.pids}
+        self.fed_at: dict[int, list[float]] = {i: [] for i in self.pids}
+        self.outputs = {i: PeerOutput(self.output(i)) for i in self.pids}
+        self.killed: set[int] = set()
+        self.exited: dict[int, int] = {}
+        self.applied: list[tuple[float, Event]] = []  # (wall time, event)
+        self.keys: Path | None = None
+        self.workload: dict[int, list[str]] = {}
+        self.markers_sent = False
+        self.t0 = 0.0
+        self.wall0 = 0.0
+        self.figures: dict[str, list] = {}
+
+    def output(self, i: int) -> Path:
+        return self.config.run_dir / f"out-{i}.jsonl"
+
+    def log(self, i: int) -> Path:
+        return self.config.run_dir / f"log-{i}.txt"
+
+    def say(self, text: str) -> None:
+        rel = time.monotonic() - self.t0 if self.t0 else 0.0
+        console.print(f"[dim][{rel:+7.1f}s][/] {text}")
+
+    # -- start -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        run_dir = self.config.run_dir
+        neighbors = run_dir / "neighbors.txt"
+        neighbors.write_text("".join(p + "\n" for p in self.pids.values()))
+        if self.config.secured:
+            self.keys = run_dir / "keys"
+            create_keys(list(self.pids.values()), self.keys)
+        for i, pid in self.pids.items():
+            cmd = peer_command(neighbors, self.output(i), pid, 0.0, True, keys=self.keys) + self.config.peer_args
+            log = open(self.log(i), "ab")
+            self.logs[i] = log
+            self.procs[i] = subprocess.Popen([*self.net.enter(str(i)), *cmd], stdin=subprocess.PIPE,
+                                             stdout=log, stderr=subprocess.STDOUT, process_group=0)
+            assert self.procs[i].stdin is not None
+            os.set_blocking(self.procs[i].stdin.fileno(), False)
+            self.pending[i] = b""
+        end = time.monotonic() + START_LIMIT
+        while time.monotonic() < end:
+            for i, proc in self.procs.items():
+                if proc.poll() is not None:
+                    line = (self.log(i).read_text(errors="replace").strip().splitlines() or ["(no output)"])[-1]
+                    raise ConfigError(f"peer {i} exited at start ({proc.returncode}): {line}")
+            if all("Started to listen" in self.log(i).read_text(errors="replace") for i in self.procs):
+                break
+            time.sleep(POLL)
+        else:
+            raise ConfigError(f"the peers did not start listening within {START_LIMIT:g} s (logs in {run_dir})")
+        everyone = set(self.pids.values())
+        end = time.monotonic() + FORM_LIMIT
+        while time.monotonic() < end:
+            for out in self.outputs.values():
+                out.update()
+            if all(out.members == everyone for out in self.outputs.values()):
+                return
+            time.sleep(POLL)
+        raise ConfigError(f"the group of {self.n} did not form within {FORM_LIMIT:g} s (logs in {run_dir})")
+
+    # -- the run ---------------------------------------------------------------------------------
+    def feed(self, i: int, now: float) -> None:
+        proc = self.procs[i]
+        if i in self.killed or i in self.exited or proc.stdin is None:
+            return
+        due = min(self.messages, int((now - self.t0) * self.config.rate) + 1)
+        if due > self.sent[i]:
+            texts = self.workload[i][self.sent[i]:due]
+            self.pending[i] += "".join(t + "\n" for t in texts).encode()
+            self.fed_at[i] += [time.time()] * len(texts)
+            self.sent[i] = due
+        if self.pending[i]:
+            try:
+                written = os.write(proc.stdin.fileno(), self.pending[i])
+            except BlockingIOError:  # a paused peer's pipe is full: keep the rest for later
+                written = 0
+            except BrokenPipeError:
+                self.pending[i] = b""
+                return
+            self.pending[i] = self.pending[i][written:]
+
+    def apply(self, event: Event) -> None:
+        a = event.action
+        self.say(f"[bold yellow]{describe(a)}[/]")
+        if isinstance(a, Partition):
+            self.net.partition(a.sides)
+        elif isinstance(a, Heal):
+            self.net.heal()
+        elif isinstance(a, LossOn):
+            self.net.loss_on(a.key, a.probability, a.links)
+        elif isinstance(a, LossOff):
+            self.net.loss_off(a.key)
+        elif isinstance(a, Pause):
+            self.procs[a.peer].send_signal(signal.SIGSTOP)
+        elif isinstance(a, Resume):
+            self.procs[a.peer].send_signal(signal.SIGCONT)
+        elif isinstance(a, Kill):
+            self.procs[a.peer].kill()
+            self.killed.add(a.peer)
+        self.applied.append((time.time(), event))
+
+    def survivors(self) -> list[int]:
+        return [i for i in self.pids if i not in self.killed and i not in self.exited]
+
+    def one_view(self) -> bool:
+        """Everything fed, and every survivor's latest view holds exactly the survivors."""
+        alive = self.survivors()
+        group = {self.pids[i] for i in alive}
+        return all(self.sent[i] >= self.messages and not self.pending[i] and self.outputs[i].members == group
+                   for i in alive)
+
+    def send_markers(self) -> None:
+        """The barrier: each survivor multicasts ``<pid> #end`` once the survivors are one group.
+        Every survivor is a member when the markers are sent, so each must deliver all of them, and
+        each origin's marker comes after all its workload (FIFO)."""
+        for i in self.survivors():
+            self.pending[i] += f"{self.pids[i]} {MARKER}\n".encode()
+        self.markers_sent = True
+        self.say("the survivors are one group: each multicasts its end marker")
+
+    def complete(self) -> bool:
+        """Every survivor delivered every survivor's end marker (and, by FIFO, what came before)."""
+        alive = self.survivors()
+        return self.markers_sent and all(self.pids[o] in self.outputs[i].markers for i in alive for o in alive)
+
+    def drive(self) -> str:
+        """Run the workload and the schedule; how it ended: complete, settled (nothing delivered for
+        --settle seconds after the workload) or deadline."""
+        self.workload = {i: make_workload([pid], self.messages, self.config.seed + i)[pid]
+                         for i, pid in self.pids.items()}
+        for i, texts in self.workload.items():
+            (self.config.run_dir / f"workload-{i}.txt").write_text("".join(t + "\n" for t in texts))
+        events = list(self.config.events)
+        self.t0, self.wall0 = time.monotonic(), time.time()
+        self.say(f"workload starts: {self.n} peers × {self.messages} messages at {self.config.rate:g}/s each")
+        last_growth = report_at = time.monotonic()
+        end_of_work = self.t0 + self.config.duration
+        while True:
+            now = time.monotonic()
+            for i in self.pids:
+                self.feed(i, now)
+            while events and events[0].at <= now - self.t0:
+                self.apply(events.pop(0))
+            for i, proc in self.procs.items():
+                if i not in self.killed and i not in self.exited and proc.poll() is not None:
+                    self.exited[i] = proc.returncode
+                    self.say(f"[red]peer {i} exited with status {proc.returncode} "
+                             f"({EXIT_MEANING.get(proc.returncode, '?')})[/]")
+            if any([out.update() for out in self.outputs.values()]):  # every file read, no short cut
+                last_growth = now
+            if now >= report_at + 5:
+                report_at = now
+                self.say("delivered: " + "  ".join(f"{i}:{self.outputs[i].messages}" for i in self.pids))
+            if now >= end_of_work and not events:
+                if not self.markers_sent and self.one_view():
+                    self.send_markers()
+                if self.complete():
+                    return "complete"
+                if now - max(last_growth, end_of_work) >= self.config.settle:
+                    return "settled"
+                if now >= end_of_work + self.config.deadline:
+                    return "deadline"
+            if not self.survivors():
+                return "no survivors"
+            time.sleep(POLL)
+
+    # -- stop ------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Every peer stopped by its pid: SIGCONT (a paused one), SIGTERM, SIGKILL after STOP_LIMIT."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        end = time.monotonic() + STOP_LIMIT
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+            if proc.stdin is not None:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        for log in self.logs.values():
+            log.close()
+        for out in self.outputs.values():
+            out.update()
+
+    # -- figures ---------------------------------------------------------------------------------
+    def rel(self, wall: float) -> float:
+        """Seconds after the workload started, for a wall-clock time of the output files."""
+        return wall - self.wall0
+
+    def report(self) -> None:
+        """What the faults did: removals, time from each heal to one view, messages entered on each
+        side of a partition and delivered across it after the heal (also kept in ``figures``)."""
+        alive = [i for i in self.pids if i not in self.killed]
+        removals: dict[str, tuple[float, set[int]]] = {}  # removed pid -> (first seen, by which peers)
+        for i in alive:
+            for view in self.outputs[i].views:
+                for pid in view.get("removed", ()):
+                    at, by = removals.get(pid, (float("inf"), set()))
+                    removals[pid] = (min(at, view["delivered_at"]), by | {i})
+        number = {pid: i for i, pid in self.pids.items()}
+        ordered = sorted(removals.items(), key=lambda item: item[1][0])
+        self.figures["removed"] = [{"peer": number.get(pid, pid), "at": round(self.rel(at), 3), "by": sorted(by)}
+                                   for pid, (at, by) in ordered]
+        console.print("removed from the group: " + (", ".join(
+            f"peer {r['peer']} at {r['at']:+.1f}s by {','.join(map(str, r['by']))}"
+            for r in self.figures["removed"]) or "nobody"))
+        cuts = [(wall, e.action) for wall, e in self.applied if isinstance(e.action, (Partition, Heal))]
+        self.figures["partitions"] = []
+        for k, (cut_at, action) in enumerate(cuts):
+            if not isinstance(action, Partition):
+                continue
+            healed_at = next((wall for wall, a in cuts[k + 1:] if isinstance(a, Heal)), None)
+            figure: dict = {"at": round(self.rel(cut_at), 3), "healed_at": None, "heal_to_one_view": None,
+                            "sides": [self._held(side, cut_at, healed_at) for side in action.sides]}
+            if healed_at is not None:
+                figure["healed_at"] = round(self.rel(healed_at), 3)
+                figure["heal_to_one_view"] = worst = self._heal_to_one_view(healed_at)
+                console.print(f"heal at {self.rel(healed_at):+.1f}s → every peer not killed in one view: "
+                              + ("never" if worst is None else "at once (they were one view already)" if worst == 0
+                                 else f"after {worst:.2f} s"))
+            for side in figure["sides"]:
+                console.print(f"side {','.join(map(str, side['side']))}: {side['entered']} messages entered during "
+                              f"the partition; {side['crossed']} delivered at every other live peer, "
+                              f"{side['after_heal']} of them after the heal"
+                              + (f" (the last {side['last_after_heal']:.2f} s after it)" if side["after_heal"] else ""))
+            self.figures["partitions"].append(figure)
+
+    def _heal_to_one_view(self, healed_at: float) -> float | None:
+        """Seconds from the heal until every peer the lab did not kill had installed a view holding
+        all of them (0: it already had one), None if one never did (a peer that exited never does)."""
+        expected = [i for i in self.pids if i not in self.killed]
+        group = {self.pids[i] for i in expected}
+        worst = 0.0
+        for i in expected:
+            views = self.outputs[i].views
+            before = [v for v in views if v["delivered_at"] <= healed_at]
+            if before and set(before[-1]["members"]) >= group:
+                continue
+            after = [v["delivered_at"] for v in views if v["delivered_at"] > healed_at and set(v["members"]) >= group]
+            if not after:
+                return None
+            worst = max(worst, after[0] - healed_at)
+        return round(worst, 3)
+
+    def write_timeline(self, how: str) -> Path:
+        """``timeline.json`` in the run folder: the events as applied (seconds after the workload
+        started, and wall-clock time as in the output files), how the run ended, the figures."""
+        path = self.config.run_dir / "timeline.json"
+        path.write_text(json.dumps({
+            "workload_started": self.wall0,
+            "peers": self.pids,
+            "events": [{"at": round(wall - self.wall0, 3), "wall": wall, "what": describe(e.action)}
+                       for wall, e in self.applied],
+            "end": how,
+            "figures": self.figures,
+        }, indent=1))
+        return path
+
+    def _held(self, side: tuple[int, ...], cut_at: float, healed_at: float | None) -> dict:
+        """Messages entered at ``side`` during the partition; how many every live peer of the other
+        sides delivered; how many of those only after the heal, and the last how long after it."""
+        others = [i for i in self.pids if i not in side and i not in self.killed]
+        entered = crossed = after_heal = 0
+        last = 0.0
+        for i in side:
+            if i in self.killed:
+                continue
+            pid = self.pids[i]
+            for k, fed in enumerate(self.fed_at[i]):
+                if not cut_at <= fed < (healed_at or float("inf")):
+                    continue
+                entered += 1
+                seen = [self.outputs[o].delivered.get(pid, {}).get(k) for o in others]
+                if not others or any(t is None for t in seen):
+                    continue
+                crossed += 1
+                latest = max(t for t in seen if t is not None)
+                if healed_at is not None and latest > healed_at:
+                    after_heal += 1
+                    last = max(last, latest - healed_at)
+        return {"side": list(side), "entered": entered, "crossed": crossed, "after_heal": after_heal,
+                "last_after_heal": round(last, 3)}
