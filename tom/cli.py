@@ -66,7 +66,7 @@ def _http_address(text: str) -> tuple[str, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .core import ORDERS
+    from .core import ORDERS, QUORUMS
 
     parser = argparse.ArgumentParser(prog="tom", description="Totally-ordered multicast: Lamport clocks, a sequencer, or "
                                                             "causal order.")
@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--jitter", type=_seconds(0, 60), default=0.0, metavar="SECONDS",
                       help="add a random extra delay up to this much, per link (never reorders a link): "
                            "ACKs then overtake messages (premature ACKs)")
+    peer.add_argument("--quorum", choices=QUORUMS, default="majority",
+                      help="majority (default): when a partition or failures leave fewer than a majority of "
+                           "the view (or half without its smallest member), this side waits, holding its "
+                           "messages, and rejoins the others when the network heals; none: each side goes on "
+                           "as a group of its own (available, but two histories)")
     peer.add_argument("--order", choices=ORDERS, default="lamport",
                       help="how the group orders its messages, the same at every member (a neighbor of another "
                            "order is refused): lamport (default) delivers in one total order once every member "
@@ -199,7 +204,8 @@ def run_peer(args: argparse.Namespace) -> int:
         raise ConfigError("--timeout must be longer than --heartbeat")
     peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
                            args.static, args.heartbeat, args.timeout, jitter=args.jitter, keys=args.keys,
-                           http=args.http, api_token=api_token_file(args), order=args.order))
+                           http=args.http, api_token=api_token_file(args), order=args.order,
+                           quorum=args.quorum))
 
     def late_signal(signum, frame) -> None:
         # a SIGINT/SIGTERM while the peer is not listening for one: before it started, stop at once;

@@ -61,6 +61,7 @@ class PeerConfig:
     http: tuple[str, int] | None = None  # --http: serve the API and dashboard on (host, port)
     api_token: Path | None = None  # require the bearer token kept in this file (created if missing)
     order: str = "lamport"  # the group's delivery order (`tom.core.ORDERS`); every member runs the same
+    quorum: str = "majority"  # `tom.core.QUORUMS`: wait for a primary component, or go on regardless
 
 
 def own_pid(cfg: PeerConfig, neighbors: list[str]) -> str:
@@ -106,7 +107,7 @@ class Peer:
         if cfg.static:
             self.core = Core(self.me, self.neighbors, order=cfg.order)
         else:
-            self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order)
+            self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order, quorum=cfg.quorum)
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
         self.output = OutputFile(cfg.output, self.me)
         self.port: int | None = None
@@ -257,6 +258,22 @@ class Peer:
     def _on_notice(self, notice: str) -> None:
         if notice == "not-admitted":
             log.warning("%s", self.not_admitted_line())
+            return
+        if notice == "no-quorum":
+            reachable, members = self.core.no_quorum or (0, 0)
+            held = self.core.backlog()
+            log.warning("no quorum: %d of %d members reachable; waiting (nothing is delivered here until a "
+                        "majority of the view is back; messages entered here are held%s)", reachable, members,
+                        f", {held} now" if held else "")
+            return
+        if notice == "quorum":
+            log.info("quorum again: delivering")
+            return
+        if notice == "rejoining":
+            held = self.core.backlog() + len(self.core._resubmit)
+            log.warning("cut off: the group went on without this peer (a partition): joining it again as a "
+                        "new member%s", f"; {held} message{'s' if held != 1 else ''} entered here will be sent "
+                        "again unless the group delivered them" if held else "")
             return
         if notice == "left":
             if self.core.view is None:

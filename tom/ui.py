@@ -55,6 +55,9 @@ def render_status(status: Status, links: dict[str, Link], now: float) -> list:
     where = f"view {view.id} ({len(view.members)} members)" if view is not None else "no view yet"
     head = (f"[bold]{status.me}[/]  order: [bold]{status.order}[/]  Lamport clock: [bold cyan]{status.clock}[/]  "
             f"delivered: {status.delivered}  {where}  [dim]{status.mode}[/]")
+    if status.no_quorum is not None:
+        head += (f"\n[bold red]no quorum[/]: {status.no_quorum[0]} of {status.no_quorum[1]} members reachable; "
+                 f"waiting (messages entered here are held)")
     members = Table(title="Peers", title_justify="left", box=None, pad_edge=False)
     for col in ("peer", "member", "connection", "incarnation", "frames in", "frames out", "queued", "last heard"):
         members.add_column(col)
