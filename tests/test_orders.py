@@ -146,3 +146,33 @@ def test_the_checker_catches_a_flush_that_relays_nothing(monkeypatch, order, cls
     """Without the relays of what removed members sent, survivors end with different views."""
     monkeypatch.setattr(cls, "relays", lambda self, removed: [])
     assert _failing_seeds(order, range(300)) > 0
+
+
+# -- partitions (issue 10) ---------------------------------------------------------------------------
+
+def test_a_minority_side_holds_and_a_majority_that_went_on_does_not_count_as_back():
+    """A member cut off with one other of five holds its messages (no quorum); when the network is
+    back but the others announce a newer view, it is still without a quorum (it will be told to
+    rejoin), so what it holds is not multicast into the old view."""
+    from tom.core import Timing
+    from tom.frames import Heartbeat, Install
+
+    pids = [f"127.0.0.1:{5000 + i}" for i in range(5)]
+    a = Core.joining(pids[0], 1, Timing())
+    for i, p in enumerate(pids[1:], 2):
+        a.connected(p, i)
+    a._install(Install(1, 0, pids[0], 0, tuple((p, i) for i, p in enumerate(pids, 1)), tuple(pids), (), (),
+                       group=f"{pids[0]}/1"))
+    for p in pids[1:]:
+        a.receive(p, Heartbeat(1))
+    a.ready()
+    for t in range(1, 13):  # 3, 4, 5 silent: suspected at 5 s, found dead at 6 s
+        for p in pids[1:2]:
+            a.receive(p, Heartbeat(1))
+        a.tick(float(t))
+    assert a.no_quorum == (2, 5) and "no-quorum" in a.ready().notices
+    assert a.broadcast("held") is None and a.backlog() == 1
+    for p in pids[2:]:  # the network is back; the majority went on to view 2
+        a.receive(p, Heartbeat(2))
+    a.tick(13.0)
+    assert a.no_quorum == (2, 5) and a.backlog() == 1  # still held, not sent into view 1

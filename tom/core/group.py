@@ -691,7 +691,8 @@ class Core:
         view = self.view
         if not self.quorum or self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
             return
-        reachable = view.members - self._verified()
+        # (a member that announces a newer view went on without us: it is not with us)
+        reachable = {p for p in view.members - self._verified() if self.peer_view.get(p, -1) <= view.id}
         if has_quorum(view.members, reachable):
             if self.no_quorum is not None:
                 self.no_quorum = None
