@@ -26,6 +26,7 @@ This order is not uniform: a member that crashes may have delivered a message no
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 
 from ..errors import FrameError
@@ -65,7 +66,9 @@ class SequencerOrder:
         self.by_seq: dict[int, Entry] = {}  # numbered, not delivered
         self.next_seq = 1  # the number to deliver next
         self.top_seq = 0  # the largest number given or known in this view
-        self.history: dict[int, Entry] = {}  # delivered, maybe not yet by every member
+        # delivered, maybe not yet by every member; in number order (an OrderedDict: leaving from its
+        # front is O(1), where a dict's front fills with holes)
+        self.history: OrderedDict[int, Entry] = OrderedDict()
         self.reported: dict[str, int] = {}  # member -> messages of the view it said it delivered
         self.last_clock: dict[str, int] = {}  # origin -> clock of its last message delivered here
         self.floor = -1  # the view event's clock: a frame about a message at or below it is of an older view
@@ -223,10 +226,14 @@ class SequencerOrder:
         reported = self.reported
         stable = min((reported.get(p, 0) for p in self.members if p != self.me), default=self.next_seq - 1)
         stable = min(stable, self.next_seq - 1)
-        if stable <= 0:
-            return
-        for seq in [s for s in history if s <= stable]:
-            del history[seq]
+        # the history is kept in number order (numbers are delivered, and added, in increasing order):
+        # what every member delivered is a prefix of it
+        while history:
+            seq, entry = history.popitem(last=False)
+            if seq > stable:
+                history[seq] = entry
+                history.move_to_end(seq, last=False)
+                break
 
     def relays(self, removed: frozenset[str]) -> list[Frame]:
         """What a flush forwards: the texts of removed origins this peer holds (pending or delivered
