@@ -34,7 +34,8 @@ def test_order_regression_seeds(order, seed):
     check(random_scenario(seed, order=order))
 
 
-PARTITION_SEEDS = int(os.environ.get("TOM_PARTITION_SEEDS", "300"))
+PARTITION_SEEDS = int(os.environ.get("TOM_PARTITION_SEEDS", "150"))
+# (TOM_PARTITION_SEEDS=300 takes in all four known stalls below; 900 schedules were run so at 14f32eb)
 # seeds whose schedule leaves the live peers stuck although a primary component is up: two view
 # changes raced after a partition healed, and members that ran the last step of one refuse the other
 # (they passed over what only its members may hold). Safety is checked on them; liveness is not
@@ -64,7 +65,7 @@ def test_random_partitions_and_heals_keep_the_guarantees(chunk, order):
 @pytest.mark.parametrize("chunk", range(5))
 def test_without_a_quorum_both_sides_go_on_as_before(chunk):
     """``--quorum none``: the dynamic schedules of before, with their liveness (one view at the end)."""
-    for seed in range(chunk, 500, 5):
+    for seed in range(chunk, 200, 5):
         check(random_scenario(seed, quorum="none"))
 
 
