@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         "A message's frame may take at most 65,536 bytes (MAX_FRAME_BYTES): about 65,400 bytes of UTF-8 "
         "text, fewer with backslashes or line breaks, which are escaped; a longer one is refused with one "
         "line and not sent. Exit status: 0 left the group, everything entered here delivered; 2 setup "
-        "error (neighbors file, address, port, output, keys); 3 removed by the group (taken for failed); "
+        "error (neighbors file, address, port, output, keys); 3 removed by the group (taken for failed), "
+        "with --quorum none only (with a quorum a removed peer joins again); "
         "4 stopped with messages entered here not delivered (never admitted, or stopped before its "
         "leave); 5 the output file could not be written.")
     peer.add_argument("neighbors", type=Path, help="neighbors file: one host:port per line")

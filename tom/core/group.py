@@ -151,7 +151,7 @@ class Core:
         self.now = now
         self.started_at = now
         self._ready = Ready()
-        self._ack_runs = False  # some of _ready.sends are _AckRun (turned into frames by `ready`)
+        self._runs = False  # some of _ready.sends are runs, _AckRun or SeqRun (made frames by `ready`)
         self.stats = {"premature_acks": 0, "released_behind_head": 0, "divergence_alarms": 0}
         self.order = _ORDER_CLASSES[order](me, self.stats)
         self.queue = getattr(self.order, "queue", self.order)  # the pending entries (for inspection and tests)
@@ -231,18 +231,26 @@ class Core:
         return msg
 
     def _send_numbers(self) -> None:
-        """Send the sequence numbers the sequencer gave (runs, merged into frames by `ready`)."""
-        runs = self.order.take_runs()  # type: ignore[attr-defined]
-        if not (runs and self.everyone):
+        """Send the sequence numbers the sequencer gave, as runs (frames made by `ready`): a number
+        joins the last run queued if it follows it for the same origin — only the last frame grows,
+        so nothing moves ahead of a frame."""
+        numbered = self.order.take_numbered()  # type: ignore[attr-defined]
+        if not (numbered and self.everyone):
             return
         sends = self._ready.sends
-        for run in runs:
+        for seq, clock, pid in numbered:
             last = sends[-1][1] if sends else None
-            if type(last) is SeqRun and last.pid == run.pid and last.first + len(last.clocks) == run.first:
-                last.clocks.extend(run.clocks)  # only the last frame grows: nothing moves ahead of a frame
+            if type(last) is SeqRun and last.pid == pid and last.first + len(last.clocks) == seq:
+                last.clocks.append(clock)
             else:
-                sends.append((self.everyone, run))  # type: ignore[arg-type]
-        self._ack_runs = True
+                sends.append((self.everyone, SeqRun(seq, clock, pid)))  # type: ignore[arg-type]
+        self._runs = True
+
+    def _send_held(self) -> None:
+        """Multicast what was held while no view was installed, a flush ran or the quorum was lost."""
+        held, self._held_texts = self._held_texts, []
+        for text, sent_at in held:
+            self._multicast(text, sent_at)
 
     def _set_mode(self, mode: Mode) -> None:
         """Change the mode, by `TRANSITIONS` only (anything else is a bug); `_fast_sources` depends
@@ -392,8 +400,8 @@ class Core:
         self._chain_digests()
         out, self._ready = self._ready, Ready()
         self._digested_upto = 0
-        if self._ack_runs:
-            self._ack_runs = False
+        if self._runs:
+            self._runs = False
             sends: list[tuple[tuple[str, ...], Frame]] = []
             for dests, frame in out.sends:
                 if type(frame) is _AckRun or type(frame) is SeqRun:
@@ -498,7 +506,7 @@ class Core:
                 last[1].add(msg.clock, msg.pid)  # type: ignore[attr-defined]
             else:
                 sends.append((self.everyone, _AckRun(msg.clock, msg.pid)))  # type: ignore[arg-type]
-                self._ack_runs = True
+                self._runs = True
         elif self._numbered:
             self._send_numbers()
         if order.may_release(entry):
@@ -698,14 +706,21 @@ class Core:
                 self.no_quorum = None
                 self._ready.notices.append("quorum")
                 if self.mode == NORMAL:
-                    held, self._held_texts = self._held_texts, []
-                    for text, sent_at in held:
-                        self._multicast(text, sent_at)
+                    self._send_held()
                     self._deliver_ready()
             return
         if self.no_quorum is None:
             self._ready.notices.append("no-quorum")
         self.no_quorum = (len(reachable), len(view.members))
+
+    def _end_view_change(self) -> None:
+        """Forget the view change that just ended (an install) or that this peer left (a rejoin)."""
+        self.flush = None
+        self._early_markers.clear()
+        self._max_attempt = -1
+        self._cut = set()
+        self._cut_frames = []
+        self._settled_among = None
 
     def _rejoin(self) -> None:
         """The primary component went on without this peer (a partition): start again as a joiner,
@@ -720,17 +735,12 @@ class Core:
         self.everyone = ()
         self.order = type(self.order)(self.me, self.stats)
         self.queue = getattr(self.order, "queue", self.order)
-        self.flush = None
+        self._end_view_change()
         self.no_quorum = None
-        for state in (self.suspected, self.joins, self.leaves, self._early_markers,
-                      self._claims, self._removed_told):
+        for state in (self.suspected, self.joins, self.leaves, self._claims, self._removed_told):
             state.clear()
         self._early = []
-        self._cut = set()
-        self._cut_frames = []
-        self._settled_among = None
         self._alarmed = set()
-        self._max_attempt = -1
         self.last_install = None
         self._chain = DigestChain()
         self.started_at = self.now
@@ -816,11 +826,8 @@ class Core:
             members = {p: i for p, i in view.incarnations.items() if p not in removed and p not in leaves}
             members.update(joins)
             attempt = self._max_attempt + 1
-            if self.quorum and not has_quorum(view.members, view.members - removed - set(self.suspected)):
-                # not a primary component (counting only members heard from lately, so that a side cut
-                # off does not count on the other before it finds it gone): wait, for the network or
-                # to be told to rejoin
-                return
+            if not self._primary_without(removed):
+                return  # wait: for the network, or to be told to rejoin
         else:
             p = flush.proposal
             if p.coordinator == self.me and self.now - self._proposed_at >= self.timing.heartbeat:
@@ -828,12 +835,11 @@ class Core:
             if not (verified & flush.flush_set or p.coordinator in verified):
                 return
             removed = set(flush.removed) | verified
-            if self.quorum and not has_quorum(view.members, view.members - removed - set(self.suspected)):
+            if not self._primary_without(removed):
                 # not without the members this flush removed: take back those heard from again
                 # (a partition healed meanwhile), if that makes a primary component
                 removed = verified | (set(flush.removed) & set(self.suspected))
-                if self._settled_among is not None or not has_quorum(view.members,
-                                                                     view.members - removed - set(self.suspected)):
+                if self._settled_among is not None or not self._primary_without(removed):
                     return
             members = {m: i for m, i in p.members if m not in removed}
             members.update({m: view.incarnations[m] for m in flush.removed if m not in removed})
@@ -846,6 +852,14 @@ class Core:
         )
         self._resend_proposal(proposal)  # first: the removed must hear it too, and the view may change now
         self._on_propose(self.me, proposal)
+
+    def _primary_without(self, removed: set[str]) -> bool:
+        """Whether a view change removing ``removed`` may go ahead: always without a quorum; with one,
+        if the members that stay and were heard from lately (not even suspected, so that a side cut off
+        does not count on the other before it finds it gone) are a primary component (`has_quorum`)."""
+        view = self.view
+        assert view is not None
+        return not self.quorum or has_quorum(view.members, view.members - removed - set(self.suspected))
 
     def _resend_proposal(self, proposal: Propose | None = None) -> None:
         """(Re)send this coordinator's proposal: a member may have ignored it while it still followed
@@ -1006,12 +1020,7 @@ class Core:
         self._chain = DigestChain()
         self._claims.clear()
         self.last_install = i
-        self.flush = None
-        self._early_markers.clear()
-        self._max_attempt = -1
-        self._cut = set()
-        self._cut_frames = []
-        self._settled_among = None
+        self._end_view_change()
         old_incs = old.incarnations if old is not None else {}
         for pid in list(self.suspected):
             if members.get(pid) != old_incs.get(pid):
@@ -1049,9 +1058,7 @@ class Core:
                     self.receive(src, frame)
                 except FrameError:
                     pass
-        held, self._held_texts = self._held_texts, []
-        for text, sent_at in held:
-            self._multicast(text, sent_at)
+        self._send_held()
         if self.leaving:
             self._request_leave()
         self._maybe_propose()

@@ -36,7 +36,7 @@ from .queue import Entry
 
 
 class SeqRun:
-    """Numbers given back to back to one origin's messages: one `Seq` frame."""
+    """Numbers given back to back to one origin's messages: one `Seq` frame (`Core` builds them)."""
 
     __slots__ = ("first", "clocks", "pid")
 
@@ -54,7 +54,7 @@ class SequencerOrder:
     total = True
     acknowledged = False
     __slots__ = ("me", "stats", "members", "sequencer", "numbering", "pending", "by_seq", "next_seq",
-                 "top_seq", "history", "reported", "last_clock", "floor", "runs")
+                 "top_seq", "history", "reported", "last_clock", "floor", "numbered")
 
     def __init__(self, me: str, stats: dict[str, int]) -> None:
         self.me = me
@@ -72,7 +72,7 @@ class SequencerOrder:
         self.reported: dict[str, int] = {}  # member -> messages of the view it said it delivered
         self.last_clock: dict[str, int] = {}  # origin -> clock of its last message delivered here
         self.floor = -1  # the view event's clock: a frame about a message at or below it is of an older view
-        self.runs: list[SeqRun] = []  # numbers given since the shell last took them
+        self.numbered: list[tuple[int, int, str]] = []  # (seq, clock, pid) given, not yet taken to send
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -131,16 +131,11 @@ class SequencerOrder:
         self.top_seq += 1
         seq = entry.seq = self.top_seq
         self.by_seq[seq] = entry
-        runs = self.runs
-        last = runs[-1] if runs else None
-        if last is not None and last.pid == entry.pid and last.first + len(last.clocks) == seq:
-            last.clocks.append(entry.clock)
-        else:
-            runs.append(SeqRun(seq, entry.clock, entry.pid))
+        self.numbered.append((seq, entry.clock, entry.pid))
 
-    def take_runs(self) -> list[SeqRun]:
-        runs, self.runs = self.runs, []
-        return runs
+    def take_numbered(self) -> list[tuple[int, int, str]]:
+        numbered, self.numbered = self.numbered, []
+        return numbered
 
     def may_release(self, entry: Entry) -> bool:
         return entry.seq == self.next_seq
