@@ -14,6 +14,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from analysis import membership
+
 CHECKS = (  # (key in result["checks"], title, what a row means)
     ("order", "order per peer", "record not after the previous one, or index gap/repeat"),
     ("duplicates", "duplicates", "a peer delivered the same (clock, pid) again"),
@@ -97,6 +99,12 @@ def print_summary(result: dict, console: Console, rows_per_check: int = 3) -> No
                       markup=False)
     for b in bad["first"][:rows_per_check]:
         console.print(f"  unreadable {b['file']}:{b['line']}: {b['problem']}", markup=False)
+    rejoined = result.get("rejoins") or []
+    if rejoined:
+        console.print(f"removed and admitted again (cut off by a partition, or restarted): "
+                      f"{len(rejoined)}", markup=False)
+        for row in rejoined[:rows_per_check]:
+            console.print(f"  {membership.describe(row)}", markup=False)
     found = result.get("checks")
     if found:
         table = Table(show_edge=False, pad_edge=False, box=None)
@@ -259,6 +267,11 @@ def render_html(result: dict) -> str:
         out.append(f"<p>{counts['records']:,} records from {counts['peers']} peers · "
                    f"{counts['messages']:,} distinct messages · {counts['views']:,} views · "
                    f"checked in {result['timing'].get('total_s', 0):.1f} s</p>")
+    rejoined = result.get("rejoins") or []
+    if rejoined:
+        out.append("<h2>Removed and admitted again</h2><p><small>Cut off by a partition (or restarted); "
+                   "checked like a crashed member up to its cut, like a joiner from its return.</small></p>")
+        out.append("<ul>" + "".join(f"<li>{_e(membership.describe(r))}</li>" for r in rejoined) + "</ul>")
     found = result.get("checks")
     if found:
         out.append("<h2>Checks</h2>")

@@ -347,7 +347,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
     of narrow rows; everything collected is bounded by splits, peers, views, latency bins."""
     from pyspark import StorageLevel
 
-    from analysis import checks, fold, run_order, schema
+    from analysis import checks, fold, membership, run_order, schema
 
     summary = checks.run_summary(schema.narrow_records(schema.read_records(spark, files)),
                                  bad_kept=first).persist(StorageLevel.MEMORY_AND_DISK)
@@ -426,6 +426,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
                             "views": len(view_rows)}
         result["peers"] = peers
         result["views"] = view_rows[:50]
+        result["rejoins"] = membership.rejoins(view_rows)
         result["checks"] = found
         result["verdict"], result["exit_code"] = "VERIFIED", EXIT_VERIFIED
         result["fast_path"] = "conclusive"
@@ -493,7 +494,7 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from analysis import checks, run_order, schema
+    from analysis import checks, membership, run_order, schema
 
     parsed = schema.parse_lines(schema.read_lines(spark, files)) \
         .persist(StorageLevel.MEMORY_AND_DISK)
@@ -654,6 +655,7 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
         result["counts"] = {"records": n_records, "peers": len(peers), **totals}
         result["peers"] = peers
         result["views"] = view_rows[:50]
+        result["rejoins"] = membership.rejoins(view_rows)
         result["checks"] = found
         result["latency"] = {
             "overall": overall, "per_peer": per_peer,

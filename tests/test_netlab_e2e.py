@@ -163,6 +163,9 @@ def test_partition_longer_than_the_timeout_heals_into_one_group_of_five(tmp_path
     minority = cut["sides"][0]
     assert minority["side"] == [1, 2] and minority["entered"] > 0, cut
     assert minority["crossed"] == minority["entered"], cut
+    # the verifier names the pair: cut off, removed, admitted again (and checked by that rule)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert {r["peer"] for r in report["rejoins"]} >= {"10.77.0.1:5000", "10.77.0.2:5000"}, report["rejoins"]
 
 
 @needs_lab

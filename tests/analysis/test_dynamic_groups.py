@@ -119,6 +119,36 @@ def test_late_joiner_starts_at_its_view(spark, tmp_path):
     assert rep["verdict"] == "VIOLATED" and agreement_rows(rep) == [(8, B, [D], [])]
 
 
+def rejoin_run(*, c_also: list[tuple[int, str, int]] = ()) -> dict[str, list[dict]]:
+    """C is cut off in view 1 after 3 messages (a partition), removed by view 2 = {A, B}, admitted
+    again in view 3 = {A, B, C}; its one file goes on (``c_also``: more messages C delivered,
+    ``(clock, pid, view)``)."""
+    run = crash_run()
+    view_3 = [(10, A), (11, C)]
+    for peer in (A, B):
+        run[peer] = renumber(run[peer] + [view_record(peer, 0, 9, A, 3, [A, B, C], joined=[C])]
+                             + [message(peer, 0, c, p, view=3) for c, p in view_3])
+    run[C] = renumber(run[C] + [message(C, 0, c, p, view=v) for c, p, v in c_also]
+                      + [view_record(C, 0, 9, A, 3, [A, B, C], joined=[C])]
+                      + [message(C, 0, c, p, view=3) for c, p in view_3])
+    return run
+
+
+def test_a_cut_off_peer_owes_its_prefix_and_everything_after_its_rejoin(spark, tmp_path):
+    """The partition rule (docs/output-format.md): the prefix of the view it was cut off in, nothing
+    of the views it was not in, everything from its rejoin; the report names it, on both paths."""
+    rep, exact = both_paths(spark, tmp_path, rejoin_run())
+    assert rep["verdict"] == exact["verdict"] == "VERIFIED" and rep["fast_path"] == "conclusive"
+    assert rep["rejoins"] == exact["rejoins"] == [
+        {"peer": C, "last_view": 1, "removed_by": 2, "admitted_in": 3}]
+    assert f"{C}: member until view 1 (removed by view 2), admitted again in view 3" in \
+        (tmp_path / "out" / "report.html").read_text()
+    # delivering a message of view 2, which it was not in while cut off: not allowed
+    rep, exact = both_paths(spark, tmp_path / "between", rejoin_run(c_also=[(7, A, 2)]))
+    assert rep["verdict"] == exact["verdict"] == "VIOLATED"
+    assert agreement_rows(rep) == agreement_rows(exact) == [(7, A, [], [C])]
+
+
 def leave_run(drop: tuple[int, str] | None = None) -> dict[str, list[dict]]:
     """View 1 = {A, B, C}; C leaves: view 2 = {A, B} lists it in ``left``; C's last record is view 2."""
     run = {}
