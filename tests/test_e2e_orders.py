@@ -1,6 +1,9 @@
-"""The three orders end to end, as a user runs them: `scripts/launch --order X` with 4 real peers, delay
-and jitter, then the Spark verifier (VERIFIED, the records in the order's schema); and peers of
-different orders refusing each other with one line on each side, plain and secured."""
+"""The main job end to end, in each order, as a user runs it: `scripts/launch --order X` with 4 real
+peers, delay and jitter, then the Spark verifier on their real output (VERIFIED, the records in the
+order's schema); the same files tampered — VIOLATED, with the fault named where the tampering is (two
+records swapped: the first divergence, Lamport; a delivery moved before its causal predecessor: both
+messages, causal); and peers of different orders refusing each other with one line on each side,
+plain and secured."""
 
 import json
 import shutil
@@ -43,6 +46,75 @@ def test_launch_each_order_with_delay_and_jitter_is_verified(tmp_path, order):
         assert len(messages) == 4 * 40 and all(r["v"] == 2 for r in recs)
         assert views and all(v["order"] == order for v in views)
         assert all(("seq" in r) == (order == "sequencer") and ("vc" in r) == (order == "causal") for r in messages)
+    assert (run_dir / "report.html").stat().st_size > 1000
+    if order == "lamport":
+        swap_two_records_and_find_the_divergence(tmp_path, run_dir, ports)
+    elif order == "causal":
+        move_a_delivery_before_its_cause_and_find_both(tmp_path, run_dir)
+
+
+def tampered_copy(tmp_path, run_dir):
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    for f in run_dir.glob("out-*.jsonl"):
+        shutil.copy(f, tampered / f.name)
+    return tampered
+
+
+def verify_violated(tmp_path, folder) -> tuple[str, dict]:
+    check = subprocess.run([sys.executable, "-m", "analysis.verify", str(folder), "--report-dir",
+                            str(tmp_path / "report")], capture_output=True, text=True, timeout=400,
+                           stdin=subprocess.DEVNULL)
+    assert check.returncode == 1, check.stdout + check.stderr
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["verdict"] == "VIOLATED"
+    return check.stdout, report
+
+
+def swap_two_records_and_find_the_divergence(tmp_path, run_dir, ports):
+    """The contents of two consecutive message records of one peer swapped, indexes left in place:
+    the first divergence of that peer with each other is at the first of them."""
+    victim = tampered_copy(tmp_path, run_dir) / f"out-{ports[1]}.jsonl"
+    recs = records(victim)
+    k = next(i for i in range(5, len(recs) - 1) if recs[i]["kind"] == recs[i + 1]["kind"] == "message"
+             and (recs[i]["clock"], recs[i]["pid"]) != (recs[i + 1]["clock"], recs[i + 1]["pid"]))
+    for key in ("clock", "pid", "text", "sent_at"):
+        recs[k][key], recs[k + 1][key] = recs[k + 1][key], recs[k][key]
+    victim.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    _, report = verify_violated(tmp_path, victim.parent)
+    pid = f"127.0.0.1:{ports[1]}"
+    divergences = report["checks"]["divergence"]["first"]
+    assert {d["position"] for d in divergences if pid in (d["peer_a"], d["peer_b"])} == {recs[k]["index"]}
+    assert report["checks"]["order"]["count"] >= 1
+
+
+def move_a_delivery_before_its_cause_and_find_both(tmp_path, run_dir):
+    """One delivery moved in front of its causal predecessor (a message of a third peer): the report
+    names both."""
+    tampered = tampered_copy(tmp_path, run_dir)
+    found = None
+    for victim in sorted(tampered.glob("out-*.jsonl")):
+        peer = f"127.0.0.1:{victim.stem.split('-')[1]}"
+        recs = records(victim)
+        for k, m in enumerate(recs):
+            deps = [q for q, n in (m.get("vc") or {}).items() if q not in (m["pid"], peer) and n >= 1]
+            if deps:
+                q, n = deps[0], m["vc"][deps[0]]
+                i = next(i for i, r in enumerate(recs) if r["kind"] == "message" and r["pid"] == q
+                         and r["view"] == m["view"] and r["vc"][q] == n)
+                found = (i, k, m, recs[i])
+                break
+        if found:
+            break
+    assert found, "no message depending on a third peer's message"
+    i, k, m, pred = found
+    moved = recs[:i] + [m] + recs[i:k] + recs[k + 1:]
+    victim.write_text("".join(json.dumps(dict(r, index=x + 1)) + "\n" for x, r in enumerate(moved)))
+    out, report = verify_violated(tmp_path, tampered)
+    assert out.splitlines()[0] == "VIOLATED (causal order)"
+    named = [(v["peer"], v["message"]["text"], v["overtook"] and v["overtook"]["text"])
+             for v in report["checks"]["causal"]["first"]]
+    assert (peer, m["text"], pred["text"]) in named, named
 
 
 @pytest.mark.e2e

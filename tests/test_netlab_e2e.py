@@ -56,17 +56,16 @@ def delivered(recs: list[dict]) -> dict[str, int]:
 
 
 @needs_lab
-@needs_java
-@pytest.mark.spark
 def test_loss_pause_and_short_partition_remove_nobody_and_lose_nothing(tmp_path: Path) -> None:
     # 20 % loss both ways on link 1-2 for 10 s; peer 3 stopped for 2 s; then a 2 s partition 1,2 | 3,4,5
     # (the failure detector waits 5 s + 1 s; TCP's backed-off retransmissions reach the other side
     # about 1 s after the heal), apart from the loss so that their backoffs do not add up
     run = lab(tmp_path / "run", "--peers", "5", "--duration", "16", "--rate", "10",
-              "--loss", "0.2:1-2@0s+10s", "--pause", "3@40%+2s", "--partition", "1,2/3,4,5@70%+2s")
+              "--loss", "0.2:1-2@0s+10s", "--pause", "3@40%+2s", "--partition", "1,2/3,4,5@70%+2s",
+              "--no-verify")  # (nobody is removed: every file must be the same sequence, checked below)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
-    assert "VERIFIED" in out and "removed from the group: nobody" in out, out
+    assert "removed from the group: nobody" in out, out
     dropped = int(out.split("packets dropped by the loss rules: ")[1].split()[0].replace(",", ""))
     assert dropped > 0, out
     recs = records(tmp_path / "run")
@@ -74,7 +73,9 @@ def test_loss_pause_and_short_partition_remove_nobody_and_lose_nothing(tmp_path:
     for peer, rs in recs.items():
         assert not any(r["removed"] for r in rs if r["kind"] == "view"), peer
         assert sorted(delivered(rs).values()) == [160] * 5, (peer, delivered(rs))
-    assert json.loads((tmp_path / "run" / "report.json").read_text())["verdict"] == "VERIFIED"
+    # one view of five from start to end: every peer delivered the very same sequence
+    sequences = {peer: [(r["kind"], r["clock"], r["pid"]) for r in rs] for peer, rs in recs.items()}
+    assert all(seq == sequences[1] for seq in sequences.values())
 
 
 @needs_lab
