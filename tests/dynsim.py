@@ -430,16 +430,15 @@ def _check_causal_sets(sim: Sim, where: str) -> None:
 
 def _check_one_sequence(sim: Sim, seqs: dict, where: str) -> None:
     # every pair agrees on the order of what both delivered, and on what lies between (in the
-    # sequencer order, a peer removed as failed agrees only up to its last view)
-    # (a peer cut off by a partition, removed while another view change raced with the one it
-    # followed, may have passed, in the last step of that flush, over a message the others delivered:
-    # only up to its last view does it agree, in every order — see docs/output-format.md)
+    # orders that are not uniform, a peer removed as failed — crashed, or cut off by a partition —
+    # agrees only up to its last view; in the Lamport order every peer agrees on all of it: a flush's
+    # last step takes effect only at the INSTALL of its attempt)
     uniform = sim.order == "lamport"
 
     def shared(node: Node) -> set:
         """What a peer delivered before its last view started, if it was removed as failed (all of
         it otherwise)."""
-        if node.gone not in (("cut",) if uniform else ("crashed", "removed", "cut")):
+        if uniform or node.gone not in ("crashed", "removed", "cut"):
             return set(seqs[id(node)])
         return {event_id(d) for d in settled(node.delivered)}
 
@@ -449,7 +448,7 @@ def _check_one_sequence(sim: Sim, seqs: dict, where: str) -> None:
         for b in nodes[i + 1:]:
             sb = seqs[id(b)]
             common = [e for e in sb if e in pos_a]
-            if not uniform or "cut" in (a.gone, b.gone):  # a peer removed as failed agrees up to its last view
+            if not uniform:  # a peer removed as failed agrees up to its last view
                 done_a, done_b = shared(a), shared(b)
                 common = [e for e in common if e in done_a and e in done_b]
             if not common:
@@ -501,7 +500,7 @@ def _check_leaves_and_liveness(sim: Sim, seqs: dict, where: str, liveness: bool 
     # view, what the group then delivered as sent again: only what it shares with the group counts)
     keys_of: dict[str, set] = {}
     for node in sim.history:
-        shared = node.delivered if node.gone not in (("cut",) if sim.order == "lamport" else ("crashed", "removed", "cut")) \
+        shared = node.delivered if sim.order == "lamport" or node.gone not in ("crashed", "removed", "cut") \
             else settled(node.delivered)
         for d in shared:
             if not isinstance(d, ViewDelivery):

@@ -147,6 +147,10 @@ class CausalOrder:
             entry.acks.add(src)
         return False, top
 
+    def settles(self, required: frozenset[str]) -> bool:
+        """The last step of a flush leaves nothing pending in this order (it drops what waits)."""
+        return True
+
     def release(self, required: frozenset[str], final: bool) -> list[Entry]:
         """The messages deliverable now, in an order that respects causality; ``final``: then drop
         whatever is left (its causal past is held by no survivor)."""

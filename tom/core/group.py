@@ -11,17 +11,24 @@ Views (virtual synchrony): the group changes only through a *flush* run by the c
 smallest member not suspected and not leaving. It sends PROPOSE(v+1); every old member that is not being removed
 stops multicasting, forwards (RELAY) the pending messages of removed members, and sends a FLUSH
 marker to the others. Once a member holds the markers of all of them it holds every message of view
-v that any of them holds, so it can deliver the rest of view v needing only their ACKs (and drop
-entries whose body none of them holds). It then reports FLUSHED; when all have, the coordinator sends
-INSTALL(v+1, clock C) and every member — and every joiner — delivers the view event at
-``(C + 1, coordinator)``, after all of view v and before all of view v+1, and forwards INSTALL once so
-that a coordinator crash cannot leave it half known. A member announces each view it installs with a
+v that any of them holds, so the rest of view v is what it holds, needing only their ACKs (entries
+whose body none of them holds are dropped): the flush's *last step*, the same at every survivor. A
+member works it out on a copy of its order (`Accepted`) and reports FLUSHED; when all have, the
+coordinator sends INSTALL(v+1, attempt, clock C), and only that INSTALL makes the last step real:
+every member delivers it, then the view event at ``(C + 1, coordinator)`` — after all of view v and
+before all of view v+1 — and every joiner the view event; each forwards INSTALL once so that a
+coordinator crash cannot leave it half known. Nothing irrevocable happens before the decision, so a
+member may follow a newer attempt with other members (after a heal, one taking back members an
+earlier one removed) — but having reported FLUSHED for an attempt, it delivers nothing and reports
+for no other until that attempt is known dead: its coordinator runs or follows a newer one, or is
+found dead outside the new flush set (`Core._open_accepted`). A member announces each view it installs with a
 HEARTBEAT on every link before any frame of that view, so a frame is always attributed to the
 right view. A new attempt (a higher ``attempt``) replaces a flush stalled by a further failure.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -111,6 +118,17 @@ class _AckRun:
 
 
 @dataclass(slots=True)
+class Accepted:
+    """The outcome of a flush's last step, worked out on a copy of the order and kept until the view
+    change is decided: ``order`` after it, and ``out``, what it delivers (in order). Only an INSTALL
+    of that very attempt makes it real (`Core._install`); until then the peer's own order is untouched,
+    so it can still follow another attempt."""
+
+    order: object
+    out: list
+
+
+@dataclass(slots=True)
 class Flushing:
     """The view change under way: ``proposal`` and the FLUSH markers / FLUSHED reports seen so far."""
 
@@ -181,7 +199,9 @@ class Core:
         self._early_markers: dict[tuple[int, int, str], set[str]] = {}
         self._max_attempt = -1  # highest attempt seen for the next view
         self._cut: set[str] = set()  # members whose frames are no longer taken in this view change
-        self._settled_among: frozenset[str] | None = None  # the flush set whose last step ran here
+        # attempts (attempt, coordinator) this peer reported FLUSHED for, with their last step's
+        # outcome: each may still be installed until its coordinator is known to have dropped it
+        self._accepted: dict[tuple[int, str], Accepted] = {}
         self._cut_frames: list[tuple[str, Frame]] = []  # what they sent since: dropped at the install,
         # or taken after all if a newer attempt keeps them (competing coordinators after a partition)
         self.last_install: Install | None = None
@@ -336,6 +356,8 @@ class Core:
                 elif self.peer_view.get(pid, -1) < view.id and now - self._installed_at >= t.suspect_after:
                     self.suspected[pid] = now  # alive, but it never installed this view (another group?)
         self._check_quorum()
+        if self._accepted and self.mode == FLUSHING:
+            self._deliver_ready()  # an attempt it flushed may be found dead by now (`_open_accepted`)
         self._maybe_propose()
 
     def receive(self, src: str, frame: Frame) -> None:
@@ -363,8 +385,11 @@ class Core:
         if src not in self.links and not self.static:
             raise FrameError(f"frame from {src}, which is not connected")
         self.last_heard[src] = self.now
-        if src in self.suspected and self._member_link(src):
-            del self.suspected[src]  # (a new incarnation speaking does not clear its old one)
+        if (src in self.suspected and self._member_link(src)
+                and self.peer_view.get(src, self._unannounced) >= self.view.id):  # type: ignore[union-attr]
+            # (a new incarnation speaking does not clear its old one; nor does a member still in an
+            # older view: it missed an install — a partition — and must be removed to join again)
+            del self.suspected[src]
         handler = _HANDLERS.get(t)
         if handler is None:
             raise FrameError(f"unexpected {t.__name__} from {src}")
@@ -526,48 +551,93 @@ class Core:
         touched_head, top = self.order.acks(src, pid, clocks)
         if top >= 0:
             self.clock.observe(top)
-        if touched_head:
-            self._deliver_ready()
+        if touched_head or (self.flush is not None and not self.flush.done):
+            self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
 
     def _deliver_ready(self) -> None:
+        """Deliver what the order releases now (every member of the view holds it); in a flush that
+        has every survivor's marker, work out its last step (`_settle`)."""
         if self.mode not in (NORMAL, FLUSHING) or (self.no_quorum is not None and self.mode == NORMAL):
             return
+        flush = self.flush
+        if self._accepted and self._open_accepted():
+            return  # an attempt this peer flushed may still be installed: nothing leaves until then
         view = self.view
         assert view is not None
-        required: frozenset[str] = view.members
-        flush = self.flush
-        final = flush is not None and not flush.done and flush.markers >= flush.flush_set
-        if final:
-            required = flush.flush_set  # type: ignore[union-attr]
-            if self._settled_among is None:
-                self._settled_among = flush.flush_set  # type: ignore[union-attr]
-        order = self.order
-        released = order.release(required, final)
+        released = self.order.release(view.members, False)
         if released:
-            out, delivered, vid = self._ready.deliveries, self.delivered, view.id
-            marks = self.marks
-            if order.name == "lamport":
-                for e in released:
-                    delivered += 1
-                    out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid))  # type: ignore[arg-type]
-                    marks[e.pid] = e.clock
-            else:
-                vector = order.vector if order.name == "causal" else None  # type: ignore[attr-defined]
-                for e in released:
-                    delivered += 1
-                    out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid,  # type: ignore[arg-type]
-                                        e.seq, vector(e.vc) if vector is not None else None))
-                    marks[e.pid] = e.clock
-                if not order.acknowledged:
-                    self._since_beat += len(released)
-                    if self._since_beat >= PROGRESS_EVERY:
-                        self._since_beat = 0
-                        self._send_heartbeats()
-            self.delivered = delivered
-            if len(released) > 1:  # entries that were complete but waited behind a blocked head
-                self.stats["released_behind_head"] += len(released) - 1
-        if final and not self.order:
-            self._flushed()
+            self._emit(released)
+        if flush is not None and not flush.done and flush.markers >= flush.flush_set:
+            self._settle(flush)
+
+    def _emit(self, released: list) -> None:
+        """Number and record deliveries of messages the order released (in order)."""
+        view = self.view
+        order = self.order
+        out, delivered, vid = self._ready.deliveries, self.delivered, view.id  # type: ignore[union-attr]
+        marks = self.marks
+        if order.name == "lamport":
+            for e in released:
+                delivered += 1
+                out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid))  # type: ignore[arg-type]
+                marks[e.pid] = e.clock
+        else:
+            vector = order.vector if order.name == "causal" else None  # type: ignore[attr-defined]
+            for e in released:
+                delivered += 1
+                out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid,  # type: ignore[arg-type]
+                                    e.seq, vector(e.vc) if vector is not None else None))
+                marks[e.pid] = e.clock
+            if not order.acknowledged:
+                self._since_beat += len(released)
+                if self._since_beat >= PROGRESS_EVERY:
+                    self._since_beat = 0
+                    self._send_heartbeats()
+        self.delivered = delivered
+        if len(released) > 1:  # entries that were complete but waited behind a blocked head
+            self.stats["released_behind_head"] += len(released) - 1
+
+    def _settle(self, flush: Flushing) -> None:
+        """The flush's last step, once it can leave nothing pending: everything a survivor holds,
+        needing only the survivors' ACKs (what none of them holds is dropped). It is the same at
+        every survivor, but it is only *worked out* here, on a copy of the order: it takes effect at
+        the INSTALL of this attempt. Until then the peer may still follow another attempt (say, one
+        that takes back members this one removed, after a partition heals) with its order as it was:
+        nothing irrevocable happens before the view change is decided."""
+        if not self.order.settles(flush.flush_set):
+            return
+        trial = copy.deepcopy(self.order, {id(self.stats): self.stats})
+        out = trial.release(flush.flush_set, True)
+        if trial:
+            return
+        p = flush.proposal
+        self._accepted[(p.attempt, p.coordinator)] = Accepted(trial, out)
+        self._flushed()
+
+    def _open_accepted(self) -> bool:
+        """Whether an attempt other than the current one, which this peer reported FLUSHED for, may
+        still be installed. Dropped (known dead) once its coordinator runs a newer attempt, follows
+        the current one (its marker came), or is found dead outside the current flush set."""
+        flush = self.flush
+        current = (flush.proposal.attempt, flush.proposal.coordinator) if flush is not None else None
+        verified = None
+        for key in list(self._accepted):
+            if key == current:
+                continue
+            attempt, coordinator = key
+            if flush is not None and (
+                    (coordinator == current[1] and attempt < current[0])  # type: ignore[index]
+                    or (coordinator in flush.markers and coordinator != self.me)
+                    or coordinator == self.me):
+                del self._accepted[key]
+                continue
+            if verified is None:
+                verified = self._verified()
+            if coordinator in verified and (flush is None or coordinator not in flush.flush_set):
+                del self._accepted[key]
+                continue
+            return True
+        return False
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -720,7 +790,7 @@ class Core:
         self._max_attempt = -1
         self._cut = set()
         self._cut_frames = []
-        self._settled_among = None
+        self._accepted.clear()
 
     def _rejoin(self) -> None:
         """The primary component went on without this peer (a partition): start again as a joiner,
@@ -839,7 +909,7 @@ class Core:
                 # not without the members this flush removed: take back those heard from again
                 # (a partition healed meanwhile), if that makes a primary component
                 removed = verified | (set(flush.removed) & set(self.suspected))
-                if self._settled_among is not None or not self._primary_without(removed):
+                if not self._primary_without(removed):
                     return
             members = {m: i for m, i in p.members if m not in removed}
             members.update({m: view.incarnations[m] for m in flush.removed if m not in removed})
@@ -891,11 +961,6 @@ class Core:
             # follow a newer attempt, or whoever this peer now takes for the coordinator
             if p.attempt <= current.attempt and not (src == self._coordinator() != current.coordinator):
                 return
-        settled = self._settled_among
-        if settled is not None and not frozenset(view.members) - {r for r, _ in p.removed} <= settled:
-            # this peer ran the last step of a flush among ``settled`` (it dropped what none of them
-            # held): it may follow only a view change among fewer, or one that did not hold
-            return
         removed = frozenset(pid for pid, _ in p.removed)
         if self.me in removed:
             if self.quorum:
@@ -965,8 +1030,12 @@ class Core:
             assert view is not None
             new = {m for m, _ in p.members}
             joined = {m for m, inc in p.members if view.incarnations.get(m) != inc}
-            marks = tuple(sorted((pid, c) for pid, c in self.marks.items() if pid not in view.members)) \
-                if joined else ()
+            marks = ()
+            if joined:  # (what this attempt's last step delivers counts: it is delivered before the view)
+                upto = dict(self.marks)
+                for e in self._accepted[(p.attempt, self.me)].out:
+                    upto[e.pid] = e.clock
+                marks = tuple(sorted((pid, c) for pid, c in upto.items() if pid not in view.members))
             install = Install(
                 p.view, p.attempt, self.me, max(flush.flushed.values()), p.members,
                 tuple(sorted_pids(joined)),
@@ -998,6 +1067,19 @@ class Core:
             # it did not deliver all of the old view and must not record the view as if it had
             self._become_removed(f"{i.coordinator} installed view {i.view} without this peer")
             return
+        if old is not None:
+            accepted = self._accepted.get((i.attempt, i.coordinator))
+            if accepted is None:
+                # an attempt this peer never flushed (or took for dead): it cannot end the old view
+                # as the others did, so it is out of this view, like a member cut off
+                self._become_removed(f"{i.coordinator} installed view {i.view} from an attempt this peer "
+                                     "did not flush")
+                return
+            # the flush's last step takes effect now: the old view's rest, then the view
+            self.order = accepted.order  # type: ignore[assignment]
+            self.queue = getattr(self.order, "queue", self.order)
+            if accepted.out:
+                self._emit(accepted.out)
         for pid, clock in i.marks:
             if clock > self.marks.get(pid, -1):
                 self.marks[pid] = clock

@@ -37,13 +37,14 @@ class LamportOrder:
     name = "lamport"
     total = True
     acknowledged = True
-    __slots__ = ("me", "queue", "final_key", "stats")
+    __slots__ = ("me", "queue", "final_key", "stats", "_blocker")
 
     def __init__(self, me: str, stats: dict[str, int]) -> None:
         self.me = me
         self.queue = PendingQueue()
         self.final_key: tuple[int, tuple[str, int]] = (-1, ("", 0))
         self.stats = stats  # counts "premature_acks"
+        self._blocker: Entry | None = None  # see `settles`
 
     def __len__(self) -> int:
         return len(self.queue)
@@ -111,6 +112,21 @@ class LamportOrder:
                     touched_head = True
         # an ACK for an entry behind the head changes nothing yet; a new, smaller head is bodiless
         return touched_head, top
+
+    def settles(self, required: frozenset[str]) -> bool:
+        """Whether the last step of a flush among ``required`` would leave nothing pending now: every
+        entry with a body has the ACK of each of them (bodiless ones are dropped). Asked at every ACK
+        of a flush's last phase: the entry that failed last time is tried first."""
+        blocker = self._blocker
+        if (blocker is not None and blocker.text is not None and not required <= blocker.acks
+                and self.queue.get(blocker.clock, blocker.pid) is blocker):
+            return False
+        for e in self.queue.unordered():
+            if e.text is not None and not required <= e.acks:
+                self._blocker = e
+                return False
+        self._blocker = None
+        return True
 
     def release(self, required: frozenset[str], final: bool) -> list[Entry]:
         """Pop and return, in order, the entries deliverable now: each heads the queue with its body

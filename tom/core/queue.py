@@ -40,6 +40,10 @@ class PendingQueue:
         """Entries in delivery order (a sorted copy: for status, not for the hot path)."""
         return iter([e for _, _, e in sorted(self._heap, key=lambda item: item[:2])])
 
+    def unordered(self):
+        """The entries in no particular order (cheap: for checks that look at all of them)."""
+        return self._entries.values()
+
     def get(self, clock: int, pid: str) -> Entry | None:
         return self._entries.get((clock, pid))
 

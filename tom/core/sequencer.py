@@ -165,6 +165,10 @@ class SequencerOrder:
     def acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> tuple[bool, int]:
         raise FrameError(f"{src} sent an ACK in a sequencer group")
 
+    def settles(self, required: frozenset[str]) -> bool:
+        """The last step of a flush leaves nothing pending in this order (it numbers the rest)."""
+        return True
+
     def release(self, required: frozenset[str], final: bool) -> list[Entry]:
         """The messages deliverable now, in number order; ``final``: everything this peer holds (the
         same at every survivor), numbered ones first, then the rest in ``(clock, pid)`` order."""
