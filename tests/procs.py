@@ -85,18 +85,28 @@ class PeerProcs:
         self.delay = delay
         self.procs: list[subprocess.Popen] = []
 
+    def _cmd(self, i: int) -> list[str]:
+        cmd = tom_cmd("peer", str(self.neighbors), str(self.outputs[i]), str(self.ports[i]), "--host",
+                      "127.0.0.1", "--no-ui", "--delay", str(self.delay), *self.extra, *self.each[i])
+        if self.keys is not None:
+            cmd += ["--keys", str(self.keys)]
+        if self.http_ports:
+            cmd += ["--http", str(self.http_ports[i])]
+        return cmd
+
     def __enter__(self) -> "PeerProcs":
-        for i, (port, out, log) in enumerate(zip(self.ports, self.outputs, self.logs)):
-            cmd = tom_cmd("peer", str(self.neighbors), str(out), str(port), "--host", "127.0.0.1",
-                          "--no-ui", "--delay", str(self.delay), *self.extra, *self.each[i])
-            if self.keys is not None:
-                cmd += ["--keys", str(self.keys)]
-            if self.http_ports:
-                cmd += ["--http", str(self.http_ports[i])]
-            self.procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=open(log, "wb"),
+        for i, log in enumerate(self.logs):
+            self.procs.append(subprocess.Popen(self._cmd(i), stdin=subprocess.PIPE, stdout=open(log, "wb"),
                                                stderr=subprocess.STDOUT))
         self.wait_listening()
         return self
+
+    def restart(self, i: int) -> None:
+        """SIGKILL peer ``i`` and start it again on the same port and output file (its log goes on)."""
+        self.procs[i].kill()
+        self.procs[i].wait(10)
+        self.procs[i] = subprocess.Popen(self._cmd(i), stdin=subprocess.PIPE, stdout=open(self.logs[i], "ab"),
+                                         stderr=subprocess.STDOUT)
 
     def wait_listening(self, deadline: float = 20.0) -> None:
         """Return once every peer's log says it listens (bounded by ``deadline``)."""

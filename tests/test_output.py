@@ -59,3 +59,34 @@ def test_view_records_and_append(tmp_path):
     assert records[0]["members"] == [PEER, "127.0.0.1:5001"] and records[0]["joined"] == ["127.0.0.1:5001"]
     assert records[0]["order"] == "sequencer" and records[0]["seq"] == 0
     assert records[1]["text"] == "x\ny" and records[1]["delivered_at"] == 11.0
+
+
+def test_a_restarted_peer_goes_on_after_its_old_records_and_cuts_a_torn_line(tmp_path):
+    """A peer restarted on its file (a new incarnation numbers from 1 again): indexes go on after the
+    file's last record, views included, and the half record a SIGKILL left is cut off first."""
+    path = tmp_path / "o.jsonl"
+    out = OutputFile(path, PEER)
+    out.write([ViewDelivery(1, 1, PEER, 1, (PEER,), (PEER,), (), (), "lamport"),
+               Delivery(2, 2, PEER, "a", 1.0, 1), Delivery(3, 3, PEER, "é" * 40_000, 1.0, 1)], 2.0)
+    out.close()
+    torn = b'{"v":2,"kind":"message","index":4,"peer":"127.0.0.1:50'  # killed mid-write
+    with open(path, "ab") as f:
+        f.write(torn)
+    out = OutputFile(path, PEER)
+    assert out.offset == 3 and "after record 3" in out.resumed
+    assert f"torn last line, {len(torn)} bytes" in out.resumed
+    out.write([ViewDelivery(1, 9, PEER, 3, (PEER,), (PEER,), (), (PEER,), "lamport"),
+               Delivery(2, 10, PEER, "b", 9.0, 3)], 10.0)
+    out.close()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["index"] for r in records] == [1, 2, 3, 4, 5]
+    assert [r.get("text", "")[:1] for r in records] == ["", "a", "é", "", "b"]
+
+
+def test_a_file_whose_last_line_is_no_record_numbers_from_one(tmp_path):
+    path = tmp_path / "o.jsonl"
+    path.write_text("notes of mine\n")
+    out = OutputFile(path, PEER)
+    assert out.offset == 0 and "no TOM record" in out.resumed
+    out.close()
+    assert OutputFile(tmp_path / "new.jsonl", PEER).resumed is None

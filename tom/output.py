@@ -3,6 +3,11 @@
 Invariant: the file holds whole lines only, one per event this peer recorded as delivered. A write
 that fails (a full disk) is undone to the last whole line and raises OutputError; after that the file
 takes nothing more, so nothing is ever reported delivered that is not on disk.
+
+A peer restarted on its old file (a new incarnation, same pid) goes on after it: ``index`` keeps
+counting the file's records, and a torn last line the killed process left (half a record, never a
+delivery on disk) is cut off first. The file then reads as one member removed and admitted again,
+which is how the verifier checks it.
 """
 
 from __future__ import annotations
@@ -74,18 +79,59 @@ class OutputFile:
             reason = e.strerror or str(e)
             raise ConfigError(f"{self.path}: cannot write the output file ({reason})") from None
         self._size = os.fstat(self._fd).st_size
+        self.offset = 0  # records of an earlier run in the file: indexes go on after them
+        self.resumed: str | None = None  # one line saying so, for the log
+        if self._size:
+            self._resume()
         self.failed: OutputError | None = None
         self.written = 0
         self._peer = json.dumps(peer)
         self._head = f'{{"v":{SCHEMA_VERSION},"kind":"message","index":'
         self._quoted: dict[str, str] = {}
 
+    def _resume(self) -> None:
+        """Go on after the file's last whole record (see the module docstring)."""
+        size, block = self._size, 1 << 16
+        tail, pos, whole, last = b"", size, 0, None
+        try:
+            with open(self.path, "rb") as f:
+                while pos > 0:
+                    step = min(block, pos)
+                    pos -= step
+                    f.seek(pos)
+                    tail = f.read(step) + tail
+                    end = tail.rfind(b"\n")
+                    if end < 0:
+                        continue  # no whole line yet
+                    start = tail.rfind(b"\n", 0, end)
+                    if start < 0 and pos > 0:
+                        continue  # the last whole line starts further back
+                    whole, last = pos + end + 1, tail[start + 1:end]
+                    break
+            torn = size - whole
+            if torn:
+                os.ftruncate(self._fd, whole)  # type: ignore[arg-type]
+                self._size = whole
+        except OSError as e:
+            raise ConfigError(f"{self.path}: cannot read the output file to go on after it "
+                              f"({e.strerror or e})") from None
+        try:
+            self.offset = int(json.loads(last)["index"]) if last else 0
+        except (ValueError, TypeError, KeyError):
+            self.offset = 0
+        note = (f"output file {self.path}: going on after record {self.offset} of an earlier run"
+                if self.offset else f"output file {self.path}: its last line is no TOM record; "
+                "indexes start at 1")
+        if torn:
+            note += f" (its torn last line, {torn} bytes, cut off)"
+        self.resumed = note
+
     def write(self, deliveries: Iterable[Delivery | ViewDelivery], delivered_at: float) -> None:
         """Append one line per delivery and flush. Message lines are built by hand (the hot path);
         `record` is the reference they must equal once parsed (tested)."""
         dumps, quoted = json.dumps, self._quoted
         stamp = f"{delivered_at:.6f}".rstrip("0").rstrip(".")
-        head = self._head
+        head, offset = self._head, self.offset
         lines = []
         for d in deliveries:
             if type(d) is Delivery:
@@ -106,12 +152,13 @@ class OutputFile:
                 else:
                     tail = f',"vc":{dumps(d.vc, separators=(",", ":"))}}}\n' if d.seq is None else \
                         f',"seq":{d.seq},"vc":{dumps(d.vc, separators=(",", ":"))}}}\n'
-                lines.append(f'{head}{d.index},"peer":{self._peer},"clock":{d.clock},"pid":{pid},'
+                lines.append(f'{head}{d.index + offset},"peer":{self._peer},"clock":{d.clock},"pid":{pid},'
                              f'"text":{text},"sent_at":{sent},'
                              f'"delivered_at":{stamp},"view":{d.view}{tail}')
             else:
-                lines.append(dumps(record(d, self.peer, delivered_at), ensure_ascii=False,
-                                   separators=(",", ":")) + "\n")
+                view = record(d, self.peer, delivered_at)
+                view["index"] += offset
+                lines.append(dumps(view, ensure_ascii=False, separators=(",", ":")) + "\n")
         self._append("".join(lines).encode())
         self.written += len(lines)
 

@@ -159,6 +159,8 @@ class Peer:
                 mode += f", {cfg.order} order"
                 mode += ", secured: mutual TLS" if self.keys else ", not secured"
                 print(f"Loaded {len(self.neighbors)} neighbors", flush=True)
+                if self.output.resumed:
+                    log.info("%s", self.output.resumed)
                 print(f"Started to listen on {cfg.host}:{self.port}; sending messages from: {self.me} ({mode})",
                       flush=True)
                 if cfg.http is not None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from analysis import checks, verify
 from tests.analysis.conftest import message, view_record
+from procs import PeerProcs
 
 pytestmark = pytest.mark.spark
 A, B, C, D = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"
@@ -234,3 +236,39 @@ def test_chaos_run_of_real_peers_verifies(spark, tmp_path):
     exact = {"timing": {}}
     verify._verify_exact(spark, [f"file:{f}" for f in files], 5, exact, lambda name: None)
     assert exact["verdict"] == "VERIFIED", exact["checks"]["agreement"]
+
+
+@pytest.mark.e2e
+def test_a_peer_restarted_on_its_output_file_verifies(spark, tmp_path):
+    """A real peer SIGKILLed and started again on the same port and output file (a new incarnation):
+    its file goes on after the old records, and the run verifies, the peer named as removed and
+    admitted again."""
+    with PeerProcs(tmp_path, 3, secure=False) as group:
+        group.send(0, [f"a{i}" for i in range(10)])
+        group.wait_delivered(10)
+        group.restart(2)
+        restarted = f"127.0.0.1:{group.ports[2]}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # admitted again: a view with it that removed its old self
+            views = [r for r in group.records(0) if r["kind"] == "view"]
+            if any(restarted in v["removed"] for v in views) and restarted in views[-1]["members"]:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(group.log_text())
+        group.send(2, [f"c{i}" for i in range(5)])
+        group.send(1, [f"b{i}" for i in range(5)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+                {"c4", "b4"} <= {r.get("text") for r in group.records(i)} for i in range(3)):
+            time.sleep(0.2)
+        assert group.terminate() == [0, 0, 0], group.log_text()
+    assert "going on after record" in group.logs[2].read_text()
+    recs = group.records(2)
+    assert [r["index"] for r in recs] == list(range(1, len(recs) + 1))
+    files = [str(f) for f in group.outputs]
+    code = verify.main([*files, "--report-dir", str(tmp_path / "out")])
+    rep = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (code, rep["verdict"]) == (0, "VERIFIED"), rep.get("checks")
+    assert restarted in {r["peer"] for r in rep["rejoins"]}, rep["rejoins"]
+
