@@ -357,6 +357,16 @@ class HeadlessRun:
 STATS = re.compile(r"premature ACKs: (\d+); deliveries released behind a late head: (\d+)")
 
 
+def stats_line(order: str, premature: int, released: int) -> str:
+    """What the delay made happen, in the terms of the run's order (the sequencer has no ACKs)."""
+    held = {"lamport": "a blocked head", "sequencer": "a missing sequence number",
+            "causal": "a missing causal predecessor"}.get(order, "a blocked head")
+    line = f"messages held behind {held}, then released with it: {released:,}"
+    if order == "sequencer":
+        return line
+    return f"premature ACKs (an ACK before its message): {premature:,}; {line}"
+
+
 def report_stats(run: "HeadlessRun") -> None:
     """One line on what the delay made happen, from the peers' last log lines."""
     premature = released = 0
@@ -365,8 +375,7 @@ def report_stats(run: "HeadlessRun") -> None:
         if found:
             premature += int(found[-1][0])
             released += int(found[-1][1])
-    console.print(f"premature ACKs (an ACK before its message): {premature:,}; messages held behind a blocked "
-                  f"head, then released with it: {released:,}")
+    console.print(stats_line(run.order, premature, released))
     if run.killed_at is not None:
         report_crash(run)
 
