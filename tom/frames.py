@@ -12,7 +12,13 @@ TOM adds:
     ACKS-<clock>,<clock>,...-<pid>              several ACKs of one origin's messages in one line:
                                                 exactly one ACK per clock, in that order
     HELLO-<pid>-<incarnation>[-<order>]         first frame on a new connection: who is speaking, and
-                                                the order its group runs (absent: lamport)
+                                                the order its group runs (absent: lamport); wire v2
+                                                (below) is announced as ``<order>cumulative``
+    MARKS-<c1>,<c2>,...                         wire v2, a cumulative ACK: for the k-th member of the
+                                                view (pid order), the sender holds every message of it
+                                                up to clock c_k that it received from that member
+    MESSAGE@<sent_at>+<c1>,<c2>,...-<clock>-<pid>-<text>   (and CMESSAGE...+<marks>-...)
+                                                wire v2: a message with the sender's MARKS riding on it
     HEARTBEAT-<view>[-<count>-<digest>-<clock>-<pid>]
                                                 "I am alive, in view <view>" (0: not in a group yet),
                                                 "delivered <count> messages in it, digest <crc32>, the
@@ -103,12 +109,15 @@ class Message(Frame):
     text: str
     sent_at: float | None = None
     vc: tuple[int, ...] | None = None  # causal order: the vector timestamp (counts in the view's pid order)
+    marks: tuple[int, ...] | None = None  # wire v2: the sender's cumulative ACKs riding on it (`Marks`)
 
     def __post_init__(self) -> None:
         _check_clock(self.clock)
         _check_pid(self.pid)
         if self.vc is not None:
             _check_vc(self.vc)
+        if getattr(self, "marks", None) is not None:  # (a Relay has none)
+            _check_marks(self.marks)
         if type(self.text) is not str:
             raise FrameError("text must be a string")
         if len(self.text) > MAX_FRAME_BYTES:  # a cheap bound (a character is at least a byte)
@@ -154,6 +163,32 @@ class Acks(Frame):
         _check_pid(self.pid)
 
 
+MAX_MARKS = 1024
+"""The most members a MARKS frame (or a message's marks) may name: far above any group TOM runs."""
+
+
+def _check_marks(marks: tuple[int, ...]) -> None:
+    if type(marks) is not tuple or not 1 <= len(marks) <= MAX_MARKS:
+        raise FrameError("bad marks: one clock per member of the view")
+    for clock in marks:
+        if type(clock) is not int or not 0 <= clock <= MAX_CLOCK:
+            raise FrameError(f"bad mark {clock!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Marks(Frame):
+    """Wire v2's cumulative ACK: for the k-th member of the sender's view (pid order), the sender holds
+    every message of that member up to clock ``marks[k]`` that it received from that member itself
+    (0: none). Links are FIFO and a member's clock only grows, so one mark covers all of an origin's
+    earlier messages; the receiver derives from it who holds which message (`tom.core.marks`). The
+    same marks may ride on a message instead (`Message.marks`)."""
+
+    marks: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        _check_marks(self.marks)
+
+
 @dataclass(frozen=True, slots=True)
 class Seq(Frame):
     """Sequencer order: the messages ``(c, pid)`` for ``c`` in ``clocks`` get the sequence numbers
@@ -178,21 +213,37 @@ class Seq(Frame):
 class Hello(Frame):
     """Opens a connection: the speaker is ``pid``, running as ``incarnation`` (new at each start), in a
     group that runs ``order`` (a lowercase word, e.g. ``sequencer``; the handshake compares it with its
-    own). ``lamport`` is not written on the wire, so the course's plain HELLO stays what it was."""
+    own) with wire protocol ``wire``. ``lamport`` is not written on the wire, so the course's plain
+    HELLO stays what it was; wire 2 is written as the order word followed by ``cumulative`` (so a
+    peer of an older TOM, which knows wire 1 only, reads another order and refuses in one line)."""
 
     pid: str
     incarnation: int
     order: str = "lamport"
+    wire: int = 1
 
     def __post_init__(self) -> None:
         _check_pid(self.pid)
         if type(self.incarnation) is not int or self.incarnation < 0:
             raise FrameError(f"bad incarnation {self.incarnation!r}")
-        if type(self.order) is not str or not _ORDER_WORD.fullmatch(self.order):
+        if type(self.order) is not str or not _ORDER_WORD.fullmatch(self.order) or self.order.endswith(_WIRE2):
             raise FrameError(f"bad order {str(self.order)[:30]!r}")
+        if self.wire not in (1, 2):
+            raise FrameError(f"bad wire version {self.wire!r}")
 
 
 _ORDER_WORD = re.compile(r"[a-z]{1,20}")
+_WIRE2 = "cumulative"
+
+WIRE_VERSION = 2
+"""The wire protocol this TOM speaks in groups whose order acknowledges messages (lamport, causal):
+cumulative ACKs (`Marks`), riding on messages. A sequencer group sends no ACKs: its frames are those
+of wire 1 (`wire_of`)."""
+
+
+def wire_of(order: str) -> int:
+    """The wire version a group of ``order`` runs (what HELLO announces and the handshake compares)."""
+    return 1 if order == "sequencer" else WIRE_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -492,9 +543,13 @@ def format_frame(frame: Frame) -> str:
         if m.vc is not None:
             base = "C" + base
         head = base if m.sent_at is None else f"{base}@{m.sent_at:.6f}"
+        if t is Message and m.marks is not None:
+            head = f"{head}+{','.join(map(str, m.marks))}"
         if m.vc is not None:
             return f"{head}-{m.clock}-{m.pid}-{','.join(map(str, m.vc))}-{escape_text(m.text)}"
         return f"{head}-{m.clock}-{m.pid}-{escape_text(m.text)}"
+    if t is Marks:
+        return f"MARKS-{','.join(map(str, frame.marks))}"  # type: ignore[attr-defined]
     if t is Seq:
         return f"SEQ-{frame.first}-{','.join(map(str, frame.clocks))}-{frame.pid}"  # type: ignore[attr-defined]
     if t is Heartbeat:
@@ -506,9 +561,9 @@ def format_frame(frame: Frame) -> str:
         return f"REFUSED-{escape_text(frame.reason)}"  # type: ignore[attr-defined]
     if t is Hello:
         h: Hello = frame  # type: ignore[assignment]
-        if h.order == "lamport":
+        if h.order == "lamport" and h.wire == 1:
             return f"HELLO-{h.pid}-{h.incarnation}"
-        return f"HELLO-{h.pid}-{h.incarnation}-{h.order}"
+        return f"HELLO-{h.pid}-{h.incarnation}-{h.order}{_WIRE2 if h.wire == 2 else ''}"
     if t is Join:
         return f"JOIN-{frame.pid}-{frame.incarnation}"  # type: ignore[attr-defined]
     if t is Leave:
@@ -584,7 +639,7 @@ def _parse_json_frame(cls: type, rest: str) -> Frame:
 
 _new = object.__new__
 _set_ack_clock, _set_ack_pid = Ack.clock.__set__, Ack.pid.__set__  # type: ignore[attr-defined]
-_MESSAGE_SETTERS = tuple(getattr(Message, f).__set__ for f in ("clock", "pid", "text", "sent_at", "vc"))
+_MESSAGE_SETTERS = tuple(getattr(Message, f).__set__ for f in ("clock", "pid", "text", "sent_at", "vc", "marks"))
 
 
 def trusted_ack(clock: int, pid: str) -> Ack:
@@ -607,16 +662,39 @@ def trusted_acks(clocks: tuple[int, ...], pid: str) -> Acks:
 
 
 def trusted_message(clock: int, pid: str, text: str, sent_at: float | None,
-                    vc: tuple[int, ...] | None = None) -> Message:
+                    vc: tuple[int, ...] | None = None, marks: tuple[int, ...] | None = None) -> Message:
     """A Message from validated fields, ``sent_at`` already at whole microseconds."""
     msg = _new(Message)
-    set_clock, set_pid, set_text, set_sent, set_vc = _MESSAGE_SETTERS
+    set_clock, set_pid, set_text, set_sent, set_vc, set_marks = _MESSAGE_SETTERS
     set_clock(msg, clock)
     set_pid(msg, pid)
     set_text(msg, text)
     set_sent(msg, sent_at)
     set_vc(msg, vc)
+    set_marks(msg, marks)
     return msg
+
+
+def trusted_marks(marks: tuple[int, ...]) -> Marks:
+    """A Marks frame from validated clocks."""
+    frame = _new(Marks)
+    _set_marks(frame, marks)
+    return frame
+
+
+_set_marks = Marks.marks.__set__  # type: ignore[attr-defined]
+
+
+def _fast_counts(field: str) -> tuple[int, ...] | None:
+    """``<c1>,<c2>,...`` as ints when every one is canonical (no sign, no leading zero); None
+    otherwise (the general path then raises the error)."""
+    parts = field.split(",")
+    if len(parts) > MAX_MARKS:
+        return None
+    for c in parts:
+        if not (c.isdigit() and c.isascii() and len(c) <= 18 and (c[0] != "0" or len(c) == 1)):
+            return None
+    return tuple(map(int, parts))
 
 
 def _fast_ack(line: str) -> Ack | None:
@@ -643,7 +721,8 @@ def _fast_acks(line: str) -> Acks | None:
     return trusted_acks(tuple(map(int, parts)), pid)
 
 
-_FAST_MESSAGE = re.compile(r"MESSAGE@([0-9]{1,11}\.[0-9]{1,6})-(0|[1-9][0-9]{0,17})-([^-]*)-", re.ASCII)
+_FAST_MESSAGE = re.compile(r"MESSAGE@([0-9]{1,11}\.[0-9]{1,6})(?:\+([0-9,]{1,20000}))?-(0|[1-9][0-9]{0,17})-([^-]*)-",
+                           re.ASCII)
 
 
 def _fast_message(line: str) -> Message | None:
@@ -653,16 +732,21 @@ def _fast_message(line: str) -> Message | None:
     m = _FAST_MESSAGE.match(line)
     if m is None:
         return None
-    stamp, clock, pid = m.groups()
+    stamp, marks_field, clock, pid = m.groups()
     if pid not in _VALID_PIDS:
         return None
+    marks = None
+    if marks_field is not None:
+        marks = _fast_counts(marks_field)
+        if marks is None:
+            return None
     text = line[m.end():]
     if "\\" in text:
         try:
             text = unescape_text(text)
         except FrameError:
             return None
-    return trusted_message(int(clock), pid, text, float(stamp))
+    return trusted_message(int(clock), pid, text, float(stamp), None, marks)
 
 
 def parse_frame(line: str) -> Frame:
@@ -679,6 +763,10 @@ def parse_frame(line: str) -> Frame:
         msg = _fast_message(line)
         if msg is not None:
             return msg
+    elif line.startswith("MARKS-") and len(line) <= MAX_FRAME_BYTES:
+        marks = _fast_counts(line[6:])
+        if marks is not None and marks:
+            return trusted_marks(marks)
     return _parse_general(line)
 
 
@@ -712,13 +800,23 @@ def _parse_general(line: str) -> Frame:
             return Heartbeat(_int(view, "view"), _int(count, "count"), int(digest, 16), (_int(clock, "clock"), pid))
         if kind == "REFUSED":
             return Refused(unescape_text(rest))
+        if kind == "MARKS":
+            return Marks(tuple(_int(c, "mark") for c in rest.split(",")))
         if kind == "SEQ":
             first, clocks, pid = rest.split("-", 2) if rest.count("-") >= 2 else ("", "", "")
             if not pid:
                 raise FrameError("SEQ needs a first number, clocks and a pid")
             return Seq(_int(first, "sequence number"), tuple(_int(c, "clock") for c in clocks.split(",")), pid)
-        if kind in ("MESSAGE", "RELAY", "CMESSAGE", "CRELAY") or kind.startswith(
-                ("MESSAGE@", "RELAY@", "CMESSAGE@", "CRELAY@")):
+        if kind.startswith(("MESSAGE", "RELAY", "CMESSAGE", "CRELAY")):
+            kind, plus, marks_field = kind.partition("+")
+            if kind not in ("MESSAGE", "RELAY", "CMESSAGE", "CRELAY") and not kind.startswith(
+                    ("MESSAGE@", "RELAY@", "CMESSAGE@", "CRELAY@")):
+                raise FrameError(f"unknown frame kind {kind[:20]!r}")
+            marks = None
+            if plus:
+                if "RELAY" in kind:
+                    raise FrameError("a relay carries no marks")
+                marks = tuple(_int(c, "mark") for c in marks_field.split(","))
             base, _, stamp = kind.partition("@")
             sent_at = None
             if stamp or _:
@@ -741,17 +839,20 @@ def _parse_general(line: str) -> Frame:
                     raise FrameError(f"C{base} needs clock, pid, vector and text")
                 vc = tuple(_int(c, "count") for c in counts.split(","))
             text = unescape_text(text)
-            if base == "MESSAGE" and vc is None and pid in _VALID_PIDS:
+            if base == "MESSAGE" and vc is None and marks is None and pid in _VALID_PIDS:
                 # every field is checked: the clock by _int, the send time above (6 decimals on the wire)
                 return trusted_message(_int(clock, "clock"), pid, text, sent_at)
-            cls = Message if base == "MESSAGE" else Relay
-            return cls(_int(clock, "clock"), pid, text, sent_at, vc)
+            if base == "MESSAGE":
+                return Message(_int(clock, "clock"), pid, text, sent_at, vc, marks)
+            return Relay(_int(clock, "clock"), pid, text, sent_at, vc)
         if kind == "HELLO" or kind == "JOIN":
             pid, inc = rest.rsplit("-", 1) if "-" in rest else (rest, "")
             if kind == "HELLO" and inc.isalpha() and "-" in pid:  # HELLO-<pid>-<incarnation>-<order>
-                order = inc
+                order, wire = inc, 1
+                if order.endswith(_WIRE2) and len(order) > len(_WIRE2):
+                    order, wire = order[:-len(_WIRE2)], 2
                 pid, inc = pid.rsplit("-", 1)
-                return Hello(pid, _int(inc, "incarnation"), order)
+                return Hello(pid, _int(inc, "incarnation"), order, wire)
             return (Hello if kind == "HELLO" else Join)(pid, _int(inc, "incarnation"))
         if kind == "LEAVE":
             return Leave(rest)

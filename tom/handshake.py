@@ -8,6 +8,9 @@ lamport). Peers of different orders never link: the listener answers a HELLO of 
 its own HELLO (so the dialler learns the listener's order) and a REFUSED, and each side raises
 `OrderMismatch`, whose message is the one line a user sees on either side, e.g.
 ``127.0.0.1:5001 runs the sequencer order, this peer the lamport order: connection refused``.
+The HELLOs also name the wire protocol (`tom.frames.wire_of`): peers of one order but another wire
+(a TOM from before cumulative ACKs) are refused the same way (`WireMismatch`); an older TOM, which
+reads the v2 word as another order, refuses with its order-mismatch line.
 
 Secured (``--keys``): the same, inside mutual TLS 1.3 (`tom.tlsstream` on sockets, `trio.SSLStream`
 on other streams). Invariants of `accept` (listener side):
@@ -35,7 +38,7 @@ import ssl
 import trio
 
 from .errors import ConfigError, FrameError, RefusedError
-from .frames import Hello, Refused, Resume, encode_frame
+from .frames import Hello, Refused, Resume, encode_frame, wire_of
 from .keys import GroupKeys, cert_pid
 from .links import Link, LineReader, decode
 from .pid import pid_key
@@ -61,6 +64,25 @@ class OrderMismatch(Rejected):
         super().__init__(f"order {pid}", f"{pid} runs the {theirs} order, this peer the {mine} order: "
                                           f"connection refused")
         self.pid = pid
+
+
+class WireMismatch(OrderMismatch):
+    """The neighbor runs our order but another wire protocol (an older or newer TOM): no link."""
+
+    def __init__(self, pid: str, order: str, theirs: int, mine: int) -> None:
+        Rejected.__init__(self, f"wire {pid}", f"{pid} speaks wire protocol v{theirs} of the {order} order, this "
+                                               f"peer v{mine} (cumulative ACKs need the same TOM version on every "
+                                               f"peer): connection refused")
+        self.pid = pid
+
+
+def mismatch(pid: str, hello: Hello, order: str) -> OrderMismatch | None:
+    """Why a neighbor that said ``hello`` cannot link with a peer of ``order``: None if it can."""
+    if hello.order != order:
+        return OrderMismatch(pid, hello.order, order)
+    if hello.wire != wire_of(order):
+        return WireMismatch(pid, order, hello.wire, wire_of(order))
+    return None
 
 
 class PlaintextRefused(ConfigError):
@@ -173,7 +195,7 @@ async def expect(reader: LineReader, cls: type):
 
 
 def hello_bytes(pid: str, incarnation: int, order: str = "lamport") -> bytes:
-    return encode_frame(Hello(pid, incarnation, order))
+    return encode_frame(Hello(pid, incarnation, order, wire_of(order)))
 
 
 def resume_bytes(count: int) -> bytes:
@@ -221,13 +243,16 @@ async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, inc
         with trio.move_on_after(1):
             await stream.send_all(encode_frame(Refused(why)))
         raise Rejected(f"refused {hello.pid}", f"refused {hello.pid}: {why}")  # logged per pid
-    if hello.order != order:
-        mismatch = OrderMismatch(hello.pid, hello.order, order)
-        link.mismatch = str(mismatch)
-        why = f"{me} runs the {order} order, {hello.pid} the {hello.order} order"
+    refused = mismatch(hello.pid, hello, order)
+    if refused is not None:
+        link.mismatch = str(refused)
+        if isinstance(refused, WireMismatch):
+            why = f"{me} speaks wire protocol v{wire_of(order)} of the {order} order, {hello.pid} v{hello.wire}"
+        else:
+            why = f"{me} runs the {order} order, {hello.pid} the {hello.order} order"
         with trio.move_on_after(1):
             await stream.send_all(hello_bytes(me, incarnation, order) + encode_frame(Refused(why)))
-        raise mismatch
+        raise refused
     old = link.stream
     if old is not None:  # the neighbor reconnected (authenticated, when secured): the new one wins
         link.detach(old)
@@ -262,10 +287,10 @@ async def _connect_hello(stream: trio.abc.Stream, named: str | None, link: Link,
     hello = await expect(reader, Hello)
     if hello.pid != link.pid:
         raise Rejected("identity", f"answered as {hello.pid}")
-    if hello.order != order:
-        mismatch = OrderMismatch(link.pid, hello.order, order)
-        link.mismatch = str(mismatch)
-        raise mismatch
+    refused = mismatch(link.pid, hello, order)
+    if refused is not None:
+        link.mismatch = str(refused)
+        raise refused
     mine = link.meet(hello.incarnation)
     await stream.send_all(resume_bytes(mine))
     resume = await expect(reader, Resume)

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from ..errors import FrameError
 from ..frames import Frame, Message, Relay, Seq, trusted_message
 from ..pid import pid_key
+from .marks import HeldBy
 from .queue import Entry
 
 
@@ -40,7 +41,7 @@ class CausalOrder:
     total = False
     acknowledged = True
     __slots__ = ("me", "stats", "members", "index", "counts", "pending", "by_count", "history",
-                 "last_clock", "floor", "required", "own_sent")
+                 "last_clock", "floor", "required", "own_sent", "held")
 
     def __init__(self, me: str, stats: dict[str, int]) -> None:
         self.me = me
@@ -55,6 +56,7 @@ class CausalOrder:
         self.floor = -1  # the view event's clock: a frame about a message at or below it is of an older view
         self.required: frozenset[str] = frozenset()
         self.own_sent = 0  # this peer's messages of this view (its own count in their vectors)
+        self.held = HeldBy()  # the members' cumulative ACKs (wire v2), per view
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -73,6 +75,7 @@ class CausalOrder:
         self.last_clock.clear()
         self.floor = clock
         self.own_sent = 0
+        self.held = HeldBy(members)
 
     def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
         """``vc`` as ``{pid: count}``, members with a count of 0 left out (the output's form)."""
@@ -90,6 +93,7 @@ class CausalOrder:
         vc_t = tuple(vc)
         entry = Entry(clock, self.me, text, sent_at, {self.me}, None, vc_t)
         self.pending[(clock, self.me)] = entry
+        self.held.track(entry)
         self.by_count[self.me][vc_t[i]] = entry
         return trusted_message(clock, self.me, text, sent_at, vc_t)
 
@@ -108,6 +112,7 @@ class CausalOrder:
         entry = self.pending.get(key)
         if entry is None:
             entry = self.pending[key] = Entry(msg.clock, pid)
+            self.held.track(entry)
         elif entry.text is not None:
             return None  # a duplicate
         entry.text, entry.sent_at, entry.vc = msg.text, msg.sent_at, vc
@@ -139,10 +144,12 @@ class CausalOrder:
                     entry.acks.add(src)
                     if required <= entry.acks:
                         del history[key]
+                        self.held.drop(entry)
                 continue
             entry = pending.get(key)
             if entry is None:
                 entry = pending[key] = Entry(clock, pid)
+                self.held.track(entry)
                 self.stats["premature_acks"] += 1
             entry.acks.add(src)
         return False, top
@@ -150,6 +157,19 @@ class CausalOrder:
     def settles(self, required: frozenset[str]) -> bool:
         """The last step of a flush leaves nothing pending in this order (it drops what waits)."""
         return True
+
+    def marks(self, src: str, marks: tuple[int, ...]) -> tuple[bool, int]:
+        """``src``'s cumulative ACKs (`HeldBy.update`): what every member now holds leaves the history.
+        Nothing becomes deliverable by an ACK."""
+        covered, top = self.held.update(src, marks)
+        history, required = self.history, self.required
+        for entry in covered:
+            if required <= entry.acks:
+                key = (entry.clock, entry.pid)
+                if history.get(key) is entry:
+                    del history[key]
+                    self.held.drop(entry)
+        return False, top
 
     def release(self, required: frozenset[str], final: bool) -> list[Entry]:
         """The messages deliverable now, in an order that respects causality; ``final``: then drop
@@ -181,6 +201,8 @@ class CausalOrder:
                 last_clock[entry.pid] = entry.clock
                 if not self.required <= entry.acks:
                     history[key] = entry
+                else:
+                    self.held.drop(entry)
         if final:
             self.pending.clear()
             for waiting in by_count.values():

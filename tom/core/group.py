@@ -44,6 +44,7 @@ from ..frames import (
     Install,
     Join,
     Leave,
+    Marks,
     Message,
     Propose,
     Relay,
@@ -51,7 +52,10 @@ from ..frames import (
     Seq,
     trusted_ack,
     trusted_acks,
+    trusted_marks,
+    trusted_message,
     message_frame_bytes,
+    WIRE_VERSION,
 )
 from ..pid import pid_key, sorted_pids
 from .clock import LamportClock
@@ -92,6 +96,10 @@ its delivered count lets the others drop what every member delivered (`Sequencer
 
 NO_INCARNATION = 0
 """Incarnation of a static member: any incarnation is accepted."""
+
+PIGGYBACK_TEXT = 12_000
+"""Marks ride on a message of at most this many characters (a longer one could pass the frame limit
+with them): after a longer one they go in a MARKS frame of their own."""
 
 
 class _AckRun:
@@ -149,7 +157,9 @@ class Core:
 
     def __init__(self, me: str, members: Iterable[str] = (), *, incarnation: int = NO_INCARNATION,
                  static: bool = True, timing: Timing = Timing(), now: float = 0.0,
-                 order: str = "lamport", quorum: str = "majority") -> None:
+                 order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION) -> None:
+        if wire not in (1, 2):
+            raise UsageError(f"unknown wire protocol version {wire!r}: 1 or 2")
         if order not in ORDERS:
             raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
         if quorum not in QUORUMS:
@@ -174,6 +184,14 @@ class Core:
         self.order = _ORDER_CLASSES[order](me, self.stats)
         self.queue = getattr(self.order, "queue", self.order)  # the pending entries (for inspection and tests)
         self._numbered = order == "sequencer"  # the order hands out `SeqRun`s to send
+        # wire v2: a message received from its origin is acknowledged by a mark, `_holding[i]` = the
+        # clock of the last message of the view's i-th member received from it (0: none); the marks
+        # go out once per step (`_send_marks`), riding on this peer's last message if it ends the step
+        self.wire = wire
+        self._cumulative = wire == 2 and self.order.acknowledged
+        self._index: dict[str, int] = {}  # the view's members -> their position (pid order)
+        self._holding: list[int] = []
+        self._marks_due = False  # a mark grew since the marks were last sent
         self._since_beat = 0  # deliveries since the last heartbeat (see PROGRESS_EVERY)
         self.view: View | None = None
         self._fast = None  # see _fast_sources
@@ -223,9 +241,9 @@ class Core:
 
     @classmethod
     def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0,
-                order: str = "lamport", quorum: str = "majority") -> "Core":
+                order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION) -> "Core":
         return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order,
-                   quorum=quorum)
+                   quorum=quorum, wire=wire)
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -283,7 +301,11 @@ class Core:
     def _set_view(self, view: View) -> None:
         self.view = view
         self._fast = None
-        self.everyone = tuple(p for p in sorted_pids(view.members) if p != self.me)
+        members = sorted_pids(view.members)
+        self.everyone = tuple(p for p in members if p != self.me)
+        self._index = {p: i for i, p in enumerate(members)}
+        self._holding = [0] * len(members)
+        self._marks_due = False
 
     def leave(self) -> None:
         """Ask to leave; the peer stays until its leave is delivered (notice ``"left"``)."""
@@ -366,10 +388,12 @@ class Core:
         if fast is None:
             fast = self._fast = self._fast_sources()
         t = type(frame)
-        if src in fast and (t is Ack or t is Message or t is Acks or t is Seq) and not self.suspected:
+        if src in fast and (t is Message or t is Marks or t is Ack or t is Acks or t is Seq) and not self.suspected:
             # the common case, with every check of the slow path already known to pass for src
             self.last_heard[src] = self.now
-            if t is Ack:
+            if t is Marks:
+                self._on_marks(src, frame.marks)  # type: ignore[attr-defined]
+            elif t is Ack:
                 self._on_acks(src, frame.pid, (frame.clock,))  # type: ignore[attr-defined]
             elif t is Acks:
                 self._on_acks(src, frame.pid, frame.clocks)  # type: ignore[attr-defined]
@@ -421,7 +445,11 @@ class Core:
             self._maybe_propose()
 
     def ready(self) -> Ready:
-        """Take everything to send, to deliver and to notice since the last call."""
+        """Take everything to send, to deliver and to notice since the last call. A step ends here:
+        the marks of what this peer received in it go out now (wire v2), so no member waits for this
+        peer's acknowledgement longer than one step of it."""
+        if self._marks_due:
+            self._send_marks()
         self._chain_digests()
         out, self._ready = self._ready, Ready()
         self._digested_upto = 0
@@ -491,7 +519,9 @@ class Core:
                 raise FrameError("too many frames of removed members waiting")
             self._cut_frames.append((src, frame))
             return
-        if t is Ack:
+        if t is Marks:
+            self._on_marks(src, frame.marks)  # type: ignore[attr-defined]
+        elif t is Ack:
             self._on_acks(src, frame.pid, (frame.clock,))  # type: ignore[attr-defined]
         elif t is Acks:
             self._on_acks(src, frame.pid, frame.clocks)  # type: ignore[attr-defined]
@@ -521,10 +551,26 @@ class Core:
     def _on_message(self, src: str, msg: Message | Relay, relayed: bool) -> None:
         order = self.order
         entry = order.message(src, msg)
+        if self._cumulative and not relayed:
+            # from its origin, in its order: held, with every earlier message of it (even if stale or
+            # a duplicate); acknowledged by the marks at the end of this step
+            holding, i = self._holding, self._index[src]
+            if msg.clock > holding[i]:
+                holding[i] = msg.clock
+                self._marks_due = True
+            if entry is not None:
+                self.clock.observe(msg.clock)
+                if order.may_release(entry):
+                    self._deliver_ready()
+            if msg.marks is not None:  # type: ignore[union-attr]
+                self._on_marks(src, msg.marks)  # type: ignore[union-attr]
+            return
         if entry is None:
+            if not relayed and msg.marks is not None:  # type: ignore[union-attr]
+                self._on_marks(src, msg.marks)  # type: ignore[union-attr]
             return  # stale, or a duplicate
         self.clock.observe(msg.clock)
-        if order.acknowledged:
+        if order.acknowledged:  # wire 1, or a relay: an explicit ACK
             sends = self._ready.sends
             last = sends[-1] if sends else None
             if last is not None and last[0] is self.everyone and type(last[1]) is _AckRun:
@@ -536,6 +582,37 @@ class Core:
             self._send_numbers()
         if order.may_release(entry):
             self._deliver_ready()
+        if not relayed and msg.marks is not None:  # type: ignore[union-attr]
+            self._on_marks(src, msg.marks)  # type: ignore[union-attr]
+
+    def _on_marks(self, src: str, marks: tuple[int, ...]) -> None:
+        """``src``'s cumulative ACKs (wire v2, `tom.core.marks`)."""
+        order = self.order
+        if not order.acknowledged:
+            raise FrameError(f"{src} sent ACK marks in a {order.name} group")
+        touched_head, top = order.marks(src, marks)  # type: ignore[attr-defined]
+        if top >= 0:
+            self.clock.observe(top)
+        if touched_head:
+            self._deliver_ready()
+
+    def _send_marks(self) -> None:
+        """Send this peer's marks to every other member: on its last message if that is the last frame
+        queued (a mark on an earlier frame could pass a message stamped before the mark's clock was
+        seen — the FIFO argument needs it after all of them), in a MARKS frame otherwise."""
+        self._marks_due = False
+        everyone = self.everyone
+        if not everyone:
+            return
+        marks = tuple(self._holding)
+        sends = self._ready.sends
+        if sends:
+            dests, last = sends[-1]
+            if dests is everyone and type(last) is Message and len(last.text) <= PIGGYBACK_TEXT:  # type: ignore[attr-defined]
+                sends[-1] = (everyone, trusted_message(last.clock, last.pid, last.text, last.sent_at,  # type: ignore[attr-defined]
+                                                       last.vc, marks))  # type: ignore[attr-defined]
+                return
+        sends.append((everyone, trusted_marks(marks)))
 
     def _on_seq(self, src: str, frame: Seq) -> None:
         """Sequence numbers: from the sequencer, or relayed by a member in a flush."""
@@ -642,6 +719,11 @@ class Core:
     # -- membership ----------------------------------------------------------------------------
 
     def _send_heartbeats(self) -> None:
+        if self._marks_due:
+            # a heartbeat names the last event delivered here: the marks of what this peer holds go
+            # first, so that a member never sees a delivery claimed before its acknowledgement
+            # (`_check_skipped` relies on it)
+            self._send_marks()
         if self.links:
             if self.view is not None and self.mode == NORMAL:
                 beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key)
@@ -797,6 +879,8 @@ class Core:
         in the same incarnation. Its own messages not delivered here are kept: once admitted it sends
         again those the group did not deliver (`Install.marks`), then what its users entered since."""
         self._chain_digests()
+        if self._marks_due:
+            self._send_marks()
         self._cut_from = (self.view.group, self.view.id)  # type: ignore[union-attr]
         self._resubmit += sorted((e.clock, e.text, e.sent_at) for e in self.order  # type: ignore[misc]
                                  if e.pid == self.me and e.text is not None)
@@ -1060,6 +1144,8 @@ class Core:
         self._install(i)
 
     def _install(self, i: Install) -> None:
+        if self._marks_due:
+            self._send_marks()  # what was received in the old view, before anything of the next
         old = self.view
         members = dict(i.members)
         if old is not None and self.me not in members and self.me not in i.left:
@@ -1194,6 +1280,7 @@ _HANDLERS = {  # the slow path of `Core.receive`: one handler per frame type (li
     Heartbeat: Core._on_heartbeat,
     Join: Core._on_join,
     Leave: Core._on_leave,
+    Marks: Core._on_ordered,
     Propose: Core._on_propose,
     Flush: Core._on_flush,
     Flushed: Core._on_flushed,

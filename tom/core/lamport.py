@@ -12,6 +12,9 @@ Invariants:
 
 Correctness rests on FIFO links: a member's ACK for (c, q) is sent after its clock passed c, so every
 message it sends later sorts after (c, q), and every message it sent earlier arrived before that ACK.
+The same argument makes ACKs cumulative (wire v2, `tom.core.marks`): a mark "I hold q's messages up to
+clock c" rides on the last frame a member sends in a step, after every message it stamped before.
+An ACK of either kind only ever adds its sender to ``acks`` of entries it holds.
 
 The interface `Core` uses — what an order is in TOM (`tom.core.sequencer` and `tom.core.causal` have
 the same): `own` (this peer's message), `message` (a member's, or a relay) and `may_release`, `acks`,
@@ -28,6 +31,7 @@ from collections.abc import Iterator
 from ..errors import FrameError
 from ..frames import Frame, Message, Relay, Seq, trusted_message
 from ..pid import pid_key
+from .marks import HeldBy
 from .queue import Entry, PendingQueue
 
 
@@ -37,11 +41,12 @@ class LamportOrder:
     name = "lamport"
     total = True
     acknowledged = True
-    __slots__ = ("me", "queue", "final_key", "stats", "_blocker")
+    __slots__ = ("me", "queue", "final_key", "stats", "_blocker", "held")
 
     def __init__(self, me: str, stats: dict[str, int]) -> None:
         self.me = me
         self.queue = PendingQueue()
+        self.held = HeldBy()  # the members' cumulative ACKs (wire v2), per view
         self.final_key: tuple[int, tuple[str, int]] = (-1, ("", 0))
         self.stats = stats  # counts "premature_acks"
         self._blocker: Entry | None = None  # see `settles`
@@ -61,10 +66,18 @@ class LamportOrder:
     def own(self, clock: int, text: str, sent_at: float | None) -> Message:
         """This peer multicasts ``text`` at ``clock``: it holds it; the frame to send."""
         msg = trusted_message(clock, self.me, text, sent_at)
-        entry = self.queue.reserve(clock, self.me)
+        entry = self._reserve(clock, self.me)
         entry.text, entry.sent_at = text, sent_at
         entry.acks.add(self.me)
         return msg
+
+    def _reserve(self, clock: int, pid: str) -> Entry:
+        """The entry for ``(clock, pid)``, created (and reached by the marks from then on) if absent."""
+        entry = self.queue.get(clock, pid)
+        if entry is None:
+            entry = self.queue.add(clock, pid)
+            self.held.track(entry)
+        return entry
 
     def may_release(self, entry: Entry) -> bool:
         """Whether taking ``entry`` may have made something deliverable."""
@@ -80,7 +93,7 @@ class LamportOrder:
             raise FrameError(f"{src} sent a causal message in a lamport group")
         if (msg.clock, pid_key(msg.pid)) <= self.final_key:
             return None
-        entry = self.queue.reserve(msg.clock, msg.pid)
+        entry = self._reserve(msg.clock, msg.pid)
         if entry.text is not None:
             return None  # duplicate
         entry.text, entry.sent_at = msg.text, msg.sent_at
@@ -103,7 +116,9 @@ class LamportOrder:
                 continue  # stale: about a message already delivered
             if clock > top:
                 top = clock
-            entry = queue.reserve(clock, pid)
+            entry = queue.get(clock, pid)
+            if entry is None:
+                entry = self._reserve(clock, pid)
             if entry.text is None and not entry.acks:
                 stats["premature_acks"] += 1  # this ACK overtook its message: it reserves the entry
             if src not in entry.acks:
@@ -128,6 +143,13 @@ class LamportOrder:
         self._blocker = None
         return True
 
+    def marks(self, src: str, marks: tuple[int, ...]) -> tuple[bool, int]:
+        """``src``'s cumulative ACKs (`HeldBy.update`): whether the head may now leave, and the largest
+        mark that grew (-1 if none)."""
+        covered, top = self.held.update(src, marks)
+        head = self.queue.head()
+        return head is not None and any(e is head for e in covered), top
+
     def release(self, required: frozenset[str], final: bool) -> list[Entry]:
         """Pop and return, in order, the entries deliverable now: each heads the queue with its body
         and ``required <= acks``. ``final`` (the flush has every survivor's marker): a bodiless head
@@ -140,11 +162,13 @@ class LamportOrder:
             if head.text is None:
                 if final:
                     queue.pop()
+                    self.held.drop(head)
                     continue
                 break
             if not required <= head.acks:
                 break
             queue.pop()
+            self.held.drop(head)
             out.append(head)
         if out:
             last = out[-1]
@@ -155,6 +179,9 @@ class LamportOrder:
         """A view of ``members`` (in pid order) was delivered at ``(clock, pid)``: everything up to it
         is final."""
         self.final_key = (clock, pid_key(pid))
+        self.held = HeldBy(members)
+        for entry in self.queue:  # (none normally: a flush leaves nothing pending)
+            self.held.track(entry)
 
     def relays(self, removed: frozenset[str]) -> list[Frame]:
         """What a flush forwards: the pending messages of removed members this peer holds."""

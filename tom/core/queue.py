@@ -55,6 +55,12 @@ class PendingQueue:
             heappush(self._heap, (clock, pid_key(pid), entry))
         return entry
 
+    def add(self, clock: int, pid: str) -> Entry:
+        """A new, empty entry for ``(clock, pid)`` (which must be absent)."""
+        entry = self._entries[(clock, pid)] = Entry(clock, pid)
+        heappush(self._heap, (clock, pid_key(pid), entry))
+        return entry
+
     def head(self) -> Entry | None:
         heap = self._heap
         return heap[0][2] if heap else None
