@@ -1,10 +1,11 @@
-"""The pure core: Lamport rules, tie-break, premature and duplicate ACKs, head-of-line blocking."""
+"""The pure core: Lamport rules, tie-break, premature and duplicate ACKs, head-of-line blocking;
+cumulative ACKs (wire v2: marks, alone or riding on a message) and the explicit ACKs of wire 1."""
 
 import pytest
 
 from tom.core import Core, LamportClock
 from tom.errors import FrameError, UsageError
-from tom.frames import Ack, Acks, Message
+from tom.frames import Ack, Acks, Marks, Message, Relay
 
 A, B, C = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"
 GROUP = [A, B, C]
@@ -33,7 +34,93 @@ def test_receive_merges_clock_and_acks_everyone():
     core.clock.time = 3
     core.receive(A, Message(10, A, "x"))
     assert core.clock.time == 11
+    assert core.ready().sends == [((A, C), Marks((10, 0, 0)))]  # B holds A's messages up to clock 10
+
+
+def test_wire_1_acknowledges_each_message():
+    core = Core(B, GROUP, wire=1)
+    core.receive(A, Message(10, A, "x"))
     assert core.ready().sends == [((A, C), Ack(10, A))]
+
+
+def test_marks_of_a_step_go_out_once_riding_on_the_last_message():
+    """Everything received in a step is acknowledged once, at its end: on this peer's message when
+    that is the last frame of the step (it then carries every mark), in a MARKS frame otherwise."""
+    core = Core(B, GROUP)
+    core.receive(A, Message(1, A, "a1"))
+    core.receive(C, Message(2, C, "c2"))
+    core.receive(A, Message(3, A, "a3"))
+    msg = core.broadcast("b")
+    assert core.ready().sends == [((A, C), Message(msg.clock, B, "b", None, None, (3, 0, 2)))]
+    core.receive(A, Message(7, A, "a7"))
+    b2 = core.broadcast("b2")
+    core.receive(C, Message(8, C, "c8"))  # after b2 in the step, still before b2 leaves: it rides on b2
+    assert core.ready().sends == [((A, C), Message(b2.clock, B, "b2", None, None, (7, 0, 8)))]
+    core.connected(A, 0)
+    core.connected(C, 0)
+    core.broadcast("b3")
+    core.tick(100.0)  # a heartbeat
+    core.receive(A, Message(20, A, "a20"))  # then the step's last frame is not a message of B's
+    sends = core.ready().sends
+    assert [type(f).__name__ for _, f in sends] == ["Message", "Heartbeat", "Marks"]
+    assert sends[0][1].marks is None and sends[2][1] == Marks((20, 0, 8))
+    core.receive(A, Message(21, A, "a21"))
+    core.tick(200.0)  # a heartbeat names the last delivery here: the marks go before it
+    assert [(type(f).__name__, getattr(f, "marks", None)) for _, f in core.ready().sends] == [
+        ("Marks", (21, 0, 8)), ("Heartbeat", None)]
+    assert core.ready().sends == []  # nothing new held: nothing to acknowledge
+
+
+def test_a_mark_acknowledges_every_earlier_message_of_its_origin_once():
+    core = Core(B, GROUP)
+    for clock in (1, 2, 3):
+        core.receive(A, Message(clock, A, f"a{clock}"))
+    core.ready()
+    core.receive(C, Marks((2, 0, 0)))  # C holds A's messages up to clock 2
+    assert texts(core.ready()) == ["a1", "a2"]
+    core.receive(C, Marks((2, 0, 0)))  # a repeat (e.g. sent again after a reconnect): nothing
+    core.receive(C, Marks((1, 0, 0)))  # an older one: nothing
+    assert texts(core.ready()) == [] and [p.missing for p in core.status().pending] == [(C,)]
+    core.receive(C, Message(4, C, "c4", None, None, (3, 0, 0)))  # the mark rides on C's message
+    assert texts(core.ready()) == ["a3"]  # (4, C) waits for A
+
+
+def test_marks_that_overtake_a_message_count_when_it_comes():
+    """C's marks can reach B before A's message does (other links): the entry starts acknowledged."""
+    core = Core(B, GROUP)
+    core.receive(C, Marks((5, 0, 0)))
+    assert core.status().pending == ()  # a mark reserves nothing: it covers what B will get
+    core.receive(A, Message(5, A, "a5"))
+    assert texts(core.ready()) == ["a5"]
+    assert core.stats["premature_acks"] == 0
+
+
+def test_own_messages_are_acknowledged_by_the_others_marks():
+    core = Core(A, GROUP)
+    core.broadcast("m1")
+    core.broadcast("m2")
+    core.ready()
+    core.receive(B, Marks((2, 0, 0)))
+    assert [p.missing for p in core.status().pending] == [(C,), (C,)]
+    core.receive(C, Marks((1, 0, 0)))
+    assert texts(core.ready()) == ["m1"]
+
+
+def test_a_relay_is_acknowledged_explicitly_not_by_a_mark():
+    """A mark speaks for what came from the origin itself (its link is FIFO); a relayed message
+    comes on another link, so it gets an explicit ACK and no mark moves."""
+    core = Core(B, GROUP)
+    core.flush = None
+    core._on_message(C, Relay(4, A, "relayed"), relayed=True)
+    assert core.ready().sends == [((A, C), Ack(4, A))]
+
+
+def test_marks_must_name_every_member_of_the_view():
+    core = Core(B, GROUP)
+    with pytest.raises(FrameError):
+        core.receive(C, Marks((1, 2)))
+    with pytest.raises(FrameError):
+        Core(B, GROUP, order="sequencer").receive(C, Marks((1, 0, 0)))
 
 
 def test_message_delivers_only_when_every_member_acked():
@@ -146,9 +233,9 @@ def test_stats_count_premature_acks_and_releases_behind_the_head():
 
 
 def test_acks_of_a_run_of_messages_go_out_as_one_frame_and_count_as_one_ack_each():
-    """Messages handled in one step are acknowledged in one ACKS frame per origin, and an ACKS
+    """Wire 1: messages handled in one step are acknowledged in one ACKS frame per origin, and an ACKS
     frame counts as exactly one ACK per clock (a repeat counts for nothing)."""
-    core = Core(B, [A, B, C])
+    core = Core(B, [A, B, C], wire=1)
     for clock in (1, 2, 3):
         core.receive(A, Message(clock, A, f"m{clock}"))
     core.receive(C, Message(1, C, "c1"))
@@ -162,8 +249,8 @@ def test_acks_of_a_run_of_messages_go_out_as_one_frame_and_count_as_one_ack_each
 
 
 def test_a_frame_between_acks_splits_the_run():
-    """An ACK never moves past a frame sent before or after it: runs only merge ACKs back to back."""
-    core = Core(B, [A, B, C])
+    """Wire 1: an ACK never moves past a frame sent before or after it: runs only merge ACKs back to back."""
+    core = Core(B, [A, B, C], wire=1)
     core.receive(A, Message(1, A, "a1"))
     core.broadcast("b")
     core.receive(A, Message(2, A, "a2"))

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tom.errors import FrameError
-from tom.frames import (Ack, Acks, Hello, Message, MAX_FRAME_BYTES, _fast_message, _parse_general, encode_frame,
-                        escape_text, format_frame, parse_frame)
+from tom.frames import (Ack, Acks, Hello, Marks, Message, MAX_FRAME_BYTES, _fast_message, _parse_general,
+                        encode_frame, escape_text, format_frame, parse_frame)
 
 PIDS = st.sampled_from(["127.0.0.1:5000", "10.0.0.2:5000", "my-host.lan:80", "[::1]:65535"])
 
@@ -47,9 +47,35 @@ def test_acks_round_trip(clocks, pid):
     assert parse_frame(format_frame(frame)) == frame  # again, with the pid now known (fast path)
 
 
-@given(pid=PIDS, inc=st.integers(0, 2**62), order=st.sampled_from(["lamport", "sequencer", "causal", "future"]))
-def test_hello_round_trips(pid, inc, order):
-    assert parse_frame(format_frame(Hello(pid, inc, order))) == Hello(pid, inc, order)
+@given(pid=PIDS, inc=st.integers(0, 2**62), order=st.sampled_from(["lamport", "sequencer", "causal", "future"]),
+       wire=st.sampled_from([1, 2]))
+def test_hello_round_trips(pid, inc, order, wire):
+    assert parse_frame(format_frame(Hello(pid, inc, order, wire))) == Hello(pid, inc, order, wire)
+
+
+def test_wire_2_rides_on_the_order_word():
+    """Wire 2 is announced as ``<order>cumulative``: a TOM of wire 1 reads an order it does not run."""
+    assert format_frame(Hello("127.0.0.1:5000", 7, "lamport", 2)) == "HELLO-127.0.0.1:5000-7-lamportcumulative"
+    assert parse_frame("HELLO-127.0.0.1:5000-7-causalcumulative") == Hello("127.0.0.1:5000", 7, "causal", 2)
+    with pytest.raises(FrameError):
+        parse_frame("HELLO-127.0.0.1:5000-7-cumulative")
+
+
+@given(marks=st.lists(st.integers(0, 2**62), min_size=1, max_size=40))
+def test_marks_round_trip(marks):
+    frame = Marks(tuple(marks))
+    assert parse_frame(format_frame(frame)) == frame == _parse_general(format_frame(frame))
+
+
+@given(clock=st.integers(0, 2**62), pid=PIDS, text=st.text(max_size=100),
+       sent_at=st.none() | st.floats(0, 1e10, allow_nan=False),
+       vc=st.none() | st.lists(st.integers(0, 99), min_size=1, max_size=5).map(tuple),
+       marks=st.lists(st.integers(0, 2**62), min_size=1, max_size=5).map(tuple))
+def test_a_message_with_marks_round_trips(clock, pid, text, sent_at, vc, marks):
+    frame = Message(clock, pid, text, sent_at, vc, marks)
+    wire = format_frame(frame)
+    assert parse_frame(wire) == frame == _parse_general(wire)
+    assert parse_frame(wire) == frame  # again, the pid now known (fast path)
 
 
 def test_hello_names_an_order_other_than_lamport_only():
@@ -72,6 +98,9 @@ def test_hello_names_an_order_other_than_lamport_only():
     "ACKS-1-127.0.0.1:5000", "ACKS-1,-127.0.0.1:5000", "ACKS-,1-127.0.0.1:5000", "ACKS-1,02-127.0.0.1:5000",
     "ACKS-1,x-127.0.0.1:5000", "ACKS-1,2-127.0.0.1:0", "ACKS-1,2", "ACKS-1;2-127.0.0.1:5000",
     "ACKS-" + ",".join(["1"] * 40000) + "-127.0.0.1:5000",
+    "MARKS-", "MARKS-1,,2", "MARKS-01", "MARKS-1,x", "MARKS--1", "MARKS-" + ",".join(["1"] * 2000),
+    "MESSAGE@1.5+-1-127.0.0.1:5000-x", "MESSAGE@1.5+1,02-1-127.0.0.1:5000-x", "MESSAGE+x-1-127.0.0.1:5000-x",
+    "RELAY+1-1-127.0.0.1:5000-x", "MESSAGEX-1-127.0.0.1:5000-x",
 ])
 def test_malformed_lines_are_rejected(line):
     with pytest.raises(FrameError):

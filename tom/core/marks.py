@@ -30,13 +30,14 @@ def _clock(entry: Entry) -> int:
 class HeldBy:
     """The marks of every member of one view, and per origin the entries they may still reach."""
 
-    __slots__ = ("members", "index", "marks", "entries", "starts")
+    __slots__ = ("members", "index", "marks", "highest", "entries", "starts")
 
     def __init__(self, members: tuple[str, ...] = ()) -> None:
         self.members = members
         self.index = {p: i for i, p in enumerate(members)}
         n = len(members)
         self.marks: dict[str, list[int]] = {p: [0] * n for p in members}  # acker -> per origin
+        self.highest = [0] * n  # per origin, the highest mark of any member
         self.entries: list[list[Entry]] = [[] for _ in members]  # per origin, clock order, from starts[i]
         self.starts = [0] * n
 
@@ -46,9 +47,10 @@ class HeldBy:
         if i is None:
             return
         clock = entry.clock
-        for q, held in self.marks.items():
-            if held[i] >= clock:
-                entry.acks.add(q)
+        if clock <= self.highest[i]:
+            for q, held in self.marks.items():
+                if held[i] >= clock:
+                    entry.acks.add(q)
         entries = self.entries[i]
         if not entries or entries[-1].clock < clock:
             entries.append(entry)
@@ -74,6 +76,8 @@ class HeldBy:
             held[i] = new
             if new > top:
                 top = new
+            if new > self.highest[i]:
+                self.highest[i] = new
             entries = self.entries[i]
             k = bisect_right(entries, old, lo=self.starts[i], key=_clock)
             end = len(entries)
