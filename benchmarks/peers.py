@@ -36,8 +36,13 @@ The closing lines compare secured with plain: throughput ratio and light-load p5
 ``--http`` starts every peer with ``--http`` (served, nobody watching): run with and without it to
 see what serving the API costs.
 
+``--src TREE`` runs the peers from another source tree (a git worktree of another commit); given more
+than once, every scenario runs once per tree, one after the other on the same machine load, and the
+light-load groups of all trees take turns, so builds compare side by side in one run (e.g. the previous
+``main`` and this one: ``--src ../main --src .``).
+
 Run: ``scripts/bench [--peers 3,5] [--order lamport|sequencer|causal|all] [--messages N] [--window W]
-[--light N] [--security both|plain|secured] [--profile] [--http]``.
+[--light N] [--security both|plain|secured] [--profile] [--http] [--src TREE ...]``.
 """
 
 from __future__ import annotations
@@ -448,15 +453,15 @@ def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None
     return {**light_figures(ok, why, recs, count), **traffic_figures(group, expected)}
 
 
-def light_together(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None,
-                   kinds: list[tuple[str, bool, str]]) -> list[dict]:
-    """Light load on one group per ``(name, secure, order)`` of ``kinds`` at once, one message to each
-    in turn (who goes first rotates): all see the same machine (other processes' load drifts by the
+def light_together(n: int, count: int, workdir: Path, deadline_s: float,
+                   kinds: list[tuple[str, bool, str, Path | None]]) -> list[dict]:
+    """Light load on one group per ``(name, secure, order, src)`` of ``kinds`` at once, one message to
+    each in turn (who goes first rotates): all see the same machine (other processes' load drifts by the
     second on a shared host), so the differences of their latencies are theirs, not the moment's."""
     deadline = time.monotonic() + deadline_s
     with contextlib.ExitStack() as stack:
         groups = [stack.enter_context(BenchGroup(n, workdir / name, src=src, secure=secure, order=order))
-                  for name, secure, order in kinds]
+                  for name, secure, order, src in kinds]
         for group in groups:
             group.warm_up(deadline)
         expected = n
@@ -466,7 +471,7 @@ def light_together(n: int, count: int, workdir: Path, deadline_s: float, src: Pa
             for group in groups[turn:] + groups[:turn]:
                 group.peers[k % n].send([f"l{k}"])
                 group.wait_delivered(expected, deadline)
-        results = [verify(group, expected, order) for group, (_, _, order) in zip(groups, kinds)]
+        results = [verify(group, expected, order) for group, (_, _, order, _) in zip(groups, kinds)]
     return [{**light_figures(*r, count), **traffic_figures(g, expected)} for r, g in zip(results, groups)]
 
 
@@ -547,8 +552,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="record a py-spy profile of one peer during each run and summarize it (perturbs the "
                          "figures: profile and measure in separate runs)")
     ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second (default 250)")
-    ap.add_argument("--src", type=Path, help="run the peers' tom package from this source tree (e.g. a git "
-                                              "worktree of another commit) instead of the installed one")
+    ap.add_argument("--src", type=Path, action="append",
+                    help="run the peers' tom package from this source tree (e.g. a git worktree of another commit) "
+                         "instead of the installed one; more than once: every scenario once per tree, side by side")
     ap.add_argument("--security", choices=["both", "plain", "secured"], default=None,
                     help="run plain groups, secured ones (--keys, mutual TLS), or both for comparison (default: "
                          "both for one order, plain with --order all)")
@@ -571,14 +577,15 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.light <= 100_000:
         ap.error("--light must be 1..100000")
 
-    args.src = source_tree(ap, args.src)
+    builds = [source_tree(ap, src) for src in args.src] if args.src else [None]
     orders = list(ORDERS) if args.order == "all" else [args.order]
     security = args.security or ("plain" if args.order == "all" else "both")
     stop_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="tom-bench-"))
     print(f"TOM benchmark: {os.cpu_count()} CPUs, load average {loadavg()}, Python {sys.version.split()[0]}, "
           f"loopback {HOST}, orders {', '.join(orders)}, workdir {tmp}"
-          + (f", peers from {args.src}" if args.src else "") + (", peers with --http" if args.http else "")
+          + "".join(f", peers from {b} ({build_label(b)})" for b in builds if b is not None)
+          + (", peers with --http" if args.http else "")
           + (", every frame watched over /api/events" if args.watch else ""))
     busy = busy_cpus()
     if busy > 0.3:
@@ -586,41 +593,41 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     status = 0
     modes = {"both": ["plain", "secured"], "plain": ["plain"], "secured": ["secured"]}[security]
-    together = len(modes) * len(orders) > 1 and not args.profile  # light load: the groups take turns
+    together = len(modes) * len(orders) * len(builds) > 1 and not args.profile  # light load: groups take turns
     try:
         for n in sizes:
             per_peer = args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
             first = len(rows)
             for mode in modes:
                 secure = mode == "secured"
-                for order in orders:
-                    row = {"n": n, "mode": mode, "order": order}
-                    tag = f"{n}{mode[0]}{order[0]}"
-                    label = f"{n} peers, {mode}, {order}"
+                for order, (b, src) in ((o, bs) for o in orders for bs in enumerate(builds)):
+                    row = {"n": n, "mode": mode, "order": order, "build": build_label(src), "src": src}
+                    tag = f"{n}{mode[0]}{order[0]}{b}"
+                    label = f"{n} peers, {mode}, {order}" + (f", {build_label(src)}" if len(builds) > 1 else "")
                     if args.only in (None, "throughput"):
                         what = f"window {args.window}/peer" if args.window else "unbounded"
                         print(f"\n[{label}] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
                         prof = tmp / f"profile-{tag}.txt" if args.profile else None
                         row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}",
-                                                                args.deadline, prof, args.rate, args.src, secure,
+                                                                args.deadline, prof, args.rate, src, secure,
                                                                 args.http, args.watch, order),
                                              lambda t: print_throughput(t, n), prof, top=25)
                     if args.only in (None, "light") and not together:
                         print(f"[{label}] light load: {args.light} messages, one at a time ...", flush=True)
                         lprof = tmp / f"profile-light-{tag}.txt" if args.profile else None
                         row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{tag}", args.deadline,
-                                                           args.src, lprof, args.rate, secure, args.http, order),
+                                                           src, lprof, args.rate, secure, args.http, order),
                                              print_light, lprof, top=15)
                     rows.append(row)
             if args.only in (None, "light") and together:
                 mine = rows[first:]
-                kinds = [(f"{r['mode']}-{r['order']}", r["mode"] == "secured", r["order"]) for r in mine]
-                print(f"[{n} peers, {' and '.join(k for k, _, _ in kinds)} side by side] light load: {args.light} "
+                kinds = [(f"{r['mode']}-{r['order']}" + (f"-{r['build']}" if len(builds) > 1 else ""),
+                          r["mode"] == "secured", r["order"], r["src"]) for r in mine]
+                print(f"[{n} peers, {' and '.join(k for k, _, _, _ in kinds)} side by side] light load: {args.light} "
                       f"messages to each, one at a time, taking turns ...", flush=True)
-                lts = scenario(lambda: light_together(n, args.light, tmp / f"light{n}", args.deadline, args.src,
-                                                      kinds),
+                lts = scenario(lambda: light_together(n, args.light, tmp / f"light{n}", args.deadline, kinds),
                                lambda lts: [print(f"  {k}:", end="") or print_light(lt)
-                                            for (k, _, _), lt in zip(kinds, lts)], None, top=0)
+                                            for (k, _, _, _), lt in zip(kinds, lts)], None, top=0)
                 for row, lt in zip(mine, lts or [None] * len(mine)):
                     row["lt"] = lt
             for row in rows[first:]:
@@ -634,16 +641,58 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    print_table(rows, args.messages)
-    print_comparisons(rows, sizes)
+    print_table(rows, args.messages, len(builds) > 1)
+    print_comparisons([r for r in rows if r["src"] == builds[0]], sizes)
+    if len(builds) > 1:
+        print_builds(rows, sizes, builds)
     print(f"load average after the run: {loadavg()}")
     print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
     return status
 
 
-def print_table(rows: list[dict], messages: int | None) -> None:
-    """One line per group size, mode and order: the figures side by side."""
-    head = (f"{'peers':>5} | {'mode':>7} | {'order':>9} | {'msgs/peer':>9} | {'multicasts/s':>12} | "
+def build_label(src: Path | None) -> str:
+    """A source tree as the table names it: its folder and git commit (``installed`` for none)."""
+    if src is None:
+        return "installed"
+    try:
+        commit = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        commit = ""
+    return f"{src.name}@{commit}" if commit else src.name
+
+
+def print_builds(rows: list[dict], sizes: list[int], builds: list[Path | None]) -> None:
+    """Each build against the first one, per group size, mode and order."""
+    first = build_label(builds[0])
+    for n in sizes:
+        for r in rows:
+            if r["n"] != n or r["src"] == builds[0]:
+                continue
+            base = next((b for b in rows if b["n"] == n and b["mode"] == r["mode"] and b["order"] == r["order"]
+                         and b["src"] == builds[0]), None)
+            if base is None:
+                continue
+            parts = []
+            if base.get("tp") and r.get("tp"):
+                parts.append(f"throughput {r['tp']['rate'] / base['tp']['rate']:.2f}x")
+                parts.append(f"CPU per multicast {r['tp']['cpu_us'] / base['tp']['cpu_us']:.2f}x")
+                parts.append(f"load p99 {1000 * (r['tp']['p99'] - base['tp']['p99']):+.1f} ms")
+                if base["tp"].get("frames_mc") and r["tp"].get("frames_mc"):
+                    parts.append(f"frames per multicast under load {r['tp']['frames_mc'] / base['tp']['frames_mc']:.2f}x")
+            if base.get("lt") and r.get("lt"):
+                parts.append(f"light-load p50 {1000 * (r['lt']['p50'] - base['lt']['p50']):+.3f} ms")
+                if base["lt"].get("frames_mc") and r["lt"].get("frames_mc"):
+                    parts.append(f"light-load frames per multicast {r['lt']['frames_mc'] / base['lt']['frames_mc']:.2f}x")
+            if parts:
+                print(f"{r['build']} vs {first}, {n} peers, {r['mode']}, {r['order']}: " + "; ".join(parts))
+
+
+def print_table(rows: list[dict], messages: int | None, builds: bool = False) -> None:
+    """One line per group size, mode and order (and build, with several): the figures side by side."""
+    width = max([len(r["build"]) for r in rows] + [5]) if builds else 0
+    head = ((f"{'build':>{width}} | " if builds else "") +
+            f"{'peers':>5} | {'mode':>7} | {'order':>9} | {'msgs/peer':>9} | {'multicasts/s':>12} | "
             f"{'load p50 ms':>11} | {'load p99 ms':>11} | {'light p50 ms':>12} | {'light p99 ms':>12} | "
             f"{'frames/mc load|light':>20} | {'bytes/mc load|light':>19} | {'CPU us/mc/peer':>14} | check")
     print("\n" + "=" * len(head))
@@ -652,7 +701,7 @@ def print_table(rows: list[dict], messages: int | None) -> None:
     for row in rows:
         t, lt = row.get("tp"), row.get("lt")
         n = row["n"]
-        cells = [f"{n:>5}", f"{row['mode']:>7}", f"{row['order']:>9}"]
+        cells = ([f"{row['build']:>{width}}"] if builds else []) + [f"{n:>5}", f"{row['mode']:>7}", f"{row['order']:>9}"]
         cells.append(f"{(messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)) if 'tp' in row else '-':>9}")
         cells.append(f"{t['rate']:>12,.0f}" if t else f"{'-' if 'tp' not in row else 'FAILED':>12}")
         cells.append(f"{ms(t['p50']):>11}" if t else f"{'-':>11}")

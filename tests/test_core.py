@@ -121,6 +121,9 @@ def test_marks_must_name_every_member_of_the_view():
         core.receive(C, Marks((1, 2)))
     with pytest.raises(FrameError):
         Core(B, GROUP, order="sequencer").receive(C, Marks((1, 0, 0)))
+    with pytest.raises(FrameError):  # rejected whole: the message is not taken either
+        core.receive(C, Message(1, C, "c1", None, None, (1, 0)))
+    assert core.status().pending == () and core.ready().sends == []
 
 
 def test_message_delivers_only_when_every_member_acked():

@@ -550,6 +550,10 @@ class Core:
 
     def _on_message(self, src: str, msg: Message | Relay, relayed: bool) -> None:
         order = self.order
+        if not relayed and msg.marks is not None and (  # type: ignore[union-attr]
+                len(msg.marks) != len(self._holding) or not order.acknowledged):  # type: ignore[union-attr]
+            raise FrameError(f"{src} sent a message with {len(msg.marks)} ACK marks in a "  # type: ignore[union-attr]
+                             f"{order.name} group of {len(self._holding)}")
         entry = order.message(src, msg)
         if self._cumulative and not relayed:
             # from its origin, in its order: held, with every earlier message of it (even if stale or
