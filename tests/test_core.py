@@ -259,3 +259,27 @@ def test_a_frame_between_acks_splits_the_run():
     core.receive(A, Message(2, A, "a2"))
     kinds = [type(f).__name__ for _, f in core.ready().sends]
     assert kinds == ["Ack", "Message", "Ack"]
+
+
+def test_pending_queue_leaves_in_key_order_whatever_the_order_entries_come_in():
+    """The queue merges one FIFO per origin: entries reserved out of their origin's order (a relay, an
+    ACK before its message) still leave in ``(clock, pid_key)`` order; checked against a sorted model."""
+    import random
+
+    from tom.core import PendingQueue
+    from tom.pid import pid_key
+
+    for seed in range(40):
+        rng = random.Random(seed)
+        queue, model = PendingQueue(), {}
+        pids = [A, B, C, "127.0.0.1:10000", "my-host:80"][:rng.randint(1, 5)]
+        for _ in range(300):
+            if rng.random() < 0.55:
+                clock, pid = rng.randint(0, 50), rng.choice(pids)
+                model[(clock, pid)] = queue.reserve(clock, pid)
+            elif model:
+                first = min(model, key=lambda k: (k[0], pid_key(k[1])))
+                assert queue.head() is model[first]
+                assert queue.pop() is model.pop(first)
+            assert [(e.clock, e.pid) for e in queue] == sorted(model, key=lambda k: (k[0], pid_key(k[1])))
+        assert len(queue) == len(model) and (queue.head() is None) == (not model)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import insort
+from collections import deque
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from collections.abc import Iterator
@@ -22,15 +24,27 @@ class Entry:
     vc: tuple[int, ...] | None = None  # causal order: its vector timestamp
 
 
+def _clock(entry: Entry) -> int:
+    return entry.clock
+
+
 class PendingQueue:
     """Entries keyed by ``(clock, pid)``, iterated and popped in ``(clock, pid_key)`` order.
 
-    The heap holds ``(clock, pid_key, entry)``: keys are unique, so an entry is never compared."""
+    One queue per origin in clock order (its messages come in that order on its FIFO link, so a new
+    entry is nearly always appended), merged through a small heap of the origins' first entries:
+    ``(clock, pid_key, entry)``, keys unique so an entry is never compared. Under load thousands of
+    entries wait; a pop then costs some log(origins) comparisons, not log(entries).
 
-    __slots__ = ("_heap", "_entries")
+    The heap may hold stale items — an entry that is no longer its origin's first (an entry reserved
+    out of order went before it), or one already popped — and `head` drops them; every origin's first
+    entry is always in it."""
+
+    __slots__ = ("_fronts", "_origins", "_entries")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, tuple[str, int], Entry]] = []
+        self._fronts: list[tuple[int, tuple[str, int], Entry]] = []
+        self._origins: dict[str, deque[Entry]] = {}
         self._entries: dict[tuple[int, str], Entry] = {}
 
     def __len__(self) -> int:
@@ -38,7 +52,7 @@ class PendingQueue:
 
     def __iter__(self) -> Iterator[Entry]:
         """Entries in delivery order (a sorted copy: for status, not for the hot path)."""
-        return iter([e for _, _, e in sorted(self._heap, key=lambda item: item[:2])])
+        return iter(sorted(self._entries.values(), key=lambda e: (e.clock, pid_key(e.pid))))
 
     def unordered(self):
         """The entries in no particular order (cheap: for checks that look at all of them)."""
@@ -50,22 +64,46 @@ class PendingQueue:
     def reserve(self, clock: int, pid: str) -> Entry:
         """The entry for ``(clock, pid)``, created empty (reserved) if absent."""
         entry = self._entries.get((clock, pid))
-        if entry is None:
-            entry = self._entries[(clock, pid)] = Entry(clock, pid)
-            heappush(self._heap, (clock, pid_key(pid), entry))
-        return entry
+        return entry if entry is not None else self.add(clock, pid)
 
     def add(self, clock: int, pid: str) -> Entry:
         """A new, empty entry for ``(clock, pid)`` (which must be absent)."""
         entry = self._entries[(clock, pid)] = Entry(clock, pid)
-        heappush(self._heap, (clock, pid_key(pid), entry))
+        queue = self._origins.get(pid)
+        if queue is None:
+            queue = self._origins[pid] = deque()
+        if not queue:
+            queue.append(entry)
+            heappush(self._fronts, (clock, pid_key(pid), entry))
+        elif clock > queue[-1].clock:
+            queue.append(entry)
+        else:  # out of its origin's order (a relay, or an ACK before its message)
+            insort(queue, entry, key=_clock)
+            if queue[0] is entry:
+                heappush(self._fronts, (clock, pid_key(pid), entry))
         return entry
 
     def head(self) -> Entry | None:
-        heap = self._heap
-        return heap[0][2] if heap else None
+        fronts, origins = self._fronts, self._origins
+        while fronts:
+            entry = fronts[0][2]
+            queue = origins.get(entry.pid)
+            if queue and queue[0] is entry:
+                return entry
+            heappop(fronts)  # stale
+        return None
 
     def pop(self) -> Entry:
-        entry = heappop(self._heap)[2]
+        """Remove and return the head (the caller has just seen it with `head`)."""
+        entry = self.head()
+        assert entry is not None, "pop from an empty queue"
+        heappop(self._fronts)
+        queue = self._origins[entry.pid]
+        queue.popleft()
         del self._entries[(entry.clock, entry.pid)]
+        if queue:
+            nxt = queue[0]
+            heappush(self._fronts, (nxt.clock, pid_key(nxt.pid), nxt))
+        else:
+            del self._origins[entry.pid]
         return entry
