@@ -4,7 +4,7 @@ dropped instead of slowing the peer, the SSE payloads."""
 from tom.core import Delivery, ViewDelivery
 from tom.eventfeed import LATENCY_BUCKETS, QUEUE_ITEMS, EventFeed, event_dicts
 from tom.events import FramesIn
-from tom.frames import Ack, Acks, Heartbeat, Message
+from tom.frames import Ack, Acks, Heartbeat, Marks, Message
 
 A, B, C = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"
 
@@ -41,6 +41,18 @@ def test_frames_go_only_to_watchers_that_asked_and_in_order():
     assert not f.frames_wanted
     f.incoming(FramesIn(B, [Ack(9, A)]))
     assert plain.take() == []
+
+
+def test_marks_are_drawn_as_acks_of_the_last_message_of_each_origin_they_cover():
+    """Wire v2: a MARKS frame, or marks on a message, names positions of the view (pid order); the
+    diagram gets an ACK for each origin heard from, the sender's own position left out."""
+    f = EventFeed(A, lambda: 42, lambda: {"released_behind_head": 0}, lambda: 1000.0, lambda: (A, B, C))
+    framed = f.subscribe(frames=True)
+    f.incoming(FramesIn(B, [Marks((4, 9, 0)), Message(10, B, "m", None, None, (5, 9, 2))]))
+    f.step([((B, C), Marks((0, 10, 2)))], [], [])
+    events = [(d["dir"], d["kind"], d["clock"], d["pid"]) for item in framed.take() for _, d in event_dicts(item)]
+    assert events == [("in", "ACK", 4, A), ("in", "MESSAGE", 10, B), ("in", "ACK", 5, A), ("in", "ACK", 2, C),
+                      ("out", "ACK", 10, B), ("out", "ACK", 2, C)]
 
 
 def test_releases_behind_a_late_head_are_marked():

@@ -27,7 +27,7 @@ import trio
 
 from .core import Delivery, Divergence, ViewDelivery
 from .events import Event, FramesIn
-from .frames import Ack, Acks, Frame, Message
+from .frames import Ack, Acks, Frame, Marks, Message
 
 QUEUE_ITEMS = 2048
 FRAMES_PER_SECOND = 2000
@@ -37,7 +37,7 @@ in ``frames_skipped``. Deliveries are never skipped."""
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Upper bounds (seconds) of the send->deliver latency histogram; a last bucket is +Inf."""
 
-_WATCHED = (Message, Ack, Acks)  # the frames a live diagram draws
+_WATCHED = (Message, Ack, Acks, Marks)  # the frames a live diagram draws
 
 
 class Subscriber:
@@ -74,8 +74,9 @@ class EventFeed:
     """What the processor shows watchers, and the counters the metrics read."""
 
     def __init__(self, me: str, clock: Callable[[], int], counters: Callable[[], dict[str, int]],
-                 wall: Callable[[], float]) -> None:
+                 wall: Callable[[], float], members: Callable[[], tuple[str, ...]] = tuple) -> None:
         self.me = me
+        self._members = members  # the view's members in pid order: what the positions of marks name
         self._clock = clock  # the core's Lamport time, for frame events
         self._counters = counters  # the core's counters (snapshot.counters)
         self._wall = wall
@@ -133,8 +134,8 @@ class EventFeed:
             if self.frames_wanted:
                 watched = [f for f in frames if type(f) in _WATCHED]
                 if watched and self._frames_shown(len(watched)):
-                    self._publish(("in", event.src, watched, self._clock(), self._wall()),  # type: ignore[union-attr]
-                                  frames_only=True)
+                    self._publish(("in", event.src, watched, self._clock(), self._wall(),  # type: ignore[union-attr]
+                                   self._members()), frames_only=True)
 
     def step(self, sends: list[tuple[tuple[str, ...], Frame]], deliveries: list[Delivery | ViewDelivery],
              notices: list[str], alarms: Sequence[Divergence] = ()) -> None:
@@ -145,7 +146,7 @@ class EventFeed:
         if sends and self.frames_wanted:
             watched = [(d, f) for d, f in sends if type(f) in _WATCHED]
             if watched and self._frames_shown(len(watched)):
-                self._publish(("out", watched, self._clock(), self._wall()), frames_only=True)
+                self._publish(("out", watched, self._clock(), self._wall(), self._members()), frames_only=True)
         if deliveries:
             wall = self._wall()
             counts, total = self.latency_counts, 0.0
@@ -191,19 +192,19 @@ def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
                     event["vc"] = dict(d.vc)
                 yield "deliver", event
     elif kind == "in":
-        _, src, frames, lamport, wall = item
+        _, src, frames, lamport, wall, members = item
         for f in frames:
-            for clock in _clocks(f):
-                yield "frame", {"dir": "in", "kind": "MESSAGE" if type(f) is Message else "ACK", "clock": clock,
-                                "pid": f.pid, "from": src, "lamport": lamport, "t": wall,
-                                **({"text": f.text} if type(f) is Message else {})}  # type: ignore[attr-defined]
+            for what, clock, pid in _shown(f, members, src):
+                yield "frame", {"dir": "in", "kind": what, "clock": clock, "pid": pid, "from": src,
+                                "lamport": lamport, "t": wall,
+                                **({"text": f.text} if what == "MESSAGE" else {})}  # type: ignore[attr-defined]
     elif kind == "out":
-        _, sends, lamport, wall = item
+        _, sends, lamport, wall, members = item
         for dests, f in sends:
-            for clock in _clocks(f):
-                yield "frame", {"dir": "out", "kind": "MESSAGE" if type(f) is Message else "ACK", "clock": clock,
-                                "pid": f.pid, "to": list(dests), "lamport": lamport, "t": wall,  # type: ignore[attr-defined]
-                                **({"text": f.text} if type(f) is Message else {})}  # type: ignore[attr-defined]
+            for what, clock, pid in _shown(f, members, None):
+                yield "frame", {"dir": "out", "kind": what, "clock": clock, "pid": pid, "to": list(dests),
+                                "lamport": lamport, "t": wall,
+                                **({"text": f.text} if what == "MESSAGE" else {})}  # type: ignore[attr-defined]
     elif kind == "notice":
         yield "notice", {"notice": item[1], "t": item[2]}
     elif kind == "alarm":
@@ -212,8 +213,23 @@ def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
                         "theirs": f"{a.theirs:08x}", "t": item[2]}
 
 
-def _clocks(frame: Frame) -> tuple[int, ...]:
+def _shown(frame: Frame, members: tuple[str, ...], sender: str | None) -> Iterator[tuple[str, int, str]]:
+    """``(kind, clock, pid)`` per arrow a diagram draws for ``frame``: a MESSAGE, an ACK per clock of an
+    ACK or ACKS, and for marks (wire v2, alone or on a message) an ACK of the last message of each
+    origin they cover (the sender's own position, and origins not heard from yet, left out)."""
     t = type(frame)
     if t is Acks:
-        return frame.clocks  # type: ignore[attr-defined]
-    return (frame.clock,)  # type: ignore[attr-defined]
+        for clock in frame.clocks:  # type: ignore[attr-defined]
+            yield "ACK", clock, frame.pid  # type: ignore[attr-defined]
+        return
+    if t is Ack:
+        yield "ACK", frame.clock, frame.pid  # type: ignore[attr-defined]
+        return
+    marks = frame.marks  # type: ignore[attr-defined]
+    if t is Message:
+        yield "MESSAGE", frame.clock, frame.pid  # type: ignore[attr-defined]
+        sender = frame.pid  # type: ignore[attr-defined]
+    if marks is not None and len(marks) == len(members):
+        for pid, clock in zip(members, marks):
+            if clock and pid != sender:
+                yield "ACK", clock, pid

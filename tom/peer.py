@@ -198,7 +198,8 @@ class Peer:
         sock = open_http_socket(host, port)
         self.http_url = f"http://{url_host(host)}:{sock.getsockname()[1]}/"
         core, links = self.core, self.links
-        self.feed = EventFeed(self.me, lambda: snapshot.lamport(core), lambda: snapshot.counters(core), time.time)
+        self.feed = EventFeed(self.me, lambda: snapshot.lamport(core), lambda: snapshot.counters(core), time.time,
+                              lambda: core.member_order)
         handle = PeerHandle(self.me, lambda: snapshot.snapshot(core, links, trio.current_time()),
                             self._send_one, lambda: snapshot.backlog(core) > MAX_BACKLOG, self.feed, token)
         app = make_app(handle, host)

@@ -544,6 +544,11 @@ class Core:
         self._early.append((src, frame))
 
     @property
+    def member_order(self) -> tuple[str, ...]:
+        """The view's members in pid order: what the positions of marks name (empty outside a view)."""
+        return tuple(self._index) if self.view is not None else ()
+
+    @property
     def delivered_key(self) -> tuple[int, tuple[str, int]]:
         """The key of the last event delivered: everything at or below it is final."""
         return self.order.final_key
