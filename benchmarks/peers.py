@@ -41,8 +41,11 @@ than once, every scenario runs once per tree, one after the other on the same ma
 light-load groups of all trees take turns, so builds compare side by side in one run (e.g. the previous
 ``main`` and this one: ``--src ../main --src .``).
 
+``--peers-compare`` adds a reference row: PySyncObj, a Python Raft library (`benchmarks.raft_compare`:
+installed into a venv of its own, 3 nodes, the highest request rate of which 90 % commit).
+
 Run: ``scripts/bench [--peers 3,5] [--order lamport|sequencer|causal|all] [--messages N] [--window W]
-[--light N] [--security both|plain|secured] [--profile] [--http] [--src TREE ...]``.
+[--light N] [--security both|plain|secured] [--profile] [--http] [--src TREE ...] [--peers-compare]``.
 """
 
 from __future__ import annotations
@@ -565,6 +568,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="throughput with --http and an open dashboard: every peer's /api/events?frames=1 read "
                          "(and dropped) during the run")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (outputs, logs, profiles)")
+    ap.add_argument("--peers-compare", action="store_true",
+                    help="add a reference row: PySyncObj (a Python Raft library, installed into .venv-pysyncobj by "
+                         "this option, never a TOM dependency), 3 nodes, the highest request rate of which >= 90%% "
+                         "commit (its own benchmark's method; benchmarks/raft_compare.py)")
     args = ap.parse_args(argv)
     try:
         sizes = [int(x) for x in args.peers.split(",") if x.strip()]
@@ -641,6 +648,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    if args.peers_compare:
+        from benchmarks.raft_compare import PACKAGE, highest_rate
+
+        print(f"\n[reference] {PACKAGE}, 3 nodes: highest request rate with >= 90% committed ...", flush=True)
+        raft = highest_rate(Path(__file__).resolve().parent.parent)
+        print(f"  PySyncObj (Raft), 3 nodes on loopback: {raft:,} requests/s committed; load average {loadavg()}")
+        for r in rows:
+            if r["n"] == 3 and r["mode"] == "plain" and r.get("tp") and raft:
+                print(f"  TOM {r['order']} ({r['build']}), 3 peers: {r['tp']['rate'] / raft:.2f}x PySyncObj's rate")
     print_table(rows, args.messages, len(builds) > 1)
     print_comparisons([r for r in rows if r["src"] == builds[0]], sizes)
     if len(builds) > 1:

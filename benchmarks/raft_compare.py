@@ -1,0 +1,156 @@
+"""A reference row for ``scripts/bench --peers-compare``: PySyncObj, a Python Raft library, on loopback.
+
+PySyncObj is installed by this module into a venv of its own (``.venv-pysyncobj`` beside the project's
+``.venv``; pip, from the package index) — never a dependency of TOM or of its tests. Its method is that
+of PySyncObj's own benchmark (``benchmarks/benchmarks.py`` in its repository): ``n`` nodes on loopback
+(3 by default), every node submits its share of ``R`` requests per second (a replicated method call
+with a short random argument) for a while; ``R`` passes when at least 90 % of the requests are
+committed (their callbacks report success); a bisection finds the highest passing ``R``. PySyncObj's
+script submits for 25 s per try and repeats the search 5 times; here a try lasts ``--seconds`` (5 by
+default) and the search runs once, so the figure is quicker and somewhat noisier.
+
+Every node is a process started here, on 127.0.0.1 ports picked free, stopped (SIGTERM, then SIGKILL)
+on any exit; every try is bounded in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+from benchmarks.peergroup import free_ports
+
+PACKAGE = "pysyncobj==0.3.17"
+PASS = 0.9  # the share of requests that must commit
+
+NODE = r'''
+import random, sys, time
+from pysyncobj import SyncObj, SyncObjConf, replicated, FAIL_REASON
+
+class Counter(SyncObj):
+    def __init__(self, me, partners):
+        super().__init__(me, partners, SyncObjConf(dynamicMembershipChange=False))
+        self.applied = 0
+
+    @replicated
+    def add(self, value):
+        self.applied += 1
+
+rate, seconds, me, partners = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+node = Counter(me, partners)
+ok = sent = 0
+def done(result, error):
+    global ok
+    if error == FAIL_REASON.SUCCESS:
+        ok += 1
+deadline = time.monotonic() + 30
+while node._getLeader() is None:
+    if time.monotonic() > deadline:
+        print("NO LEADER", flush=True)
+        sys.exit(2)
+    time.sleep(0.1)
+time.sleep(2.0)  # the others find the leader too
+start = time.monotonic()
+while time.monotonic() - start < seconds:
+    second = time.monotonic()
+    for _ in range(rate):
+        node.add("%08x" % random.randrange(16 ** 8), callback=done)
+        sent += 1
+    spent = time.monotonic() - second
+    if spent < 1.0:
+        time.sleep(1.0 - spent)
+time.sleep(3.0)  # let the last requests commit
+print("RESULT %d %d" % (ok, sent), flush=True)
+'''
+
+
+def ensure_venv(root: Path) -> Path:
+    """The python of ``root/.venv-pysyncobj``, created with PySyncObj installed if it is missing."""
+    env = root / ".venv-pysyncobj"
+    python = env / "bin" / "python"
+    stamp = env / ".installed"
+    if not stamp.exists() or stamp.read_text() != PACKAGE:
+        print(f"  installing {PACKAGE} into {env} (once) ...", flush=True)
+        venv.create(env, with_pip=True, clear=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", PACKAGE],
+                       check=True, timeout=600)
+        stamp.write_text(PACKAGE)
+    return python
+
+
+def one_try(python: Path, script: Path, nodes: int, rate: int, seconds: float) -> float:
+    """The share of ``rate`` requests per second (over all nodes) that committed; 0.0 if a node failed."""
+    ports = sorted(free_ports(nodes))
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    per_node = max(1, rate // nodes)
+    procs = []
+    try:
+        for i, me in enumerate(addrs):
+            partners = addrs[:i] + addrs[i + 1:]
+            procs.append(subprocess.Popen([str(python), str(script), str(per_node), str(seconds), me, *partners],
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          start_new_session=True))
+        shares = []
+        for p in procs:
+            out, _ = p.communicate(timeout=seconds + 60)
+            line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
+            if line is None:
+                return 0.0
+            ok, sent = map(int, line.split()[1:])
+            shares.append(ok / max(1, sent))
+        return sum(shares) / len(shares)
+    except subprocess.TimeoutExpired:
+        return 0.0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait(timeout=5)
+
+
+def highest_rate(root: Path, nodes: int = 3, seconds: float = 5.0, low: int = 1000, high: int = 64000,
+                 step: int = 1000) -> int:
+    """The highest request rate (requests per second over the group) of which >= 90 % commit."""
+    python = ensure_venv(root)
+    with tempfile.TemporaryDirectory(prefix="tom-raft-") as tmp:
+        script = Path(tmp) / "node.py"
+        script.write_text(NODE)
+        if one_try(python, script, nodes, low, seconds) < PASS:
+            return 0
+        while high - low > step:
+            mid = (low + high) // 2
+            share = one_try(python, script, nodes, mid, seconds)
+            print(f"  PySyncObj, {nodes} nodes, {mid:,} requests/s: {100 * share:.1f}% committed", flush=True)
+            if share >= PASS:
+                low = mid
+            else:
+                high = mid
+        return low
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.raft_compare", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=3, help="Raft nodes (default 3)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="seconds each try submits requests (default 5)")
+    args = ap.parse_args(argv)
+    if not 3 <= args.nodes <= 7 or not 1 <= args.seconds <= 60:
+        ap.error("--nodes must be 3..7 and --seconds 1..60")
+    root = Path(__file__).resolve().parent.parent
+    rate = highest_rate(root, args.nodes, args.seconds)
+    print(f"PySyncObj ({PACKAGE}, Raft), {args.nodes} nodes on loopback: {rate:,} requests/s committed (>= 90 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
