@@ -602,8 +602,8 @@ class Core:
         touched_head, top = order.marks(src, marks)  # type: ignore[attr-defined]
         if top >= 0:
             self.clock.observe(top)
-        if touched_head:
-            self._deliver_ready()
+        if touched_head or (top >= 0 and self.flush is not None and not self.flush.done):
+            self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
 
     def _send_marks(self) -> None:
         """Send this peer's marks to every other member: on its last message if that is the last frame
