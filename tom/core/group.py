@@ -602,6 +602,10 @@ class Core:
         touched_head, top = order.marks(src, marks)  # type: ignore[attr-defined]
         if top >= 0:
             self.clock.observe(top)
+            holding, me = self._holding, self._index.get(self.me)
+            if any(m > h for i, (m, h) in enumerate(zip(marks, holding)) if i != me):
+                # it overtook a message on its way here (it reserves nothing: it counts on arrival)
+                self.stats["premature_acks"] += 1
         if touched_head or (top >= 0 and self.flush is not None and not self.flush.done):
             self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
 
