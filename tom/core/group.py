@@ -5,7 +5,16 @@ connections (`Core.connected`), local sends (`Core.broadcast`, `Core.leave`) and
 (`Core.tick`), then takes what to send and what to deliver with `Core.ready`.
 
 The order (`tom/core/lamport.py`) holds the pending messages and says what is deliverable; this
-module numbers the deliveries, acknowledges, and runs everything about membership:
+module numbers the deliveries, acknowledges, and runs everything about membership.
+
+Acknowledging (wire v2, orders with ACKs): a call of `Core.ready` ends a step. What this peer received
+from each member itself in the step is acknowledged then, once, by its marks (`tom.core.marks`): on
+its own message if that is the step's last frame to the others, else in a MARKS frame — and before a
+heartbeat (which names the last delivery) or a view change, so no frame that claims a delivery
+overtakes the acknowledgement it rests on. The step is the linger: the shell calls `ready` after each
+batch of events, so an acknowledgement waits for one batch at most, never for a timer. Relays are
+acknowledged explicitly (ACK/ACKS), as every message is in wire 1 (``Core(wire=1)``).
+
 
 Views (virtual synchrony): the group changes only through a *flush* run by the coordinator, the
 smallest member not suspected and not leaving. It sends PROPOSE(v+1); every old member that is not being removed
