@@ -132,9 +132,11 @@ class PeerProcs:
         stdin.flush()
 
     def records(self, i: int) -> list[dict]:
+        """The whole records peer ``i`` wrote so far (a last line still being written is left out)."""
         if not self.outputs[i].exists():
             return []
-        return [json.loads(ln) for ln in self.outputs[i].read_text().splitlines() if ln.strip()]
+        text = self.outputs[i].read_text()
+        return [json.loads(ln) for ln in text[:text.rfind("\n") + 1].splitlines() if ln.strip()]
 
     def messages(self, i: int) -> list[dict]:
         return [r for r in self.records(i) if r["kind"] == "message"]
