@@ -10,7 +10,7 @@ import pytest
 from dynsim import Sim, check, random_scenario
 from tom.core import ORDERS, Core, Timing, ViewDelivery
 
-SEEDS = int(os.environ.get("TOM_DYN_SEEDS", "1000"))  # (2000 and more before a release: see README)
+SEEDS = int(os.environ.get("TOM_DYN_SEEDS", "500"))  # (more before a release: see README)
 CHUNKS = 20
 
 # seeds that once failed, kept as regression cases
@@ -68,7 +68,7 @@ def test_without_a_quorum_both_sides_go_on_as_before(chunk):
         check(random_scenario(seed, quorum="none"))
 
 
-EDGE_SEEDS = int(os.environ.get("TOM_EDGE_SEEDS", "500"))
+EDGE_SEEDS = int(os.environ.get("TOM_EDGE_SEEDS", "250"))
 
 
 @pytest.mark.parametrize("order", ORDERS)
