@@ -726,8 +726,7 @@ class Core:
             attempt, coordinator = key
             if flush is not None and (
                     (coordinator == current[1] and attempt < current[0])  # type: ignore[index]
-                    or (coordinator in flush.markers and coordinator != self.me)
-                    or coordinator == self.me):
+                    or coordinator in flush.markers or coordinator == self.me):
                 del self._accepted[key]
                 continue
             if verified is None:
