@@ -71,17 +71,31 @@ print("RESULT %d %d" % (ok, sent), flush=True)
 '''
 
 
-def ensure_venv(root: Path) -> Path:
-    """The python of ``root/.venv-pysyncobj``, created with PySyncObj installed if it is missing."""
+class Unavailable(Exception):
+    """The reference cannot run here (one line: why)."""
+
+
+def ensure_venv(root: Path, package: str = PACKAGE) -> Path:
+    """The python of ``root/.venv-pysyncobj``, created with ``package`` installed if it is missing.
+    Unavailable (one line, pip's last error line) if it cannot be installed; pip's output is shown
+    only then."""
     env = root / ".venv-pysyncobj"
     python = env / "bin" / "python"
     stamp = env / ".installed"
-    if not stamp.exists() or stamp.read_text() != PACKAGE:
-        print(f"  installing {PACKAGE} into {env} (once) ...", flush=True)
-        venv.create(env, with_pip=True, clear=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", PACKAGE],
-                       check=True, timeout=600)
-        stamp.write_text(PACKAGE)
+    if not stamp.exists() or stamp.read_text() != package:
+        print(f"  installing {package} into {env} (once) ...", flush=True)
+        try:
+            venv.create(env, with_pip=True, clear=True)
+            done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                                   package], capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise Unavailable(f"cannot install {package} into {env}: {e}") from None
+        if done.returncode != 0:
+            errors = [line.strip() for line in done.stderr.splitlines()
+                      if line.strip() and not line.startswith("WARNING: Location")]
+            raise Unavailable(f"cannot install {package} into {env}: "
+                              f"{errors[-1] if errors else f'pip exited with {done.returncode}'}")
+        stamp.write_text(package)
     return python
 
 
@@ -147,7 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     if not 3 <= args.nodes <= 7 or not 1 <= args.seconds <= 60:
         ap.error("--nodes must be 3..7 and --seconds 1..60")
     root = Path(__file__).resolve().parent.parent
-    rate = highest_rate(root, args.nodes, args.seconds)
+    try:
+        rate = highest_rate(root, args.nodes, args.seconds)
+    except Unavailable as e:
+        print(f"PySyncObj not run: {e}", file=sys.stderr)
+        return 2
     print(f"PySyncObj ({PACKAGE}, Raft), {args.nodes} nodes on loopback: {rate:,} requests/s committed (>= 90 %)")
     return 0
 
