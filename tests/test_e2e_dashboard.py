@@ -86,3 +86,36 @@ def test_group_page_shows_members_sends_and_draws(tmp_path, browser):
         print(f"dashboard screenshot: {ARTIFACTS / 'dashboard.png'}")
         assert shot.stat().st_size > 20000
         assert errors == []
+
+
+def test_the_sequencer_order_is_drawn_with_its_sequence_numbers(tmp_path, browser):
+    """In the sequencer order a message waits for its number: the diagram draws a SEQ arrow from the
+    sequencer (the smallest pid) to each other member, labelled with the number."""
+    with PeerProcs(tmp_path, 3, delay=0.1, http=True, secure=False, extra=("--order", "sequencer")) as group:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        hosts = [u.removeprefix("http://") for u in group.http_urls]
+        page.goto(f"{group.http_urls[0]}/?peers={','.join(hosts)}")
+        page.wait_for_selector('body[data-streams="3"]', timeout=20000)
+        page.wait_for_function(
+            "[...document.querySelectorAll('.peer-card')].every(c => c.textContent.includes('3 members'))",
+            timeout=30000)
+        text = "numbered by the sequencer"
+        page.select_option("#send-peer", "2")
+        page.fill("#send-text", text)
+        page.press("#send-text", "Enter")
+        group.wait_delivered(1)
+        page.wait_for_function(
+            f"document.querySelectorAll('#diagram .seq-arrow[data-text=\"{text}\"]:not(.partial)').length === 2 &&"
+            f"document.querySelectorAll('#diagram .msg-arrow[data-text=\"{text}\"]:not(.partial)').length === 2 &&"
+            f"document.querySelectorAll('#diagram .deliver').length === 3",
+            timeout=20000)
+        assert page.locator("#diagram .seq-label").all_text_contents() == ["seq 1"]
+        assert [r.get("seq") for r in group.messages(0)] == [1]
+        time.sleep(0.5)
+        shot = tmp_path / "dashboard-sequencer.png"
+        page.screenshot(path=str(shot), full_page=True)
+        ARTIFACTS.mkdir(exist_ok=True)
+        shutil.copyfile(shot, ARTIFACTS / "dashboard-sequencer.png")
+        assert errors == []

@@ -4,7 +4,7 @@ dropped instead of slowing the peer, the SSE payloads."""
 from tom.core import Delivery, ViewDelivery
 from tom.eventfeed import LATENCY_BUCKETS, QUEUE_ITEMS, EventFeed, event_dicts
 from tom.events import FramesIn
-from tom.frames import Ack, Acks, Heartbeat, Marks, Message
+from tom.frames import Ack, Acks, Heartbeat, Marks, Message, Seq
 
 A, B, C = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"
 
@@ -53,6 +53,18 @@ def test_marks_are_drawn_as_acks_of_the_last_message_of_each_origin_they_cover()
     events = [(d["dir"], d["kind"], d["clock"], d["pid"]) for item in framed.take() for _, d in event_dicts(item)]
     assert events == [("in", "ACK", 4, A), ("in", "MESSAGE", 10, B), ("in", "ACK", 5, A), ("in", "ACK", 2, C),
                       ("out", "ACK", 10, B), ("out", "ACK", 2, C)]
+
+
+def test_sequence_numbers_are_drawn_one_per_message_they_number():
+    """The sequencer order: a SEQ frame numbers a run of one origin's messages; the diagram gets a SEQ
+    arrow per message, with its number (in and out)."""
+    f = feed()
+    framed = f.subscribe(frames=True)
+    f.incoming(FramesIn(B, [Seq(7, (3, 4), C)]))
+    f.step([((B, C), Seq(9, (12,), A))], [], [])
+    events = [(d["dir"], d["kind"], d["clock"], d["pid"], d["seq"]) for item in framed.take()
+              for _, d in event_dicts(item)]
+    assert events == [("in", "SEQ", 3, C, 7), ("in", "SEQ", 4, C, 8), ("out", "SEQ", 12, A, 9)]
 
 
 def test_releases_behind_a_late_head_are_marked():

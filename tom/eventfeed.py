@@ -27,7 +27,7 @@ import trio
 
 from .core import Delivery, Divergence, ViewDelivery
 from .events import Event, FramesIn
-from .frames import Ack, Acks, Frame, Marks, Message
+from .frames import Ack, Acks, Frame, Marks, Message, Seq
 
 QUEUE_ITEMS = 2048
 FRAMES_PER_SECOND = 2000
@@ -37,7 +37,7 @@ in ``frames_skipped``. Deliveries are never skipped."""
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Upper bounds (seconds) of the send->deliver latency histogram; a last bucket is +Inf."""
 
-_WATCHED = (Message, Ack, Acks, Marks)  # the frames a live diagram draws
+_WATCHED = (Message, Ack, Acks, Marks, Seq)  # the frames a live diagram draws
 
 
 class Subscriber:
@@ -194,17 +194,15 @@ def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
     elif kind == "in":
         _, src, frames, lamport, wall, members = item
         for f in frames:
-            for what, clock, pid in _shown(f, members, src):
+            for what, clock, pid, extra in _shown(f, members, src):
                 yield "frame", {"dir": "in", "kind": what, "clock": clock, "pid": pid, "from": src,
-                                "lamport": lamport, "t": wall,
-                                **({"text": f.text} if what == "MESSAGE" else {})}  # type: ignore[attr-defined]
+                                "lamport": lamport, "t": wall, **extra}
     elif kind == "out":
         _, sends, lamport, wall, members = item
         for dests, f in sends:
-            for what, clock, pid in _shown(f, members, None):
+            for what, clock, pid, extra in _shown(f, members, None):
                 yield "frame", {"dir": "out", "kind": what, "clock": clock, "pid": pid, "to": list(dests),
-                                "lamport": lamport, "t": wall,
-                                **({"text": f.text} if what == "MESSAGE" else {})}  # type: ignore[attr-defined]
+                                "lamport": lamport, "t": wall, **extra}
     elif kind == "notice":
         yield "notice", {"notice": item[1], "t": item[2]}
     elif kind == "alarm":
@@ -213,23 +211,32 @@ def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
                         "theirs": f"{a.theirs:08x}", "t": item[2]}
 
 
-def _shown(frame: Frame, members: tuple[str, ...], sender: str | None) -> Iterator[tuple[str, int, str]]:
-    """``(kind, clock, pid)`` per arrow a diagram draws for ``frame``: a MESSAGE, an ACK per clock of an
-    ACK or ACKS, and for marks (wire v2, alone or on a message) an ACK of the last message of each
-    origin they cover (the sender's own position, and origins not heard from yet, left out)."""
+_NONE: dict[str, Any] = {}
+
+
+def _shown(frame: Frame, members: tuple[str, ...],
+           sender: str | None) -> Iterator[tuple[str, int, str, dict[str, Any]]]:
+    """``(kind, clock, pid, extra fields)`` per arrow a diagram draws for ``frame``: a MESSAGE (with its
+    ``text``), an ACK per clock of an ACK or ACKS, a SEQ per message a SEQ numbers (with its ``seq``),
+    and for marks (wire v2, alone or on a message) an ACK of the last message of each origin they
+    cover (the sender's own position, and origins not heard from yet, left out)."""
     t = type(frame)
     if t is Acks:
         for clock in frame.clocks:  # type: ignore[attr-defined]
-            yield "ACK", clock, frame.pid  # type: ignore[attr-defined]
+            yield "ACK", clock, frame.pid, _NONE  # type: ignore[attr-defined]
         return
     if t is Ack:
-        yield "ACK", frame.clock, frame.pid  # type: ignore[attr-defined]
+        yield "ACK", frame.clock, frame.pid, _NONE  # type: ignore[attr-defined]
+        return
+    if t is Seq:
+        for i, clock in enumerate(frame.clocks):  # type: ignore[attr-defined]
+            yield "SEQ", clock, frame.pid, {"seq": frame.first + i}  # type: ignore[attr-defined]
         return
     marks = frame.marks  # type: ignore[attr-defined]
     if t is Message:
-        yield "MESSAGE", frame.clock, frame.pid  # type: ignore[attr-defined]
+        yield "MESSAGE", frame.clock, frame.pid, {"text": frame.text}  # type: ignore[attr-defined]
         sender = frame.pid  # type: ignore[attr-defined]
     if marks is not None and len(marks) == len(members):
         for pid, clock in zip(members, marks):
             if clock and pid != sender:
-                yield "ACK", clock, pid
+                yield "ACK", clock, pid, _NONE

@@ -41,7 +41,7 @@ function msgOf(clock, pid) {
   const key = clock + "|" + pid;
   let m = messages.get(key);
   if (!m) {
-    m = { key, clock, pid, text: null, first: Infinity, sends: [], recvs: [], acksOut: [], acksIn: [], delivered: [] };
+    m = { key, clock, pid, text: null, first: Infinity, sends: [], recvs: [], acksOut: [], acksIn: [], seqsOut: [], seqsIn: [], delivered: [] };
     messages.set(key, m);
     if (messages.size > REMEMBER) messages.delete(messages.keys().next().value);
   }
@@ -54,7 +54,10 @@ function onEvent(peer, name, d) {
     const m = msgOf(d.clock, d.pid);
     m.first = Math.min(m.first, d.t);
     if (d.text != null) m.text = d.text;
-    if (d.kind === "MESSAGE") {
+    if (d.kind === "SEQ") {  // the sequencer order: the number the view's sequencer gave the message
+      if (d.dir === "out") m.seqsOut.push({ from: at, to: d.to, t: d.t, seq: d.seq });
+      else m.seqsIn.push({ at, from: d.from, t: d.t, seq: d.seq });
+    } else if (d.kind === "MESSAGE") {
       if (d.dir === "out") m.sends.push({ from: at, to: d.to, t: d.t, lamport: d.lamport });
       else m.recvs.push({ at, from: d.from, t: d.t, lamport: d.lamport });
     } else if (d.dir === "out") {
@@ -318,13 +321,13 @@ function renderDiagram() {
     return;
   }
   const times = [];
-  for (const m of recent) for (const list of [m.sends, m.recvs, m.acksOut, m.acksIn, m.delivered]) for (const e of list) times.push(e.t);
+  for (const m of recent) for (const list of [m.sends, m.recvs, m.acksOut, m.acksIn, m.seqsOut, m.seqsIn, m.delivered]) for (const e of list) times.push(e.t);
   let t0 = Math.min(...times), t1 = Math.max(...times);
   const pad = Math.max(0.05, (t1 - t0) * 0.06);
   t0 -= pad; t1 += pad;
   const x = t => left + 10 + (t - t0) / (t1 - t0) * (W - left - right - 20);
   const defs = s("defs");
-  for (const [id, color] of [["a-msg", "var(--msg)"], ["a-ack", "var(--ack)"], ["a-pre", "var(--premature)"]]) {
+  for (const [id, color] of [["a-msg", "var(--msg)"], ["a-ack", "var(--ack)"], ["a-pre", "var(--premature)"], ["a-seq", "var(--seq)"]]) {
     const mk = s("marker", { id, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
     mk.append(s("path", { d: "M0,0 L10,5 L0,10 z", style: `fill:${color}` }));
     defs.append(mk);
@@ -349,6 +352,20 @@ function renderDiagram() {
       if (!lanes.includes(to) || m.acksIn.some(a => a.from === o.from && a.at === to)) continue;
       if (peers.some(p => p.pid === to)) continue; // watched: its receipt will come
       arrow("ack-arrow partial", "a-ack", x(o.t), y(o.from), x(o.t) + stub, y(o.from) + Math.sign(y(to) - y(o.from)) * stub, data);
+    }
+    // sequence numbers (sequencer order): from the sequencer to each member, labelled with the number
+    for (const q of m.seqsIn) {
+      if (!lanes.includes(q.from) || !lanes.includes(q.at)) continue;
+      const out = m.seqsOut.find(o => o.from === q.from && o.to.includes(q.at));
+      arrow("seq-arrow" + (out ? "" : " partial"), "a-seq", out ? x(out.t) : x(q.t) - stub, y(q.from), x(q.t), y(q.at), data);
+    }
+    for (const o of m.seqsOut) {
+      if (!lanes.includes(o.from)) continue;
+      svg.append(s("text", { class: "seq-label", x: x(o.t) + 6, y: y(o.from) - 8, "data-key": m.key }, "seq " + o.seq));
+      for (const to of o.to) {
+        if (!lanes.includes(to) || m.seqsIn.some(q => q.from === o.from && q.at === to) || peers.some(p => p.pid === to)) continue;
+        arrow("seq-arrow partial", "a-seq", x(o.t), y(o.from), x(o.t) + stub, y(o.from) + Math.sign(y(to) - y(o.from)) * stub, data);
+      }
     }
     const send = m.sends[0];
     for (const r of m.recvs) {
