@@ -54,6 +54,12 @@ class Sim:
     order: str = "lamport"
     quorum: str = "majority"
     cut: set = field(default_factory=set)  # pairs of pids a partition separates
+    # the peers know who may found the first group (`Core.joining(expected=...)`, as `tom peer` does
+    # with its neighbors file): with a quorum, peers may then start, and partitions come, while the
+    # first group forms — only a primary component of the pids founds one
+    expected: bool = False
+    # groups founded while another group had a live member with a quorum (two primary components)
+    rival_groups: list = field(default_factory=list)
 
     @property
     def pids(self) -> list[str]:
@@ -66,7 +72,7 @@ class Sim:
     # -- topology --------------------------------------------------------------------------------
 
     def start(self, pid: str) -> None:
-        if any(pid in pair for pair in self.cut):
+        if any(pid in pair for pair in self.cut) and not self.expected:
             # not during a partition: a peer that meets none of the group founds one of its own
             # (README: two groups; no quorum can tell them apart), so it starts once it heals
             self.push(self.now + 1.0, "start", pid)
@@ -76,7 +82,7 @@ class Sim:
             self.crash(pid)  # a restart: the old incarnation dies first
         inc = len(self.history) + 1
         node = Node(pid, Core.joining(pid, inc, self.timing, now=self.now, order=self.order,
-                                      quorum=self.quorum), inc)
+                                      quorum=self.quorum, expected=self.pids if self.expected else ()), inc)
         self.nodes[pid] = node
         self.history.append(node)
         self.log.append(f"{self.now:.2f} start {pid}/{inc}")
@@ -158,7 +164,7 @@ class Sim:
     def partition(self, side: frozenset[str], lasts: float) -> None:
         """Every connection between ``side`` and the rest breaks, and stays down until `heal`. (Not
         while a peer is still being admitted: see `start`.)"""
-        if any(n.alive and n.core.mode == "joining" for n in self.nodes.values()):
+        if not self.expected and any(n.alive and n.core.mode == "joining" for n in self.nodes.values()):
             self.push(self.now + 0.5, "partition", side, lasts)
             return
         self.push(self.now + lasts, "heal")
@@ -192,6 +198,14 @@ class Sim:
     def flush(self, node: Node) -> None:
         ready = node.core.ready()
         node.delivered.extend(ready.deliveries)
+        view = node.core.view
+        if view is not None and view.id == 1 and any(type(d) is ViewDelivery and d.view == 1
+                                                     for d in ready.deliveries):
+            rivals = sorted({n.core.view.group for n in self.nodes.values()
+                             if n.alive and n.core.view is not None and n.core.view.group != view.group
+                             and n.core.mode != "joining" and n.core.no_quorum is None})
+            if rivals:
+                self.rival_groups.append(f"{self.now:.2f} {node.pid} founded {view.group} beside {rivals}")
         for notice in ready.notices:
             if notice in ("left", "removed"):
                 node.alive, node.gone = False, notice
@@ -305,16 +319,19 @@ class Sim:
 
 def random_scenario(seed: int, *, faults: bool = True, batching: bool | None = None,
                     edges: bool = False, order: str = "lamport", quorum: str = "majority",
-                    partitions: bool = False) -> Sim:
+                    partitions: bool = False, founding: bool = False) -> Sim:
     """Build and run one random scenario; return the finished simulation. ``batching`` (default: odd
     seeds) lets a peer handle several frames per step, from a random stream of its own. ``edges`` adds,
     from streams of their own (so a seed's other events stay what they were): receivers that refuse
     frames (link faults), and leavers force-stopped before their leave is delivered. ``order``: the
     group's order; a seed draws the same scenario in every order. ``partitions``: one or two
-    partitions into random sides, from a stream of their own, each healing after 1 to 15 s."""
+    partitions into random sides, from a stream of their own, each healing after 1 to 15 s.
+    ``founding``: the peers know the expected pids (`Sim.expected`) and the first partition comes
+    while the first group forms (0-2 s), before the late starters start."""
     rng = random.Random(seed)
     n = rng.randint(3, 6)
-    sim = Sim(seed, n, rng, max_delay=rng.choice([0.005, 0.05, 0.5]), order=order, quorum=quorum)
+    sim = Sim(seed, n, rng, max_delay=rng.choice([0.005, 0.05, 0.5]), order=order, quorum=quorum,
+              expected=founding)
     if seed % 2 == 1 if batching is None else batching:
         sim.batching = random.Random(f"batching/{seed}")
     forced = random.Random(f"forced/{seed}") if edges else None
@@ -348,7 +365,7 @@ def random_scenario(seed: int, *, faults: bool = True, batching: bool | None = N
             sim.push(rng.uniform(6, horizon), "break", a, b)
     if partitions:
         cuts = random.Random(f"partitions/{seed}")
-        at = cuts.uniform(6, 15)
+        at = cuts.uniform(0, 2) if founding else cuts.uniform(6, 15)
         for _ in range(cuts.randint(1, 2)):
             side = frozenset(cuts.sample(pids, cuts.randint(1, n - 1)))
             lasts = cuts.uniform(1, 15)
@@ -461,13 +478,15 @@ def _check_one_sequence(sim: Sim, seqs: dict, where: str) -> None:
                 f"{a.pid}/{a.incarnation} and {b.pid}/{b.incarnation} delivered different sets; {where}"
 
 
-def _stalled_without_quorum(live: list[Node]) -> bool:
+def _stalled_without_quorum(live: list[Node], expected: frozenset[str] = frozenset()) -> bool:
     """Whether the live peers may rightly be stuck: the live members of the newest view any of them
-    installed are no primary component of it (``has_quorum``), so nobody may install the next."""
+    installed are no primary component of it (``has_quorum``), so nobody may install the next; or
+    no group was ever founded and the live peers are no primary component of the ``expected`` ones."""
     views = [n.core.view for n in live if n.core.view is not None]
     if not views:  # nobody in a group: a peer cut off from its group never founds another (its
         # group may live on elsewhere)
-        return any(n.core._rejoining for n in live)
+        return (any(n.core._rejoining for n in live)
+                or bool(expected) and not has_quorum(expected, {n.pid for n in live}))
     top = max(views, key=lambda v: v.id)
     alive = {n.pid for n in live if n.core.view is not None and n.core.view.id == top.id
              and n.core.mode != "joining"}
@@ -484,7 +503,8 @@ def _check_leaves_and_liveness(sim: Sim, seqs: dict, where: str, liveness: bool 
             continue
         last, before = event_id(views[-1]), event_id(views[-2])
         for n in sim.nodes.values():
-            if n.alive and before in seqs[id(n)]:
+            # (a member that view removed — cut off by a partition — owes only the view before)
+            if n.alive and before in seqs[id(n)] and n.pid not in views[-1].removed:
                 assert last in seqs[id(n)], \
                     f"{node.pid} left in a view {n.pid} never delivered: {last}; {where}"
     # no divergence alarm where nothing diverged (what the checks above hold)
@@ -494,6 +514,10 @@ def _check_leaves_and_liveness(sim: Sim, seqs: dict, where: str, liveness: bool 
     # liveness: the live members end in one view, with nothing pending, and got every survivor's message
     live = [n for n in sim.nodes.values() if n.alive]
     assert live, f"nobody left alive; {where}"
+    if sim.expected and sim.quorum == "majority":
+        # one group at a time: none founded while another had a live member with a quorum (a new
+        # one only once every member of the last is gone)
+        assert not sim.rival_groups, f"two groups at once: {sim.rival_groups}; {where}"
     # exactly once: a text (each is entered once) is delivered under one key only, even when its
     # origin, cut off by a partition, sends it again after it rejoined
     # (in the orders that are not uniform, a peer removed as failed may have delivered, in its last
@@ -507,7 +531,8 @@ def _check_leaves_and_liveness(sim: Sim, seqs: dict, where: str, liveness: bool 
                 keys_of.setdefault(d.text, set()).add((d.clock, d.pid))
     for text, keys in keys_of.items():
         assert len(keys) == 1, f"{text!r} delivered as {sorted(keys)}; {where}"
-    if not liveness or (sim.quorum == "majority" and _stalled_without_quorum(live)):
+    expected = frozenset(sim.pids) if sim.expected else frozenset()
+    if not liveness or (sim.quorum == "majority" and _stalled_without_quorum(live, expected)):
         return
     final = {n.core.view.id if n.core.view else None for n in live}
     assert len(final) == 1 and None not in final, f"live peers end in views {final}; {where}"

@@ -9,6 +9,7 @@ import pytest
 
 from dynsim import Sim, check, random_scenario
 from tom.core import ORDERS, Core, Timing, ViewDelivery
+from tom.errors import FrameError
 
 SEEDS = int(os.environ.get("TOM_DYN_SEEDS", "500"))  # (more before a release: see README)
 CHUNKS = 20
@@ -228,3 +229,151 @@ def test_a_leaving_coordinator_lets_the_next_member_decide_the_view_it_leaves_in
     for pid in sim.pids[1:]:
         assert views_of(sim.nodes[pid])[-1] == dataclasses.replace(last, index=views_of(sim.nodes[pid])[-1].index)
     check(sim)
+
+
+# -- founding the first group with the expected peers (the neighbors file) -----------------------
+
+FOUNDING_SEEDS = int(os.environ.get("TOM_FOUNDING_SEEDS", "300"))
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("chunk", range(2))
+def test_partitions_while_the_first_group_forms_found_one_group(chunk, order):
+    """The peers know the expected pids; a partition comes 0-2 s after the starts (while the first
+    group forms), peers may start during it; with crashes, restarts, joins, leaves and a second
+    partition. Never two groups at once (dynsim.check), and every guarantee as elsewhere. (Before the
+    founding handshake, a Join re-sent after a heal let a founder count a peer already in a group:
+    lamport seeds 105, 110, 124.)"""
+    for seed in range(chunk, FOUNDING_SEEDS, 2):
+        check(random_scenario(seed, order=order, partitions=True, founding=True))
+
+
+# seeds of the founding sweep that failed once (TOM_FOUNDING_SEEDS=2300: 6,900 schedules): a founder
+# counting a stale Join (lamport 2, 34, 59, 105, 110, 124); a founding installed on one side, its other
+# founder founding again on the other (lamport and sequencer 811); a coordinator that joined after a
+# member was cut off admitting it again without knowing what the group had delivered of it, which it
+# then sent again (lamport 1200, sequencer 1689)
+FOUNDING_REGRESSIONS = [("lamport", 2), ("lamport", 34), ("lamport", 59), ("lamport", 105), ("lamport", 110),
+                        ("lamport", 124), ("lamport", 811), ("sequencer", 811), ("lamport", 1200),
+                        ("sequencer", 1689)]
+
+
+@pytest.mark.parametrize("order,seed", FOUNDING_REGRESSIONS)
+def test_founding_regression_seeds(order, seed):
+    check(random_scenario(seed, order=order, partitions=True, founding=True))
+
+
+# what the sweep still finds, each a known limit (README, "Assumptions and limits"): strict, so a
+# fix shows here
+FOUNDING_KNOWN = {
+    ("lamport", 1488): "two view changes decided for one view: a coordinator cut off right after the "
+                       "last FLUSHED reached it installs on its side, the other side another",
+    ("causal", 1488): "the same race",
+    ("causal", 1085): "the same race (the other side's messages carry another view's vector)",
+    ("sequencer", 351): "a group that shrank below a majority of the file (2 of 5, each step a majority "
+                        "of its view) goes on beside a group the other side's 3 found",
+    ("lamport", 2161): "a member left alone in a dead group (its partner restarted into a new group) "
+                       "never learns it and waits for ever",
+    ("sequencer", 2161): "the same",
+    ("causal", 2161): "the same",
+}
+
+
+@pytest.mark.parametrize("order,seed", sorted(FOUNDING_KNOWN))
+def test_founding_known_limits(order, seed):
+    try:
+        check(random_scenario(seed, order=order, partitions=True, founding=True))
+    except (AssertionError, FrameError):
+        pytest.xfail(FOUNDING_KNOWN[(order, seed)])
+    pytest.fail(f"known limit no longer seen ({FOUNDING_KNOWN[(order, seed)]}): move {order} {seed} to "
+                "FOUNDING_REGRESSIONS")
+
+
+def expecting(n: int, starts: dict[int, float], seed: int = 1, quorum: str = "majority") -> Sim:
+    """``n`` peers that know each other's pids (as `tom peer` does from its neighbors file), peer
+    ``i`` started at ``starts[i]`` (the others never)."""
+    import random
+
+    sim = Sim(seed, n, random.Random(seed), max_delay=0.01, quorum=quorum, expected=True)
+    for i, at in starts.items():
+        sim.push(at, "start", sim.pids[i])
+    return sim
+
+
+def test_a_lone_peer_founds_no_group_of_its_own_and_says_why():
+    sim = expecting(3, {0: 0.0})
+    sim.run(until=20)
+    node = sim.nodes[sim.pids[0]]
+    assert node.core.view is None and node.delivered == []
+    assert node.core.founding == (1, 3)
+
+
+def test_a_majority_of_the_expected_peers_founds_the_group_and_the_rest_join_it():
+    sim = expecting(3, {1: 0.0, 2: 0.2, 0: 12.0})
+    sim.run(until=11)
+    first = {views_of(sim.nodes[p])[0].members for p in sim.pids[1:]}
+    assert first == {tuple(sim.pids[1:])}
+    sim.run(until=30)
+    for pid in sim.pids:
+        assert views_of(sim.nodes[pid])[-1].members == tuple(sim.pids), pid
+    check(sim)
+
+
+def test_half_of_the_expected_peers_found_a_group_only_with_the_smallest_pid():
+    low = expecting(2, {0: 0.0})
+    low.run(until=10)
+    assert views_of(low.nodes[low.pids[0]])[0].members == (low.pids[0],)
+    high = expecting(2, {1: 0.0})
+    high.run(until=10)
+    assert high.nodes[high.pids[1]].core.view is None
+
+
+def test_without_a_quorum_a_lone_peer_founds_a_group_of_one():
+    sim = expecting(3, {0: 0.0}, quorum="none")
+    sim.run(until=10)
+    assert views_of(sim.nodes[sim.pids[0]])[0].members == (sim.pids[0],)
+
+
+def test_a_stale_join_founds_nothing_with_a_peer_already_in_a_group():
+    """A Join sent before a partition reaches a founder after the heal (the link re-sends it), when
+    its sender has joined the other side's group meanwhile: the founder proposes, the peer in a group
+    promises nothing, nothing is installed with it (seen in the founding sweep, seed 105)."""
+    from tom.core import Core, Timing
+    from tom.frames import Heartbeat, Join
+
+    a, b, c = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"
+    expected = (a, b, c)
+    founder = Core.joining(a, 1, Timing(), now=0.0, expected=expected)
+    member = Core.joining(b, 2, Timing(), now=0.0, expected=expected)
+    third = Core.joining(c, 3, Timing(), now=0.0, expected=expected)
+    # b and c founded a group (their handshake), while a was cut off
+    for core, other, inc in ((member, c, 3), (third, b, 2)):
+        core.connected(other, inc)
+    third.receive(b, Join(b, 2))
+    t = 0.0
+    for _ in range(40):  # at most 10 s of ticks, frames passed at once
+        t += 0.25
+        for src, dst in ((member, third), (third, member)):
+            src.tick(t)
+            for dests, frame in src.ready().sends:
+                if dst.me in dests:
+                    dst.receive(src.me, frame)
+        if member.view is not None and third.view is not None:
+            break
+    assert member.view is not None and member.view.members == frozenset({b, c})
+    # the heal: a's link to b comes back, and what b sent a while joining is re-sent to it first
+    founder.connected(b, 2)
+    member.connected(a, 1)
+    member.ready()
+    founder.receive(b, Join(b, 2))
+    founder.receive(b, Heartbeat(0))  # also from before: b was joining then
+    founder.tick(t + 3.0)  # a has waited past form_after, b not yet heard on this connection
+    sends = founder.ready().sends
+    proposals = [f for _, f in sends if type(f).__name__ == "Propose"]
+    assert proposals and proposals[0].members == ((a, 1), (b, 2))  # the stale Join counted: it asks
+    for p in proposals:
+        member.receive(a, p)
+    answers = [f for dests, f in member.ready().sends if a in dests and type(f).__name__ == "Flushed"]
+    assert answers == []  # b is in a group: it promises nothing
+    founder.tick(t + 10.0)
+    assert founder.view is None

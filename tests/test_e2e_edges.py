@@ -298,3 +298,25 @@ def test_a_divergent_member_is_named_within_seconds(tmp_path):
     assert (f"127.0.0.1:{fake} and this peer (127.0.0.1:{real}) delivered different messages in view 1: "
             f"their digests differ after message 1 of the view") in lines[0]
     no_traceback(text)
+
+
+def test_a_peer_alone_founds_no_group_until_a_majority_of_its_file_is_there(tmp_path):
+    """With a quorum (the default) a peer started alone waits and says why; the second of three
+    founds the group with it, and what the first took in meanwhile is delivered at both."""
+    a, b, c = sorted(free_ports(3))
+    with Group(tmp_path) as g:
+        g.start(a, [a, b, c])
+        g.send(a, ["entered while alone"])
+        g.wait(lambda: "no group yet" in g.log(a), deadline=20, why="A says why it founds no group")
+        line = next(x for x in g.log(a).splitlines() if "no group yet" in x)
+        assert "1 of the 3 peers of the neighbors file here, and founding one needs 2" in line, line
+        time.sleep(1.0)
+        assert g.records(a) == []
+        g.start(b, [a, b, c])
+        g.wait(lambda: all(g.messages(p) for p in (a, b)), deadline=30, why="A and B founded a group")
+        for p in (a, b):
+            views = [r for r in g.records(p) if r["kind"] == "view"]
+            assert views[0]["members"] == [f"127.0.0.1:{a}", f"127.0.0.1:{b}"], views
+            assert [m[2] for m in g.messages(p)] == ["entered while alone"]
+        no_traceback(g.log(a))
+        assert [g.exit(p) for p in (a, b)] == [0, 0]

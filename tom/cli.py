@@ -97,10 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="add a random extra delay up to this much, per link (never reorders a link): "
                            "ACKs then overtake messages (premature ACKs)")
     peer.add_argument("--quorum", choices=QUORUMS, default="majority",
-                      help="majority (default): when a partition or failures leave fewer than a majority of "
-                           "the view (or half without its smallest member), this side waits, holding its "
-                           "messages, and rejoins the others when the network heals; none: each side goes on "
-                           "as a group of its own (available, but two histories)")
+                      help="majority (default): a first group is founded only by a majority of the neighbors "
+                           "file's peers (a peer alone waits); when a partition or failures leave fewer than a "
+                           "majority of the view (or half without its smallest member), this side waits, holding "
+                           "its messages, and rejoins the others when the network heals; none: a peer alone "
+                           "founds a group, and each side goes on as a group of its own (available, but two "
+                           "histories)")
     peer.add_argument("--order", choices=ORDERS, default="lamport",
                       help="how the group orders its messages, the same at every member (a neighbor of another "
                            "order is refused): lamport (default) delivers in one total order once every member "

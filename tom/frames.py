@@ -438,8 +438,9 @@ class Install(Frame):
     ``(clock + 1, coordinator)``, after everything of the old view and before everything of the new.
     ``group`` names the group's lineage (its founder and founder's incarnation): views of another
     group with the same number are never mixed up with ours. ``marks`` (only when someone joins; left
-    out of the wire form when empty): for each pid outside the old view, the clock of its last message
-    the group delivered — a member cut off by a partition that rejoins sends again only what came after.
+    out of the wire form when empty): for each pid, the clock of its last message the group delivered
+    (joiners learn them all) — a member cut off by a partition that rejoins sends again only what came
+    after.
     """
 
     view: int

@@ -25,7 +25,7 @@ from .links import MAX_BACKOFF, Link
 from .listener import listener, open_listener
 from .neighbors import load_neighbors
 from .output import OutputFile
-from .pid import make_pid, split_pid
+from .pid import make_pid, pid_key, split_pid
 from .processor import processor, ticker
 from .sender import sender
 from .ui import TerminalUI, headless
@@ -107,7 +107,8 @@ class Peer:
         if cfg.static:
             self.core = Core(self.me, self.neighbors, order=cfg.order)
         else:
-            self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order, quorum=cfg.quorum)
+            self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order, quorum=cfg.quorum,
+                                     expected=self.neighbors)
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
         self.output = OutputFile(cfg.output, self.me)
         self.port: int | None = None
@@ -262,6 +263,9 @@ class Peer:
         if notice == "not-admitted":
             log.warning("%s", self.not_admitted_line())
             return
+        if notice == "no-founding-quorum":
+            log.warning("%s", self.founding_line())
+            return
         if notice == "no-quorum":
             reachable, members = self.core.no_quorum or (0, 0)
             held = self.core.backlog()
@@ -288,6 +292,14 @@ class Peer:
             self.exit_code = EXIT_REMOVED
         self._nursery.start_soon(self._drain_then_stop)
 
+    def founding_line(self) -> str:
+        """Why no group was founded yet: too few of the neighbors file's peers are here."""
+        here, expected = self.core.founding or (1, len(self.neighbors))
+        need = f"{expected // 2 + 1}" if expected % 2 else \
+            f"{expected // 2 + 1}, or {expected // 2} with {min(self.neighbors, key=pid_key)}"
+        return (f"no group yet: {here} of the {expected} peers of the neighbors file here, and founding one "
+                f"needs {need} (a primary component; --quorum none founds one with whoever is here); waiting")
+
     def not_admitted_line(self) -> str:
         """Why this peer is still outside the group, as far as it can tell: which neighbors connected,
         which refused it (and why), which never answered."""
@@ -306,6 +318,8 @@ class Peer:
         if silent:
             parts.append(f"never connected with {', '.join(silent)}")
         hint = f"is {self.me} in every member's neighbors file?"
+        if self.core.founding is not None:
+            hint = self.founding_line()
         waiting = self.core.backlog()
         tail = f" {waiting} message{'s' if waiting != 1 else ''} entered here wait{'s' if waiting == 1 else ''}." \
             if waiting else ""

@@ -166,7 +166,8 @@ class Core:
 
     def __init__(self, me: str, members: Iterable[str] = (), *, incarnation: int = NO_INCARNATION,
                  static: bool = True, timing: Timing = Timing(), now: float = 0.0,
-                 order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION) -> None:
+                 order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
+                 expected: Iterable[str] = ()) -> None:
         if wire not in (1, 2):
             raise UsageError(f"unknown wire protocol version {wire!r}: 1 or 2")
         if order not in ORDERS:
@@ -175,6 +176,19 @@ class Core:
             raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
         self.quorum = quorum == "majority"
         self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
+        # the peers a first group is founded among (the neighbors file): with a quorum, only a primary
+        # component of them founds one (`_maybe_form`); empty: any peer may found a group of its own
+        self.expected = frozenset(expected)
+        self.founding: tuple[int, int] | None = None  # (here, expected) while too few are here to found
+        # founding with expected peers (a handshake, `_maybe_form`): this founder's proposal of view 1,
+        # the founders that promised, and when it was sent; and this joiner's promise to a founder
+        self._proposing: tuple[Propose, dict[str, int], float] | None = None
+        self._promise: tuple[str, str, int, float] | None = None  # (founder, group, attempt, until)
+        # the members of the last founding this peer promised: it may have been installed without
+        # this peer hearing of it (a partition), so until it knows better this peer founds, or
+        # promises, only with a primary component of them
+        self._possible: tuple[str, int, frozenset[str]] | None = None  # (founder, its incarnation, members)
+        self._found_attempts = 0
         self.marks: dict[str, int] = {}  # origin -> clock of its last message delivered here (any view)
         self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
         self._rejoining = False
@@ -250,9 +264,13 @@ class Core:
 
     @classmethod
     def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0,
-                order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION) -> "Core":
+                order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
+                expected: Iterable[str] = ()) -> "Core":
+        """Outside any group: join one, or found one. ``expected``: the peers a first group is founded
+        among (the neighbors file); with a quorum, a group is only founded by a primary component of
+        them (`has_quorum`), so that peers cut off from each other at the start never found two."""
         return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order,
-                   quorum=quorum, wire=wire)
+                   quorum=quorum, wire=wire, expected=expected)
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -337,6 +355,14 @@ class Core:
         if self._known_inc.get(pid) != incarnation:  # a new incarnation: what the old one said is void
             self._known_inc[pid] = incarnation
             self.peer_view.pop(pid, None)
+            if self._possible is not None and self._possible[0] == pid and self._possible[1] != incarnation:
+                self._possible = None  # its founding, installed or not, died with it
+        elif self.mode == JOINING:
+            # what it said before the connection broke may be stale (it joined a group meanwhile):
+            # not heard on this connection yet, it neither founds a group with this peer nor is
+            # founded over (`_maybe_form`); it says again what it is at once (a Join, a heartbeat)
+            self.peer_view.pop(pid, None)
+            self.joins.pop(pid, None)
         view = self.view
         if (view is not None and not self.static and pid in view.members
                 and view.incarnations[pid] not in (incarnation, NO_INCARNATION)):
@@ -907,6 +933,7 @@ class Core:
                                  if e.pid == self.me and e.text is not None)
         self._set_mode(JOINING)
         self.view = None
+        self._proposing = self._promise = self._possible = None
         self.everyone = ()
         self.order = type(self.order)(self.me, self.stats)
         self.queue = getattr(self.order, "queue", self.order)
@@ -958,9 +985,87 @@ class Core:
         # nobody has delivered anything yet
         members = {self.me: self.incarnation}
         members.update({p: inc for p, (inc, _) in self.joins.items() if self.links.get(p) == inc})
+        if self.quorum and self.expected and not has_quorum(self.expected, members):
+            # (Corosync's expected votes: a lone peer, or a minority cut off at the start, waits)
+            founding = (len(members.keys() & self.expected), len(self.expected))
+            if founding != self.founding:
+                self.founding = founding
+                self._ready.notices.append("no-founding-quorum")
+            return
+        self.founding = None
         ordered = tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0])))
-        self._install(Install(1, 0, self.me, self.clock.time, ordered, tuple(p for p, _ in ordered), (), (),
-                              group=f"{self.me}/{self.incarnation}"))
+        if self._possibly_in_another(members):
+            return  # it may be in a group founded meanwhile: it waits to hear of it
+        if not (self.quorum and self.expected) or len(ordered) == 1:
+            self._install(Install(1, 0, self.me, self.clock.time, ordered, tuple(p for p, _ in ordered), (), (),
+                                  group=f"{self.me}/{self.incarnation}"))
+            return
+        self._propose_founding(ordered)
+
+    # -- founding with expected peers: a handshake -----------------------------------------------
+    #
+    # A Join may be stale (the link re-sends it after a heal, when its sender has joined a group on
+    # the other side meanwhile), so with a quorum a founder does not install on Joins alone: it
+    # proposes view 1 (PROPOSE, attempt k) to the founders it counted, each still joining answers
+    # with a promise (FLUSHED of view 1) that binds it for `Timing.suspect_after`: no INSTALL of
+    # another group is taken, no other founder is promised. The founder installs only once every
+    # founder promised, within half that time of its proposal; else it proposes again.
+
+    def _promised_elsewhere(self, founder: str, group: str) -> bool:
+        """Whether this peer holds a live promise to another founder (or another group of it)."""
+        promise = self._promise
+        return promise is not None and promise[3] > self.now and (promise[0], promise[1]) != (founder, group)
+
+    def _possibly_in_another(self, members: Iterable[str]) -> bool:
+        """Whether ``members`` lack a primary component of a founding this peer promised and may be
+        a member of (`_possible`)."""
+        possible = self._possible
+        return possible is not None and not has_quorum(possible[2], members)
+
+    def _propose_founding(self, ordered: tuple[tuple[str, int], ...]) -> None:
+        group = f"{self.me}/{self.incarnation}"
+        if self._promised_elsewhere(self.me, group):
+            return  # it promised another founder: that one founds, or the promise runs out
+        if self._possibly_in_another(p for p, _ in ordered):
+            return  # it may be in a group founded meanwhile: it waits to hear of it
+        current = self._proposing
+        if (current is not None and current[0].members == ordered
+                and self.now - current[2] < self.timing.suspect_after / 2):
+            return  # under way
+        self._found_attempts += 1
+        proposal = Propose(1, self._found_attempts, self.me, ordered, (), group)
+        self._proposing = (proposal, {self.me: self.clock.time}, self.now)
+        self._ready.sends.append((tuple(p for p, _ in ordered if p != self.me), proposal))
+
+    def _on_founding_proposal(self, src: str, p: Propose) -> None:
+        """A founder's proposal of view 1 reaches this joining peer: promise, unless bound elsewhere."""
+        if (p.view != 1 or p.coordinator != src or self._rejoining or p.removed
+                or dict(p.members).get(self.me) != self.incarnation or self._promised_elsewhere(src, p.group)):
+            return
+        possible = self._possible
+        if possible is not None and possible[0] != src and not has_quorum(possible[2], (m for m, _ in p.members)):
+            return
+        self._promise = (src, p.group, p.attempt, self.now + self.timing.suspect_after)
+        self._possible = (src, dict(p.members)[src], frozenset(m for m, _ in p.members))
+        self._ready.sends.append(((src,), Flushed(1, p.attempt, self.clock.time)))
+
+    def _on_founding_promise(self, src: str, f: Flushed) -> None:
+        """A founder's promise came: install view 1 once every founder promised, in time."""
+        current = self._proposing
+        if current is None or f.view != 1 or f.attempt != current[0].attempt:
+            return
+        proposal, promised, at = current
+        if src not in dict(proposal.members):
+            return
+        promised[src] = f.clock
+        if len(promised) < len(proposal.members):
+            return
+        self._proposing = None
+        if self.now - at >= self.timing.suspect_after / 2:
+            return  # too late to be sure every promise still holds: the next tick proposes again
+        ordered = proposal.members
+        self._install(Install(1, proposal.attempt, self.me, max(promised.values()), ordered,
+                              tuple(p for p, _ in ordered), (), (), group=proposal.group))
 
     def _verified(self) -> set[str]:
         """Members suspected for longer than the verification period."""
@@ -1050,6 +1155,9 @@ class Core:
 
     def _on_propose(self, src: str, p: Propose) -> None:
         view = self.view
+        if view is None and self.mode == JOINING and not self.static:
+            self._on_founding_proposal(src, p)
+            return
         if view is None or self.static or self.mode in (LEFT, REMOVED):
             return
         if p.view == view.id and self.last_install is not None and src != self.me:
@@ -1123,6 +1231,9 @@ class Core:
             self._ready.sends.append(((p.coordinator,), report))
 
     def _on_flushed(self, src: str, f: Flushed) -> None:
+        if self.view is None and self.mode == JOINING:
+            self._on_founding_promise(src, f)
+            return
         flush = self.flush
         if flush is None or flush.proposal.coordinator != self.me:
             return
@@ -1140,7 +1251,10 @@ class Core:
                 upto = dict(self.marks)
                 for e in self._accepted[(p.attempt, self.me)].out:
                     upto[e.pid] = e.clock
-                marks = tuple(sorted((pid, c) for pid, c in upto.items() if pid not in view.members))
+                # every pid's, not only the joiners': a joiner learns them all, so that a member that
+                # joined after some peer was cut off still knows, as coordinator, what the group
+                # delivered of that peer when it admits it again (else it sends it again)
+                marks = tuple(sorted(upto.items()))
             install = Install(
                 p.view, p.attempt, self.me, max(flush.flushed.values()), p.members,
                 tuple(sorted_pids(joined)),
@@ -1158,6 +1272,8 @@ class Core:
         if view is None:
             if dict(i.members).get(self.me) != self.incarnation:
                 return
+            if self._promised_elsewhere(i.coordinator if i.view == 1 else "", i.group):
+                return  # bound to another founder for now (it may install us); this group asks again
             if i.group == self._cut_from[0] and i.view <= self._cut_from[1]:
                 return  # a view from before this peer was cut off (a member that did not know yet)
         elif i.view != view.id + 1 or i.group != view.group or self.mode not in (FLUSHING, FLUSHED):
@@ -1231,6 +1347,8 @@ class Core:
             self._ready.notices.append(self.mode)
             return
         self._set_mode(NORMAL)
+        self.founding = None
+        self._proposing = self._promise = self._possible = None
         if self.no_quorum is not None:  # a view was installed: its members are a primary component
             self.no_quorum = None
             self._ready.notices.append("quorum")

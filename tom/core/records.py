@@ -68,8 +68,10 @@ class Ready:
     act on ``notices`` (``"left"``: this peer's leave is delivered; ``"removed"``: the group went on
     without this peer; ``"rejoining"``: the same, with a quorum: it joins again as a new member;
     ``"no-quorum"``/``"quorum"``: fewer than a primary component of the view is reachable (the peer
-    stops delivering and holds its users' messages), and again enough; ``"not-admitted"``: joining for
-    longer than `Timing.admit_after`), and report ``alarms``."""
+    stops delivering and holds its users' messages), and again enough; ``"no-founding-quorum"``: no
+    group answered and the peers here are too few of the expected ones to found one (`Core.founding`,
+    said again when their number changes); ``"not-admitted"``: joining for longer than
+    `Timing.admit_after`), and report ``alarms``."""
 
     sends: list[tuple[tuple[str, ...], Frame]] = field(default_factory=list)
     deliveries: list[Delivery | ViewDelivery] = field(default_factory=list)
