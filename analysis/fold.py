@@ -1,13 +1,14 @@
 """Driver-side folds of the fast path: small collected rows in, report values out (pure Python).
 
-Inputs are bounded by peers x latency bins and peers x :data:`analysis.schema.EARLY_INDEX`.
+Inputs are bounded by peers x latency bins and peers x :data:`analysis.schema.EARLY_INDEX`, except
+:func:`run_summary`'s, which takes every narrow row of a small input (bounded by the caller).
 """
 
 from __future__ import annotations
 
 import math
 
-from analysis.checks import FINGERPRINT, QUANTILES, bin_value
+from analysis.checks import FINGERPRINT, QUANTILES, bin_value, latency_bin_py
 
 
 def quantiles(bins: list[tuple[float, int]], qs=QUANTILES) -> list[float | None]:
@@ -261,3 +262,129 @@ def crash_prefixes(fingerprints: list[dict], views: list[dict], peers: list[str]
              **{f: c[f] for f in FINGERPRINT}}
             for r in _fingerprint_roles(fingerprints, views, peers) if r["ref"] is not None
             for c in r["crashed"] if c["messages"] < r["ref"]["messages"]]
+
+
+# --------------------------------------------------------------------------- the summary, computed here
+#
+# On a small input the Spark summary's cost is its cold start (planning, code generation and the first
+# run of a window and an object-hash aggregate: seconds in a young JVM, whatever the data's size),
+# not its work. There the narrow rows are collected instead and summarised here, exactly as
+# checks.run_summary does it (differentially tested): Spark still reads and parses every line, so
+# every bad-line rule stays Spark's.
+
+SUMMARY_INPUT = ("file", "block_start", "row", "problem", "excerpt", "kind", "index", "peer", "clock",
+                 "pid", "port", "view", "latency", "content_hash", "content_hash2", "members",
+                 "removed", "early", "claim")
+"""The columns :func:`run_summary` reads: those of :func:`analysis.schema.narrow_records` plus
+``port`` (:func:`analysis.schema.pid_port` of ``pid``, taken from Spark so that its parse of a port
+is the only one)."""
+
+
+class UnfoldableInput(ValueError):
+    """A row :func:`run_summary` cannot bin as Spark would (a latency that is not a finite number):
+    the caller summarises in Spark instead."""
+
+
+def _after(r: dict, prev: dict) -> bool:
+    """:func:`checks.key_after`: ``(clock, host byte-wise, port)`` of ``r`` above ``prev``'s."""
+    if r["clock"] != prev["clock"]:
+        return r["clock"] > prev["clock"]
+    host, prev_host = (x["pid"].rpartition(":")[0].encode("utf-8", "surrogatepass") for x in (r, prev))
+    if host != prev_host:
+        return host > prev_host
+    return r["port"] > prev["port"]
+
+
+def order_marks(rows: list[dict]) -> tuple[set, set]:
+    """The ``row`` ids :func:`checks.order_marks` marks ``disorder`` and ``index_fault``: per peer,
+    good rows in ``(index, row)`` order, each against the one before it."""
+    by_peer: dict = {}
+    for r in rows:
+        if r["problem"] is None:
+            by_peer.setdefault(r["peer"], []).append(r)
+    disorder, index_fault = set(), set()
+    for good in by_peer.values():
+        good.sort(key=lambda r: (r["index"], r["row"]))
+        prev = None
+        for r in good:
+            if prev is not None and not _after(r, prev):
+                disorder.add(r["row"])
+            if (prev["index"] if prev is not None else 0) + 1 != r["index"]:
+                index_fault.add(r["row"])
+            prev = r
+    return disorder, index_fault
+
+
+_LOW32 = 0xFFFFFFFF
+_LOW64 = (1 << 64) - 1
+
+
+def _nulls_last(values: list) -> list:
+    """Spark's ``array_sort``: ascending, nulls last."""
+    return sorted(values, key=lambda v: (v is None, v if v is not None else ""))
+
+
+def run_summary(rows: list[dict], bad_kept: int = 5) -> list[dict]:
+    """The rows of :func:`analysis.checks.run_summary` over the narrow rows ``rows`` (dicts with
+    :data:`SUMMARY_INPUT`), one per ``(file, block_start, peer, view, lat_bin)``, with every column.
+
+    Lists hold what Spark's hold, in an order of their own (every reader of them ignores it: the
+    fold dedups ``member_lists`` and sorts ``claims`` and ``early``); ``bad`` is sorted by row, as
+    Spark's. Float sums are added in row order (Spark's order is its own: equal up to rounding).
+    Raises :class:`UnfoldableInput` for a message whose latency is not finite.
+    """
+    disorder, index_fault = order_marks(rows)
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        good = r["problem"] is None
+        kind = r["kind"]
+        msg = good and kind == "message"
+        latency = r["latency"] if msg else None
+        if msg and not math.isfinite(latency):
+            raise UnfoldableInput(f"latency {latency} at row {r['row']}")
+        key = (r["file"], r["block_start"], r["peer"], r["view"],
+               latency_bin_py(latency) if msg else None)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {
+                "file": key[0], "block_start": key[1], "peer": key[2], "view": key[3],
+                "lat_bin": key[4], "lines": 0, "records": 0, "messages": 0, "views": 0,
+                "first_row": r["row"], "last_row": r["row"], "last_bad_row": None, "bad": [],
+                "disorder": 0, "index_faults": 0, "hash_lo": None, "hash_hi": None, "hash2": None,
+                "lat_sum": None, "lat_min": None, "lat_max": None, "member_lists": [], "early": [],
+                "claims": []}
+        row = r["row"]
+        g["lines"] += 1
+        g["first_row"] = min(g["first_row"], row)
+        g["last_row"] = max(g["last_row"], row)
+        if not good:
+            g["last_bad_row"] = row if g["last_bad_row"] is None else max(g["last_bad_row"], row)
+            g["bad"].append({"row": row, "problem": r["problem"], "excerpt": r["excerpt"]})
+            continue
+        g["records"] += 1
+        g["disorder"] += row in disorder
+        g["index_faults"] += row in index_fault
+        if msg:
+            h = r["content_hash"]
+            g["messages"] += 1
+            g["hash_lo"] = (g["hash_lo"] or 0) + (h & _LOW32)
+            g["hash_hi"] = (g["hash_hi"] or 0) + ((h & _LOW64) >> 32)
+            g["hash2"] = (g["hash2"] or 0) + r["content_hash2"] + 2**31
+            g["lat_sum"] = latency if g["lat_sum"] is None else g["lat_sum"] + latency
+            g["lat_min"] = latency if g["lat_min"] is None else min(g["lat_min"], latency)
+            g["lat_max"] = latency if g["lat_max"] is None else max(g["lat_max"], latency)
+        elif kind == "view":
+            g["views"] += 1
+            lists = {"members": _nulls_last(r["members"]), "removed": r["removed"]}
+            if lists not in g["member_lists"]:
+                g["member_lists"].append(lists)
+        if r["early"] is not None:
+            g["early"].append({"clock": r["clock"], "pid": r["pid"], "kind": kind, "peer": r["peer"],
+                               "index": r["index"], "view": r["view"],
+                               "sent_at": r["early"]["sent_at"],
+                               "delivered_at": r["early"]["delivered_at"]})
+        if r["claim"] is not None and r["claim"] not in g["claims"]:
+            g["claims"].append(r["claim"])
+    for g in groups.values():
+        g["bad"] = sorted(g["bad"], key=lambda b: b["row"])[:bad_kept]
+    return list(groups.values())

@@ -341,21 +341,80 @@ def _fold_messages_and_faults(facts, peers: list[str]) -> tuple[int, bool, list[
     return sum(best.values()), False, fold.crash_prefixes(fingerprints, views, peers)
 
 
+SMALL_INPUT_BYTES = 32 << 20
+"""Local inputs of at most this many bytes in all are summarised on the driver: Spark reads and
+parses them, its narrow rows are collected and :func:`analysis.fold.run_summary` computes the run
+summary in Python. At this size the Spark summary's cost is the cold start of its window and
+aggregate (seconds whatever the size, docs/verifier.md), not its work. Remote or unsized inputs,
+and larger ones, are summarised in Spark."""
+
+SMALL_INPUT_ROWS = 250_000
+"""At most this many narrow rows are collected for the driver's summary; a small input with more
+(very short lines) is summarised in Spark."""
+
+
+def input_bytes(files: list[str]) -> int | None:
+    """Total size of ``files`` if every one is a local file, else None."""
+    import os
+
+    from analysis import schema
+    total = 0
+    for f in files:
+        if schema.is_remote_uri(f):
+            return None
+        try:
+            total += os.path.getsize(schema.local_path(f))
+        except OSError:
+            return None
+    return total
+
+
+def _summary_on_driver(spark, narrow, files: list[str], first: int) -> list[dict] | None:
+    """The run summary of a small input (:data:`SMALL_INPUT_BYTES`), computed by
+    :func:`analysis.fold.run_summary` from its collected narrow rows in one Spark job; None if the
+    input is not small, holds more than :data:`SMALL_INPUT_ROWS` rows or a row the fold cannot bin."""
+    from analysis import fold, schema
+
+    size = input_bytes(files)
+    if size is None or size > SMALL_INPUT_BYTES:
+        return None
+    columns = [schema.pid_port(narrow["pid"]).alias("port") if c == "port" else c
+               for c in fold.SUMMARY_INPUT]
+    # A limit is collected by a take: by default one partition first, then more, one job each.
+    conf = "spark.sql.limit.initialNumPartitions"
+    previous = spark.conf.get(conf, None)
+    spark.conf.set(conf, str(1 << 20))
+    try:
+        got = narrow.select(*columns).limit(SMALL_INPUT_ROWS + 1).collect()  # the one scan job
+    finally:
+        spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
+    if len(got) > SMALL_INPUT_ROWS:
+        return None
+    try:
+        return fold.run_summary([r.asDict(recursive=True) for r in got], bad_kept=first)
+    except fold.UnfoldableInput:
+        return None
+
+
 def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool:
     """The one-pass proof of a healthy run (docs/verifier.md): fill ``result`` and return True if it
     settles the outcome, False if the exact checks must run. One scan of the input and one shuffle
-    of narrow rows; everything collected is bounded by splits, peers, views, latency bins."""
+    of narrow rows (a small input: no shuffle, its summary is computed on the driver); everything
+    else collected is bounded by splits, peers, views, latency bins."""
     from pyspark import StorageLevel
 
     from analysis import checks, fold, membership, run_order, schema
 
-    summary = checks.run_summary(schema.narrow_records(schema.read_records(spark, files)),
-                                 bad_kept=first).persist(StorageLevel.MEMORY_AND_DISK)
+    narrow = schema.narrow_records(schema.read_records(spark, files))
+    rename = _given_name(files)
+    summary = None
+    rows = _summary_on_driver(spark, narrow, files, first)
+    if rows is None:
+        summary = checks.run_summary(narrow, bad_kept=first).persist(StorageLevel.MEMORY_AND_DISK)
+        rows = [r.asDict(recursive=True) for r in summary.limit(FOLD_ROWS + 1).collect()]  # one job
     try:
-        rows = summary.limit(FOLD_ROWS + 1).collect()  # the one scan job
-        rename = _given_name(files)
-        facts = (fold.SummaryFold([dict(r.asDict(recursive=True), file=rename(r.file)) for r in rows])
-                 if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary, rename))
+        facts = (fold.SummaryFold([dict(r, file=rename(r["file"])) for r in rows])
+                 if len(rows) <= FOLD_ROWS or summary is None else _SparkSummaryFacts(summary, rename))
         del rows
         blocks = facts.blocks()
         lap("scan_s")
@@ -432,7 +491,8 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
         result["fast_path"] = "conclusive"
         return True
     finally:
-        summary.unpersist()
+        if summary is not None:
+            summary.unpersist()
 
 
 def _crashed_hold_prefixes(spark, facts, partial: list[dict]) -> bool:

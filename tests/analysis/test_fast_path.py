@@ -18,19 +18,27 @@ def renumber(recs: list[dict]) -> list[dict]:
     return [dict(r, index=i + 1) for i, r in enumerate(recs)]
 
 
+def write_case(folder, run: dict[str, list[dict]], tails: dict[str, str] | None = None) -> list[str]:
+    """One file per key of ``run`` (a peer, or a peer plus a suffix for a second file; a record
+    given as a string is written as it is), each followed by its raw tail if any; the files'
+    ``file:`` names."""
+    folder.mkdir()
+    for key, recs in run.items():
+        text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in recs) \
+            + (tails or {}).get(key, "")
+        (folder / f"{key.replace(':', '_')}.jsonl").write_text(text)
+    return [f"file:{p}" for p in sorted(folder.glob("*.jsonl"))]
+
+
 @pytest.fixture
 def summarize(spark, tmp_path):
-    """Write a run keyed by peer (plus optional raw tails) and return its :func:`checks.run_summary`."""
+    """Write a run keyed by peer (plus optional raw tails) and return its :func:`checks.run_summary`
+    (``files`` of the last one written are kept in ``build.files``)."""
     counter = iter(range(1_000_000))
 
     def build(run: dict[str, list[dict]], tails: dict[str, str] | None = None):
-        folder = tmp_path / f"run{next(counter)}"
-        folder.mkdir()
-        for peer, recs in run.items():
-            text = "".join(json.dumps(r) + "\n" for r in recs) + (tails or {}).get(peer, "")
-            (folder / f"{peer.replace(':', '_')}.jsonl").write_text(text)
-        files = [f"file:{p}" for p in sorted(folder.glob("*.jsonl"))]
-        return checks.run_summary(schema.narrow_records(schema.read_records(spark, files))).cache()
+        build.files = write_case(tmp_path / f"run{next(counter)}", run, tails)
+        return checks.run_summary(schema.narrow_records(schema.read_records(spark, build.files))).cache()
 
     return build
 
@@ -146,6 +154,17 @@ def _cases() -> dict[str, tuple[dict, dict | None]]:
     join[C] = [view_record(C, 1, 2, B, 2, [A, B, C]), message(C, 2, 3, B, view=2)]
     conflict = {p: list(r) for p, r in join.items()}
     conflict[C] = [view_record(C, 1, 2, B, 2, [A, C]), message(C, 2, 3, B, view=2)]
+    split = run_of(EVENTS)  # A's records in two files: its order runs across them
+    split[A + "-part2"] = split[A][3:]
+    split[A] = split[A][:3]
+    gap = run_of(EVENTS)  # the same messages everywhere, one index skipped: only an index fault
+    gap[B] = [dict(r, index=r["index"] + (r["index"] > 2)) for r in gap[B]]
+    hosts = [(1, "127.0.0.1:6000"), (1, "127.0.0.2:5000"), (1, "127.0.0.2:5001"), (2, "10.0.0.9:1")]
+    by_host = run_of(hosts)  # equal clocks ordered by host byte-wise, then by port as a number
+    host_swap = run_of(hosts)
+    host_swap[C] = renumber([host_swap[C][1], host_swap[C][0]] + host_swap[C][2:])
+    bad_inside = run_of(EVENTS)  # a bad line between two good records of B
+    bad_inside[B] = bad_inside[B][:2] + ['{"v": 1, "kind": "message", "index": "x"}'] + bad_inside[B][2:]
     return {
         "healthy": (run_of(EVENTS), None), "swap": (swap, None), "drop": (drop, None),
         "duplicate": (dup, None), "tampered": (tampered, None),
@@ -156,6 +175,9 @@ def _cases() -> dict[str, tuple[dict, dict | None]]:
         "crash_extra": (crash_run(c_holds=VIEW_1[:CRASH_AFTER - 1] + [(9, C)]), None),
         "mixed_orders": (dict(run_of(EVENTS), **{C: [dict(r, v=2, seq=r["index"])
                                                     for r in run_of(EVENTS)[C]]}), None),
+        "split_files": (split, None), "index_gap": (gap, None),
+        "equal_clocks": (by_host, None), "equal_clocks_swapped": (host_swap, None),
+        "bad_line_inside": (bad_inside, None),
     }
 
 
@@ -166,50 +188,83 @@ def _canon(rows: list[dict]) -> list[dict]:
     return sorted(({k: fix(v) for k, v in r.items()} for r in rows), key=lambda r: repr(sorted(r.items())))
 
 
+def _canon_summary(rows: list[dict]) -> list[dict]:
+    """Summary rows with their lists in one order (each reader of ``member_lists``, ``early`` and
+    ``claims`` ignores theirs; ``bad`` is sorted by both), float sums rounded."""
+    def fix(v):
+        if isinstance(v, float):
+            return round(v, 9)
+        if isinstance(v, list):
+            return sorted((fix(x) for x in v), key=repr)
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        return v
+    return _canon([{k: fix(v) for k, v in r.items()} for r in rows])
+
+
 @pytest.mark.parametrize("case", list(_cases()))
-def test_driver_fold_equals_its_spark_twin(summarize, case):
+def test_driver_fold_equals_its_spark_twin(spark, summarize, case):
+    """The summary computed on the driver from the narrow rows equals Spark's, and every fact folded
+    from either equals its Spark query."""
     from analysis import verify
 
     run, tails = _cases()[case]
     s = summarize(run, tails)
-    folded = fold.SummaryFold([r.asDict(recursive=True) for r in s.collect()])
+    spark_rows = [r.asDict(recursive=True) for r in s.collect()]
+    narrow = schema.narrow_records(schema.read_records(spark, summarize.files))
+    driver_rows = verify._summary_on_driver(spark, narrow, summarize.files, 5)
+    assert driver_rows is not None and _canon_summary(driver_rows) == _canon_summary(spark_rows)
     queried = verify._SparkSummaryFacts(s)
-    assert _canon(folded.blocks()) == _canon(queried.blocks())
-    assert folded.bad_rows(3) == queried.bad_rows(3)
-    assert _canon(folded.peers()) == _canon(queried.peers())
-    assert _canon(folded.latency_bins()) == _canon(queried.latency_bins())
-    assert folded.view_members() == queried.view_members()
-    assert _canon(folded.early()) == _canon(queried.early())
-    assert folded.claims() == queried.claims()
-    assert {p: sorted(f) for p, f in folded.files_of_peers().items()} == \
-        {p: sorted(f) for p, f in queried.files_of_peers().items()}
-    peers = sorted(p["peer"] for p in folded.peers())
-    got, want = verify._fold_messages_and_faults(folded, peers), queried.messages_and_faults(peers)
-    assert got[:2] == want[:2] and _canon(got[2]) == _canon(want[2])
+    peers = sorted(p["peer"] for p in queried.peers())
+    want = queried.messages_and_faults(peers)
+    for folded in (fold.SummaryFold(spark_rows), fold.SummaryFold(driver_rows)):
+        assert _canon(folded.blocks()) == _canon(queried.blocks())
+        assert folded.bad_rows(3) == queried.bad_rows(3)
+        assert _canon(folded.peers()) == _canon(queried.peers())
+        assert _canon(folded.latency_bins()) == _canon(queried.latency_bins())
+        assert folded.view_members() == queried.view_members()
+        assert _canon(folded.early()) == _canon(queried.early())
+        assert folded.claims() == queried.claims()
+        assert {p: sorted(f) for p, f in folded.files_of_peers().items()} == \
+            {p: sorted(f) for p, f in queried.files_of_peers().items()}
+        got = verify._fold_messages_and_faults(folded, peers)
+        assert got[:2] == want[:2] and _canon(got[2]) == _canon(want[2])
 
 
-@pytest.mark.parametrize("case", ["torn", "crash", "crash_not_prefix"])
+def _rounded(value):
+    """A result with its floats rounded: sums of latencies are added in another order by Spark."""
+    if isinstance(value, float):
+        return round(value, 9)
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("case", ["torn", "crash", "crash_not_prefix", "split_files", "bad_line_inside"])
 def test_verify_with_the_driver_fold_equals_verify_with_spark_queries(spark, tmp_path, monkeypatch,
                                                                       case):
-    """The whole result, folded on the driver or queried in Spark (a summary over FOLD_ROWS), and
-    the verdict of the exact path alone."""
+    """The fast path's outcome and result with the summary computed on the driver (a small input),
+    collected from Spark and folded, or queried in Spark (a summary over FOLD_ROWS); and the
+    verdict of ``verify`` equals the exact path's alone."""
     from analysis import verify
-    from tests.analysis.test_dynamic_groups import write_run
 
     run, tails = _cases()[case]
-    files = write_run(tmp_path / "run", run)
-    for f in files:
-        peer_file = f[len("file:"):]
-        for peer, tail in (tails or {}).items():
-            if peer_file.endswith(peer.replace(":", "_") + ".jsonl"):
-                with open(peer_file, "a") as out:
-                    out.write(tail)
-    folded = verify.verify(spark, files)
-    monkeypatch.setattr(verify, "FOLD_ROWS", 0)
-    queried = verify.verify(spark, files)
+    files = write_case(tmp_path / "run", run, tails)
+
+    def fast(**settings) -> tuple[bool, dict]:
+        with monkeypatch.context() as patched:
+            for name, value in settings.items():
+                patched.setattr(verify, name, value)
+            result: dict = {}
+            return verify._verify_fast(spark, files, verify.FIRST_ROWS, result, lambda name: None), result
+
+    small = fast()
+    folded = fast(SMALL_INPUT_BYTES=-1)
+    queried = fast(SMALL_INPUT_BYTES=-1, FOLD_ROWS=0)
+    assert folded == queried
+    assert _rounded(small) == _rounded(folded)
     exact = {"timing": {}}
     verify._verify_exact(spark, files, verify.FIRST_ROWS, exact, lambda name: None)
-    for r in (folded, queried):
-        r.pop("timing")
-    assert folded == queried
-    assert folded["verdict"] == exact["verdict"]
+    assert verify.verify(spark, files)["verdict"] == exact["verdict"]
