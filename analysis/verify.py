@@ -1,10 +1,20 @@
 """Verify TOM peers' output files with Spark: ``spark-submit analysis/verify.py PATH... [options]``.
 
-Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). The job reads and parses
-every line once into a cached frame, builds the event table with one shuffle by event key (cached),
-runs the order checks with one shuffle by peer, and brings only bounded results to the driver:
-counts, the first few violations of each check, per-pair and per-peer figures, a histogram and the
-first messages for the picture. Exit status: 0 verified, 1 violations found, 2 unusable input.
+Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). Two paths
+(docs/verifier.md):
+
+* the fast path (Lamport runs): one scan parses every line into narrow rows and one aggregate makes
+  the run summary (per file split, peer, view and latency bin: counts, order marks, message
+  fingerprints), from which a healthy run is proven on the driver; a small local input
+  (:data:`SMALL_INPUT_BYTES`) has its narrow rows collected and summarised in Python instead
+  (:func:`analysis.fold.run_summary`, the same rows), so it runs one Spark job and no shuffle;
+* the exact path (anything the fast path cannot settle, and the other orders): every line parsed
+  once into a cached frame, the event table built with one shuffle by event key (cached), the order
+  checks with one shuffle by peer.
+
+Only bounded results reach the driver: counts, the first few violations of each check, per-pair and
+per-peer figures, a histogram and the first messages for the picture. Exit status: 0 verified,
+1 violations found, 2 unusable input.
 """
 
 from __future__ import annotations
