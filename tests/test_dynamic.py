@@ -233,7 +233,7 @@ def test_a_leaving_coordinator_lets_the_next_member_decide_the_view_it_leaves_in
 
 # -- founding the first group with the expected peers (the neighbors file) -----------------------
 
-FOUNDING_SEEDS = int(os.environ.get("TOM_FOUNDING_SEEDS", "300"))
+FOUNDING_SEEDS = int(os.environ.get("TOM_FOUNDING_SEEDS", "150"))
 
 
 @pytest.mark.parametrize("order", ORDERS)

