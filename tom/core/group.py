@@ -997,10 +997,16 @@ class Core:
         if self._possibly_in_another(members):
             return  # it may be in a group founded meanwhile: it waits to hear of it
         if not (self.quorum and self.expected) or len(ordered) == 1:
-            self._install(Install(1, 0, self.me, self.clock.time, ordered, tuple(p for p, _ in ordered), (), (),
-                                  group=f"{self.me}/{self.incarnation}"))
+            self._install_founding(0, self.clock.time, ordered, f"{self.me}/{self.incarnation}")
             return
         self._propose_founding(ordered)
+
+    def _install_founding(self, attempt: int, clock: int, ordered: tuple[tuple[str, int], ...],
+                          group: str) -> None:
+        """Install view 1 of a new group of ``ordered`` (every member joins it; nobody has delivered
+        anything yet, so no flush is needed)."""
+        self._install(Install(1, attempt, self.me, clock, ordered, tuple(p for p, _ in ordered), (), (),
+                              group=group))
 
     # -- founding with expected peers: a handshake -----------------------------------------------
     #
@@ -1026,8 +1032,6 @@ class Core:
         group = f"{self.me}/{self.incarnation}"
         if self._promised_elsewhere(self.me, group):
             return  # it promised another founder: that one founds, or the promise runs out
-        if self._possibly_in_another(p for p, _ in ordered):
-            return  # it may be in a group founded meanwhile: it waits to hear of it
         current = self._proposing
         if (current is not None and current[0].members == ordered
                 and self.now - current[2] < self.timing.suspect_after / 2):
@@ -1039,14 +1043,15 @@ class Core:
 
     def _on_founding_proposal(self, src: str, p: Propose) -> None:
         """A founder's proposal of view 1 reaches this joining peer: promise, unless bound elsewhere."""
+        members = dict(p.members)
         if (p.view != 1 or p.coordinator != src or self._rejoining or p.removed
-                or dict(p.members).get(self.me) != self.incarnation or self._promised_elsewhere(src, p.group)):
+                or members.get(self.me) != self.incarnation or self._promised_elsewhere(src, p.group)):
             return
         possible = self._possible
-        if possible is not None and possible[0] != src and not has_quorum(possible[2], (m for m, _ in p.members)):
+        if possible is not None and possible[0] != src and not has_quorum(possible[2], members):
             return
         self._promise = (src, p.group, p.attempt, self.now + self.timing.suspect_after)
-        self._possible = (src, dict(p.members)[src], frozenset(m for m, _ in p.members))
+        self._possible = (src, members[src], frozenset(members))
         self._ready.sends.append(((src,), Flushed(1, p.attempt, self.clock.time)))
 
     def _on_founding_promise(self, src: str, f: Flushed) -> None:
@@ -1063,9 +1068,7 @@ class Core:
         self._proposing = None
         if self.now - at >= self.timing.suspect_after / 2:
             return  # too late to be sure every promise still holds: the next tick proposes again
-        ordered = proposal.members
-        self._install(Install(1, proposal.attempt, self.me, max(promised.values()), ordered,
-                              tuple(p for p, _ in ordered), (), (), group=proposal.group))
+        self._install_founding(proposal.attempt, max(promised.values()), proposal.members, proposal.group)
 
     def _verified(self) -> set[str]:
         """Members suspected for longer than the verification period."""
