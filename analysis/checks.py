@@ -535,13 +535,16 @@ def order_marks(narrow: DataFrame) -> DataFrame:
     """``narrow`` plus ``disorder`` and ``index_fault`` per good row, by (index, row) within its peer.
 
     ``disorder``: the key is not above the previous record's; ``index_fault``: the index is not the
-    previous one + 1 (or, first, not 1). One shuffle (hash of peer) of narrow rows and a sort.
+    previous one + 1 (or, first, not 1). One shuffle (hash of peer) of narrow rows and a sort. The
+    three ``lag`` columns are named once: written inside ``key_after`` they would be three window
+    functions per use (eleven in all), each copying its column for every row.
     """
     good = F.col("problem").isNull()
     w = Window.partitionBy("peer", good).orderBy("index", "row")
-    prev_clock, prev_pid, prev_index = (F.lag(c).over(w) for c in ("clock", "pid", "index"))
-    return narrow.select(
-        "*",
+    lagged = narrow.select("*", *[F.lag(c).over(w).alias(f"_prev_{c}") for c in ("clock", "pid", "index")])
+    prev_clock, prev_pid, prev_index = (F.col(f"_prev_{c}") for c in ("clock", "pid", "index"))
+    return lagged.select(
+        *narrow.columns,
         (good & prev_clock.isNotNull()
          & ~key_after(F.col("clock"), F.col("pid"), prev_clock, prev_pid)).alias("disorder"),
         (good & (F.coalesce(prev_index, F.lit(0)) + 1 != F.col("index"))).alias("index_fault"),
@@ -584,6 +587,12 @@ def fingerprint_sums(msg: Column) -> list[Column]:
             F.sum(F.when(msg, F.col("content_hash2").cast("long") + 2**31)).alias("hash2")]
 
 
+CLAIM_BITS = {LAMPORT: 1, SEQUENCER: 2, CAUSAL: 4}
+"""The orders a record can name, as bits of :func:`run_summary`'s first stage (``bit_or``)."""
+
+SUMMARY_KEYS = ("file", "block_start", "peer", "view", "lat_bin")
+
+
 def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
     """The one aggregate of the fast path, small enough to cache: one row per
     ``(file, block_start, peer, view, lat_bin)``.
@@ -593,36 +602,69 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
     fingerprint sums ``hash_lo, hash_hi, hash2`` (exact: 32-bit parts summed in 64 bits),
     ``lat_sum, lat_min, lat_max``, ``member_lists`` (views: distinct ``(members, removed)``),
     ``early`` (first records, picture) and ``claims`` (the orders its good records name).
+
+    Two stages, so that no row of the input meets an object aggregate (which runs interpreted, row
+    by row, with no generated code): the first is a plain hash aggregate of numbers only, with the
+    few *rare* rows -- bad lines, view records, a peer's first :data:`EARLY_INDEX
+    <analysis.schema.EARLY_INDEX>` records, a claim outside :data:`CLAIM_BITS` -- each kept as a
+    group of its own by a ``rare`` struct in the grouping key; the second folds those (small)
+    groups into the lists above. Claims of the other rows travel as bits.
     """
     good = F.col("problem").isNull()
+    is_view = F.col("kind") == "view"
     msg = good & (F.col("kind") == "message")
     when_msg = lambda c: F.when(msg, c)  # noqa: E731
+    claim_bit = F.lit(None).cast("int")
+    for name, bit in reversed(CLAIM_BITS.items()):
+        claim_bit = F.when(F.col("claim") == name, F.lit(bit)).otherwise(claim_bit)
     early = F.struct("clock", "pid", "kind", "peer", "index", "view",
                      F.col("early.sent_at").alias("sent_at"),
                      F.col("early.delivered_at").alias("delivered_at"))
-    return order_marks(narrow).groupBy(
+    rare = F.when(
+        ~good | is_view | F.col("early").isNotNull() | (F.col("claim").isNotNull() & claim_bit.isNull()),
+        F.struct("row", "problem", "excerpt",
+                 F.when(good & is_view, F.struct(F.array_sort("members").alias("members"), "removed"))
+                 .alias("member_list"),
+                 F.when(good & F.col("early").isNotNull(), early).alias("early"),
+                 F.when(claim_bit.isNull(), F.col("claim")).alias("claim")))
+    first = order_marks(narrow).groupBy(
         "file", "block_start", "peer", "view", latency_bin(when_msg(F.col("latency"))).alias("lat_bin"),
+        rare.alias("rare"),
     ).agg(
         F.count(F.lit(1)).alias("lines"),
         F.count_if(good).alias("records"),
         F.count_if(msg).alias("messages"),
-        F.count_if(good & (F.col("kind") == "view")).alias("views"),
+        F.count_if(good & is_view).alias("views"),
         F.min("row").alias("first_row"),
         F.max("row").alias("last_row"),
         F.max(F.when(~good, F.col("row"))).alias("last_bad_row"),
-        F.slice(F.sort_array(F.collect_list(F.when(~good, F.struct("row", "problem", "excerpt")))),
-                1, bad_kept).alias("bad"),
         F.count_if("disorder").alias("disorder"),
         F.count_if("index_fault").alias("index_faults"),
         *fingerprint_sums(msg),
         F.sum(when_msg(F.col("latency"))).alias("lat_sum"),
         F.min(when_msg(F.col("latency"))).alias("lat_min"),
         F.max(when_msg(F.col("latency"))).alias("lat_max"),
-        F.collect_set(F.when(good & (F.col("kind") == "view"),
-                             F.struct(F.array_sort("members").alias("members"), "removed")))
-        .alias("member_lists"),
-        F.collect_list(F.when(good & F.col("early").isNotNull(), early)).alias("early"),
-        F.collect_set("claim").alias("claims"),
+        F.bit_or(claim_bit).alias("claim_bits"),
+    )
+    r = F.col("rare")
+    bits = F.bit_or("claim_bits")
+    named = F.array_compact(F.array(*[F.when(bits.bitwiseAND(bit) != 0, F.lit(name))
+                                      for name, bit in CLAIM_BITS.items()]))
+    return first.groupBy(*SUMMARY_KEYS).agg(
+        *[F.sum(c).alias(c) for c in ("lines", "records", "messages", "views")],
+        F.min("first_row").alias("first_row"),
+        F.max("last_row").alias("last_row"),
+        F.max("last_bad_row").alias("last_bad_row"),
+        F.slice(F.sort_array(F.collect_list(F.when(r.problem.isNotNull(), F.struct(
+            r.row.alias("row"), r.problem.alias("problem"), r.excerpt.alias("excerpt"))))),
+            1, bad_kept).alias("bad"),
+        *[F.sum(c).alias(c) for c in ("disorder", "index_faults", "hash_lo", "hash_hi", "hash2",
+                                     "lat_sum")],
+        F.min("lat_min").alias("lat_min"),
+        F.max("lat_max").alias("lat_max"),
+        F.collect_set(r.member_list).alias("member_lists"),
+        F.collect_list(r.early).alias("early"),
+        F.array_union(named, F.collect_set(r.claim)).alias("claims"),
     )
 
 

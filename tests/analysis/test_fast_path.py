@@ -276,3 +276,17 @@ def test_verify_with_the_driver_fold_equals_verify_with_spark_queries(spark, tmp
     verify._verify_exact(spark, files, verify.FIRST_ROWS, exact, lambda name: None)
     settled, result = small
     assert (result if settled else exact)["verdict"] == exact["verdict"]  # what verify() answers
+
+
+def test_no_input_row_meets_an_object_aggregate_and_each_lag_is_computed_once(summarize):
+    """The summary's plan (what a 10M-row run pays per row): the rows coming out of the order
+    window are aggregated by generated code (a plain ``HashAggregate``); only the first stage's
+    groups reach the ``ObjectHashAggregate`` of the lists; the window computes three ``lag``s."""
+    s = summarize(run_of(EVENTS), {A: '{"torn'})
+    plan = s._jdf.queryExecution().executedPlan().toString()
+    lines = plan.splitlines()
+    window = next(i for i, line in enumerate(lines) if "Window [" in line)
+    above = [line.strip(" +-:") for line in lines[:window]]
+    nearest_aggregate = next(line for line in reversed(above) if "Aggregate(" in line)
+    assert nearest_aggregate.startswith("HashAggregate("), nearest_aggregate
+    assert lines[window].count("lag(") == 3
