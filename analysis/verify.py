@@ -188,8 +188,8 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
         result["problems"] = ["no *.jsonl file in the given folders"]
         return result
 
-    # The fast path's one aggregate keeps a few list buffers per group (bad rows, views, early
-    # records): Spark's default falls back to a sort of every row past 128 groups per task.
+    # The summary's second stage keeps a few list buffers per group (bad rows, views, early
+    # records): Spark's default falls back to a sort of its groups past 128 per task.
     conf = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
     previous = spark.conf.get(conf, None)
     spark.conf.set(conf, "65536")
