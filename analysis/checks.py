@@ -551,6 +551,30 @@ def order_marks(narrow: DataFrame) -> DataFrame:
     )
 
 
+def order_marks_in_scan(narrow: DataFrame) -> DataFrame:
+    """:func:`order_marks` with no shuffle: each good row compared with the previous good row its
+    task read from the same file, by the JVM function ``tom_order_mark`` (:mod:`analysis.order_mark`,
+    whose source states when a row is left unmarked).
+
+    Stricter than :func:`order_marks`: rows out of file order, a file holding two peers, or a file's
+    good rows read by two tasks are marked (``index_fault``) even where sorting by index would hide
+    it; so a healthy run is unmarked only while each file is read whole by one task
+    (:func:`analysis.order_mark.whole_files`). Equal to :func:`order_marks` on an unmarked run only if
+    each peer's records are in one file: the caller checks that. A mark only sends the run to the
+    exact checks.
+    """
+    from analysis.order_mark import DISORDER, FUNCTION
+
+    mark = F.call_function(FUNCTION, "file", "block_start", "peer", F.col("problem").isNull(),
+                           "index", "clock", "pid")
+    marked = narrow.select("*", mark.alias("_mark"))
+    return marked.select(
+        *narrow.columns,
+        (F.col("_mark").bitwiseAND(DISORDER) != 0).alias("disorder"),
+        (F.col("_mark").bitwiseAND(~DISORDER) != 0).alias("index_fault"),
+    )
+
+
 def latency_bin(latency: Column) -> Column:
     """Log-scale bin of a latency: ``sign * (ceil(log_gamma |x|) + offset)``, 0 for ``|x| < 1e-9``."""
     mag = F.abs(latency)
@@ -593,7 +617,7 @@ CLAIM_BITS = {LAMPORT: 1, SEQUENCER: 2, CAUSAL: 4}
 SUMMARY_KEYS = ("file", "block_start", "peer", "view", "lat_bin")
 
 
-def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
+def run_summary(narrow: DataFrame, bad_kept: int = 5, marks=order_marks) -> DataFrame:
     """The one aggregate of the fast path, small enough to cache: one row per
     ``(file, block_start, peer, view, lat_bin)``.
 
@@ -609,6 +633,9 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
     <analysis.schema.EARLY_INDEX>` records, a claim outside :data:`CLAIM_BITS` -- each kept as a
     group of its own by a ``rare`` struct in the grouping key; the second folds those (small)
     groups into the lists above. Claims of the other rows travel as bits.
+
+    ``marks`` adds ``disorder``/``index_fault``: :func:`order_marks` (a window) or
+    :func:`order_marks_in_scan` (no shuffle, under its conditions).
     """
     good = F.col("problem").isNull()
     is_view = F.col("kind") == "view"
@@ -627,7 +654,7 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5) -> DataFrame:
                  .alias("member_list"),
                  F.when(good & F.col("early").isNotNull(), early).alias("early"),
                  F.when(claim_bit.isNull(), F.col("claim")).alias("claim")))
-    first = order_marks(narrow).groupBy(
+    first = marks(narrow).groupBy(
         "file", "block_start", "peer", "view", latency_bin(when_msg(F.col("latency"))).alias("lat_bin"),
         rare.alias("rare"),
     ).agg(

@@ -176,6 +176,10 @@ def build_session(master: str | None = None, log_dir: Path | None = None,
             # 200 shuffle partitions cost ~20 ms each on a laptop for nothing: a few per core
             .config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 2)))
         )
+    from analysis import order_mark
+    jar, _ = order_mark.build()  # None: no JDK here; the verifier then checks the order with a window
+    if jar is not None:
+        builder = builder.config("spark.jars", str(jar))
     with _stderr_to(log_dir / "spark-driver.log"):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

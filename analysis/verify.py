@@ -413,11 +413,10 @@ def _summary_on_driver(spark, narrow, files: list[str], first: int) -> list[dict
 
 def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool:
     """The one-pass proof of a healthy run (docs/verifier.md): fill ``result`` and return True if it
-    settles the outcome, False if the exact checks must run. One scan of the input and one shuffle
-    of narrow rows (a small input: no shuffle, its summary is computed on the driver); everything
-    else collected is bounded by splits, peers, views, latency bins."""
-    from pyspark import StorageLevel
-
+    settles the outcome, False if the exact checks must run. One scan of the input (a small input:
+    its summary is computed on the driver; else the order is checked in the scan, or by one shuffle
+    of narrow rows, :func:`_summary_in_spark`); everything else collected is bounded by splits,
+    peers, views, latency bins."""
     from analysis import checks, fold, membership, run_order, schema
 
     narrow = schema.narrow_records(schema.read_records(spark, files))
@@ -425,8 +424,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
     summary = None
     rows = _summary_on_driver(spark, narrow, files, first)
     if rows is None:
-        summary = checks.run_summary(narrow, bad_kept=first).persist(StorageLevel.MEMORY_AND_DISK)
-        rows = [r.asDict(recursive=True) for r in summary.limit(FOLD_ROWS + 1).collect()]  # one job
+        summary, rows = _summary_in_spark(spark, files, first, result)
     try:
         facts = (fold.SummaryFold([dict(r, file=rename(r["file"])) for r in rows])
                  if len(rows) <= FOLD_ROWS or summary is None else _SparkSummaryFacts(summary, rename))
@@ -508,6 +506,56 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
     finally:
         if summary is not None:
             summary.unpersist()
+
+
+def _one_file_per_peer(rows: list[dict]) -> bool:
+    files: dict[str, str] = {}
+    return all(files.setdefault(r["peer"], r["file"]) == r["file"] for r in rows if r["records"])
+
+
+def _one_file_per_peer_in(summary) -> bool:
+    from pyspark.sql import functions as F
+    return summary.filter(F.col("records") > 0).groupBy("peer").agg(
+        F.count_distinct("file").alias("n")).filter(F.col("n") > 1).isEmpty()
+
+
+def _summary_in_spark(spark, files: list[str], first: int, result: dict):
+    """``(summary, its rows)``: the fast path's summary computed in Spark, persisted, and its first
+    :data:`FOLD_ROWS` + 1 rows collected (one job).
+
+    The order check runs in the scan (no shuffle, :func:`analysis.checks.order_marks_in_scan`) when
+    the JVM function is registered, every file is local (its size known) and there are at least as
+    many files as cores (whole files per task keep every core busy); its result stands if each
+    peer's records are in one file, else the summary is computed again with the window.
+    ``result["order_check"]`` says which ran and why.
+    """
+    from pyspark import StorageLevel
+
+    from analysis import checks, order_mark, schema
+
+    def summarise(marks):
+        narrow = schema.narrow_records(schema.read_records(spark, files))
+        summary = checks.run_summary(narrow, bad_kept=first, marks=marks)
+        summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
+        return summary, [r.asDict(recursive=True) for r in summary.limit(FOLD_ROWS + 1).collect()]
+
+    sizes = [input_bytes([f]) for f in files]
+    cores = spark.sparkContext.defaultParallelism if getattr(spark, "_jvm", None) is not None else 0
+    why = order_mark.register(spark)
+    if why is None and None in sizes:
+        why = "a remote input (file sizes unknown): the order check uses the window"
+    if why is None and len(files) < cores:
+        why = f"{len(files)} files for {cores} cores: the order check uses the window (it splits files)"
+    if why is None:
+        with order_mark.whole_files(spark, max(sizes)):
+            summary, rows = summarise(checks.order_marks_in_scan)
+        if _one_file_per_peer(rows) if len(rows) <= FOLD_ROWS else _one_file_per_peer_in(summary):
+            result["order_check"] = "in the scan (no shuffle)"
+            return summary, rows
+        summary.unpersist()
+        why = "a peer's records in several files: the order check ran again as a window"
+    result["order_check"] = f"window ({why})"
+    return summarise(checks.order_marks)
 
 
 def _crashed_hold_prefixes(spark, facts, partial: list[dict]) -> bool:

@@ -15,7 +15,8 @@ PEERS = ("127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002")
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    """Session-scoped ``local[1]`` Spark bound to 127.0.0.1 with the UI off and one shuffle partition."""
+    """Session-scoped ``local[1]`` Spark bound to 127.0.0.1 with the UI off and one shuffle partition,
+    with the order-check jar when a JDK can build it (as :func:`analysis.session.build_session`)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Java 17+ is required for the Spark tests")
     from analysis.session import _stderr_to
@@ -30,6 +31,10 @@ def spark(tmp_path_factory):
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "1")
                .config("spark.default.parallelism", "1"))
+    from analysis import order_mark
+    jar, _ = order_mark.build()  # as the verifier's own session: the order check in the scan
+    if jar is not None:
+        builder = builder.config("spark.jars", str(jar))
     with _stderr_to(log):
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
