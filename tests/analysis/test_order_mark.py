@@ -171,7 +171,7 @@ def test_the_summary_in_the_scan_has_no_window(in_scan, tmp_path):
     assert "Window" in checks.run_summary(narrow)._jdf.queryExecution().executedPlan().toString()
 
 
-@pytest.mark.parametrize("case", ["healthy", "swap", "split_files"])
+@pytest.mark.parametrize("case", ["healthy", "split_files"])
 def test_verify_says_which_check_ran_and_answers_as_the_window(in_scan, tmp_path, monkeypatch, case):
     """The whole ``tom verify`` on a run summarised in Spark: the same report with the check in the
     scan as with the window (a peer in two files: the window runs again), and the report says which
