@@ -424,7 +424,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
     summary = None
     rows = _summary_on_driver(spark, narrow, files, first)
     if rows is None:
-        summary, rows = _summary_in_spark(spark, files, first, result)
+        summary, rows = _summary_in_spark(spark, narrow, files, first, result)
     try:
         facts = (fold.SummaryFold([dict(r, file=rename(r["file"])) for r in rows])
                  if len(rows) <= FOLD_ROWS or summary is None else _SparkSummaryFacts(summary, rename))
@@ -508,18 +508,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
             summary.unpersist()
 
 
-def _one_file_per_peer(rows: list[dict]) -> bool:
-    files: dict[str, str] = {}
-    return all(files.setdefault(r["peer"], r["file"]) == r["file"] for r in rows if r["records"])
-
-
-def _one_file_per_peer_in(summary) -> bool:
-    from pyspark.sql import functions as F
-    return summary.filter(F.col("records") > 0).groupBy("peer").agg(
-        F.count_distinct("file").alias("n")).filter(F.col("n") > 1).isEmpty()
-
-
-def _summary_in_spark(spark, files: list[str], first: int, result: dict):
+def _summary_in_spark(spark, narrow, files: list[str], first: int, result: dict):
     """``(summary, its rows)``: the fast path's summary computed in Spark, persisted, and its first
     :data:`FOLD_ROWS` + 1 rows collected (one job).
 
@@ -531,10 +520,9 @@ def _summary_in_spark(spark, files: list[str], first: int, result: dict):
     """
     from pyspark import StorageLevel
 
-    from analysis import checks, order_mark, schema
+    from analysis import checks, fold, order_mark
 
     def summarise(marks):
-        narrow = schema.narrow_records(schema.read_records(spark, files))
         summary = checks.run_summary(narrow, bad_kept=first, marks=marks)
         summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
         return summary, [r.asDict(recursive=True) for r in summary.limit(FOLD_ROWS + 1).collect()]
@@ -549,7 +537,8 @@ def _summary_in_spark(spark, files: list[str], first: int, result: dict):
     if why is None:
         with order_mark.whole_files(spark, max(sizes)):
             summary, rows = summarise(checks.order_marks_in_scan)
-        if _one_file_per_peer(rows) if len(rows) <= FOLD_ROWS else _one_file_per_peer_in(summary):
+        facts = fold.SummaryFold(rows) if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary)
+        if all(len(held) == 1 for held in facts.files_of_peers().values()):
             result["order_check"] = "in the scan (no shuffle)"
             return summary, rows
         summary.unpersist()
