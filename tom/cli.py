@@ -113,6 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--static", action="store_true",
                       help="the handout's static group: every neighbor is a member from the start, no joins, "
                            "no failure detection (a neighbor that is not running blocks delivery)")
+    peer.add_argument("--wire", choices=("tom", "handout"), default="tom",
+                      help="tom (default): TOM's own protocol; handout: the SE424 handout's protocol as its "
+                           "tool speaks it (MESSAGE-<clock>-<from>-<text>, ACK-<clock>-<from>, one line per "
+                           "connection, ACKs counted), to sit in one group with a class's handout tools: "
+                           "a static group (see --dynamic), plain TCP, the lamport order; no failure "
+                           "detection, no joins, no HTTP API")
+    peer.add_argument("--dynamic", action="store_true",
+                      help="with --wire handout: the handout's extras, JOIN, LEAVE and HEARTBEAT (every "
+                           "--heartbeat; --timeout of silence counts as a LEAVE)")
     peer.add_argument("--heartbeat", type=_seconds(0.05, 3600), default=1.0, metavar="SECONDS",
                       help="heartbeat period (default 1)")
     peer.add_argument("--timeout", type=_seconds(0.05, 3600), default=5.0, metavar="SECONDS",
@@ -205,6 +214,10 @@ def run_peer(args: argparse.Namespace) -> int:
                 raise ConfigError("cannot tell which neighbors entry is this peer: give --host")
     if args.timeout <= args.heartbeat:
         raise ConfigError("--timeout must be longer than --heartbeat")
+    if args.wire == "handout":
+        return run_handout(args, host, name, interactive)
+    if args.dynamic:
+        raise ConfigError("--dynamic is for --wire handout (TOM's own wire is dynamic unless --static)")
     peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
                            args.static, args.heartbeat, args.timeout, jitter=args.jitter, keys=args.keys,
                            http=args.http, api_token=api_token_file(args), order=args.order,
@@ -230,6 +243,24 @@ def run_peer(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # done: a signal now must not replace the exit status
     return peer.exit_code
+
+
+def run_handout(args: argparse.Namespace, host: str, name: str | None, interactive: bool) -> int:
+    """``tom peer --wire handout``: refuse what that wire cannot do, one line each; then run."""
+    from .handout_peer import HandoutConfig, run_handout_peer
+
+    refused = [(args.keys is not None, "--keys (the handout's wire is plain TCP)"),
+               (args.order != "lamport", f"--order {args.order} (the handout's wire runs the lamport order)"),
+               (args.jitter > 0, "--jitter (it would reorder frames; --delay keeps the order)"),
+               (args.http is not None, "--http (the dashboard and API are TOM's wire's)"),
+               (args.api_token_file is not None, "--api-token-file"),
+               (args.static and args.dynamic, "--static together with --dynamic")]
+    for bad, what in refused:
+        if bad:
+            raise ConfigError(f"--wire handout takes no {what}")
+    cfg = HandoutConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
+                        args.dynamic, args.heartbeat, args.timeout)
+    return run_handout_peer(cfg)
 
 
 def run_keys(args: argparse.Namespace) -> int:

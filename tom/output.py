@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .core import Delivery, ViewDelivery
+from .core.handout import HandoutDelivery
 from .errors import ConfigError, OutputError
 
 SCHEMA_VERSION = 2
@@ -63,6 +64,14 @@ def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
     if d.vc is not None:
         message["vc"] = dict(d.vc)
     return message
+
+
+def handout_record(d: HandoutDelivery, peer: str, delivered_at: float) -> dict:
+    """The record of a message delivered on the handout's wire: no send time (its frames carry none),
+    the ``from`` as written, and ``"wire": "handout"`` (docs/output-format.md)."""
+    return {"v": SCHEMA_VERSION, "kind": "message", "index": d.index, "peer": peer, "clock": d.clock,
+            "pid": d.pid, "from": d.origin, "text": d.text, "delivered_at": round(delivered_at, 6), "view": 1,
+            "wire": "handout"}
 
 
 class OutputFile:
@@ -126,7 +135,7 @@ class OutputFile:
             note += f" (its torn last line, {torn} bytes, cut off)"
         self.resumed = note
 
-    def write(self, deliveries: Iterable[Delivery | ViewDelivery], delivered_at: float) -> None:
+    def write(self, deliveries: Iterable[Delivery | ViewDelivery | HandoutDelivery], delivered_at: float) -> None:
         """Append one line per delivery and flush. Message lines are built by hand (the hot path);
         `record` is the reference they must equal once parsed (tested)."""
         dumps, quoted = json.dumps, self._quoted
@@ -155,6 +164,11 @@ class OutputFile:
                 lines.append(f'{head}{d.index + offset},"peer":{self._peer},"clock":{d.clock},"pid":{pid},'
                              f'"text":{text},"sent_at":{sent},'
                              f'"delivered_at":{stamp},"view":{d.view}{tail}')
+            elif type(d) is HandoutDelivery:
+                rec = handout_record(d, self.peer, delivered_at)
+                rec["index"] += offset
+                lines.append(dumps(rec, ensure_ascii=any(c in d.text for c in _LINE_BREAKS),
+                                   separators=(",", ":")) + "\n")
             else:
                 view = record(d, self.peer, delivered_at)
                 view["index"] += offset
