@@ -6,134 +6,18 @@ hold the same messages in the same total order, each with n ACKs.
 Plain synchronous tests: only subprocesses, files and loopback sockets.
 """
 
-import re
-import shutil
-import socket
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+from handout_java import LINE, java_peer_classes, start_group, wait_for
 
-SOURCE = Path(__file__).parent / "handout_peer" / "HandoutPeer.java"
-LINE = re.compile(r"^(\d+) ACKs on MESSAGE-(\d+)-(.*?:\d+)-(.*)$")
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def peer_classes(tmp_path_factory):
-    javac = shutil.which("javac")
-    java = shutil.which("java")
-    if javac is None or java is None:
-        pytest.skip("javac not found: the handout reference peer needs a JDK 17+ on PATH")
-    out = tmp_path_factory.mktemp("handout_peer_classes")
-    done = subprocess.run(
-        [javac, "-d", str(out), str(SOURCE)], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return java, out
-
-
-def free_ports(count):
-    ports = []
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
-
-
-class Peer:
-    """One HandoutPeer process; stdout and stderr go to files so no pipe can fill up."""
-
-    def __init__(self, java, classes, workdir, name, neighbors, port, delay=None):
-        self.port = port
-        self.output = workdir / f"{name}.out"
-        self.stdout_path = workdir / f"{name}.stdout"
-        self.stderr_path = workdir / f"{name}.stderr"
-        cmd = [java]
-        if delay is not None:
-            cmd.append(f"-Ddelay={delay}")
-        cmd += ["-cp", str(classes), "HandoutPeer", str(neighbors), str(self.output), str(port)]
-        self._stdout = open(self.stdout_path, "wb")
-        self._stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=self._stdout, stderr=self._stderr
-        )
-
-    def type(self, *lines):
-        self.proc.stdin.write("".join(line + "\n" for line in lines).encode("utf-8"))
-        self.proc.stdin.flush()
-
-    def send(self, text):
-        self.type("1", text)
-
-    def stdout(self):
-        return self.stdout_path.read_text("utf-8", errors="replace")
-
-    def delivered(self):
-        if not self.output.exists():
-            return []
-        return self.output.read_text("utf-8").splitlines()
-
-    def stop(self):
-        try:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(timeout=5)
-        finally:
-            for f in (self.proc.stdin, self._stdout, self._stderr):
-                try:
-                    f.close()
-                except OSError:
-                    pass
-
-
-def wait_for(predicate, what, timeout=30.0, step=0.1):
-    deadline = time.monotonic() + timeout
-    for _ in range(int(timeout / step) + 1):
-        if predicate():
-            return
-        if time.monotonic() > deadline:
-            break
-        time.sleep(step)
-    assert predicate(), f"timed out after {timeout} s waiting for {what}"
-
-
-def start_group(peer_classes, tmp_path, count, delays=None):
-    java, classes = peer_classes
-    ports = free_ports(count)
-    neighbors = tmp_path / "neighbors.txt"
-    neighbors.write_text(
-        "# the group, every peer listed once (itself included)\n\n"
-        + "".join(f"127.0.0.1:{p}\n" for p in ports)
-    )
-    delays = delays or {}
-    peers = []
-    try:
-        for i, port in enumerate(ports):
-            peers.append(Peer(java, classes, tmp_path, f"p{i}", neighbors, port, delays.get(i)))
-        for peer in peers:
-            peer.type("127.0.0.1")
-        for peer in peers:
-            wait_for(lambda: "Started outgoing messages processor." in peer.stdout(), "startup")
-    except BaseException:
-        for peer in peers:
-            peer.stop()
-        raise
-    return peers
-
+    return java_peer_classes(tmp_path_factory)
 
 def check_same_total_order(peers, expected):
     """Every output file: all expected (from, text), n ACKs each, same order everywhere."""
