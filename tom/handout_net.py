@@ -78,53 +78,61 @@ async def _read_connection(stream: trio.SocketStream, turn: trio.Event, done: tr
     """Read ``stream``'s lines; pass them on once ``turn`` is set; set ``done`` once the first line is
     passed on (or there is none)."""
     address = _address(stream)
-    buffer = b""
-    released = False
     try:
-        async with stream:
-            while True:
-                chunk = b""
-                try:
-                    if not released:
-                        with trio.move_on_after(FIRST_LINE_WAIT):
-                            chunk = await stream.receive_some(65536)
-                            if not chunk:
-                                break
-                        if not chunk:  # nothing within the wait: stop holding later connections back
-                            if not turn.is_set():
-                                await turn.wait()
-                            released = True
-                            done.set()
-                            continue
-                    else:
-                        chunk = await stream.receive_some(65536)
-                        if not chunk:
-                            break
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    break
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                if len(buffer) > MAX_LINE_BYTES:
-                    log.warning("a line of over %d bytes from %s: connection closed", MAX_LINE_BYTES, address)
-                    buffer = b""
-                    break
-                if lines:
-                    if not released:
-                        await turn.wait()
-                    for raw in lines:
-                        await incoming.send(LineIn(_text(raw), address))
-                    if not released:
-                        released = True
-                        done.set()
-            if buffer:  # the last line, ended by the close instead of "\n"
-                if not released:
-                    await turn.wait()
-                await incoming.send(LineIn(_text(buffer), address))
+        await _read_lines(stream, address, turn, done, incoming)
+    except trio.BrokenResourceError:
+        pass  # the processor has stopped (the peer is quitting): nothing more is read
     finally:
         if not done.is_set():
             await turn.wait()
             done.set()
         accepted.release()
+
+
+async def _read_lines(stream: trio.SocketStream, address: str, turn: trio.Event, done: trio.Event,
+                      incoming: trio.MemorySendChannel) -> None:
+    """The lines of one connection, the first one once ``turn`` is set (see the module docstring)."""
+    buffer = b""
+    released = False
+    async with stream:
+        while True:
+            chunk = b""
+            try:
+                if not released:
+                    with trio.move_on_after(FIRST_LINE_WAIT):
+                        chunk = await stream.receive_some(65536)
+                        if not chunk:
+                            break
+                    if not chunk:  # nothing within the wait: stop holding later connections back
+                        if not turn.is_set():
+                            await turn.wait()
+                        released = True
+                        done.set()
+                        continue
+                else:
+                    chunk = await stream.receive_some(65536)
+                    if not chunk:
+                        break
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                break
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            if len(buffer) > MAX_LINE_BYTES:
+                log.warning("a line of over %d bytes from %s: connection closed", MAX_LINE_BYTES, address)
+                buffer = b""
+                break
+            if lines:
+                if not released:
+                    await turn.wait()
+                for raw in lines:
+                    await incoming.send(LineIn(_text(raw), address))
+                if not released:
+                    released = True
+                    done.set()
+        if buffer:  # the last line, ended by the close instead of "\n"
+            if not released:
+                await turn.wait()
+            await incoming.send(LineIn(_text(buffer), address))
 
 
 def _text(raw: bytes) -> str:

@@ -31,7 +31,7 @@ log = logging.getLogger("tom.handout")
 CHANNEL_SIZE = 256
 MAX_BACKLOG = 4096
 BAD_LINES = LogLimiter()
-NOTICES = LogLimiter(5.0)
+DROPS = LogLimiter(5.0)  # per reason
 DRAIN_LIMIT = 10.0  # seconds a quitting peer waits for its queued frames to go out
 
 MENU = "Choose what to do:\n1. Send a new message:\n2. Print status\n3. Quit"
@@ -167,9 +167,12 @@ class HandoutPeer:
             self._sender_done.set()
 
     async def _tick(self, in_tx: trio.MemorySendChannel) -> None:
-        while True:
-            await trio.sleep(self.cfg.heartbeat / 4)
-            await in_tx.send(_Tick())
+        try:
+            while True:
+                await trio.sleep(self.cfg.heartbeat / 4)
+                await in_tx.send(_Tick())
+        except trio.BrokenResourceError:
+            pass  # the processor has stopped: the peer is quitting
 
     async def _process(self, in_rx: trio.MemoryReceiveChannel, out_tx: trio.MemorySendChannel) -> None:
         core = self.core
@@ -214,9 +217,11 @@ class HandoutPeer:
                     else:
                         self._show(ready.deliveries)
                 for line in ready.notices:
-                    held = NOTICES.allow(line[:24])
+                    log.info("%s", line)
+                for reason, line in ready.drops:
+                    held = DROPS.allow(reason)
                     if held is not None:
-                        log.info("%s%s", line, held_back(held))
+                        log.warning("%s%s", line, held_back(held))
                 if quitting:
                     await out_tx.aclose()  # the sender finishes what is queued, then ends
                     return

@@ -68,10 +68,11 @@ def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
 
 def handout_record(d: HandoutDelivery, peer: str, delivered_at: float) -> dict:
     """The record of a message delivered on the handout's wire: no send time (its frames carry none),
-    the ``from`` as written, and ``"wire": "handout"`` (docs/output-format.md)."""
+    the ``from`` as written, the ACKs it was released with, and ``"wire": "handout"``
+    (docs/output-format.md)."""
     return {"v": SCHEMA_VERSION, "kind": "message", "index": d.index, "peer": peer, "clock": d.clock,
             "pid": d.pid, "from": d.origin, "text": d.text, "delivered_at": round(delivered_at, 6), "view": 1,
-            "wire": "handout"}
+            "wire": "handout", "acks": d.acks}
 
 
 class OutputFile:

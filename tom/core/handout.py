@@ -80,7 +80,8 @@ class Send:
 class HandoutReady:
     sends: list[Send] = field(default_factory=list)
     deliveries: list[HandoutDelivery] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)  # one line each, for the log
+    notices: list[str] = field(default_factory=list)  # membership changes, one line each, for the log
+    drops: list[tuple[str, str]] = field(default_factory=list)  # (reason, line): what was not queued
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +289,7 @@ class HandoutCore:
 
     def _drop(self, reason: str, line: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
-        self._notice(line)
+        self._ready.drops.append((reason, line))
 
     def _notice(self, line: str) -> None:
         self._ready.notices.append(line)
