@@ -80,3 +80,40 @@ def test_type_a_message_ask_status_and_quit(tmp_path):
         tmux.run("kill-server")
         other.kill()
         other.wait(5)
+
+
+def test_the_handout_wire_menu_send_status_and_quit(tmp_path):
+    """`--wire handout` in a real terminal: the handout's menu; a message that waits for a neighbor
+    that is not running shows in status as the handout's figure 3 prints it, with what it misses;
+    quit stops the peer."""
+    ports = free_ports(2)
+    nb = write_neighbors(tmp_path / "nb.txt", ports)
+    out = tmp_path / "a.jsonl"
+    tmux = Tmux()
+    try:
+        cmd = " ".join(tom_cmd("peer", str(nb), str(out), str(ports[0]), "--host", "127.0.0.1", "--wire",
+                               "handout"))
+        tmux.run("new-session", "-d", "-s", "ui", "-x", "150", "-y", "50", cmd)
+        tmux.wait_for("Sending messages from: localhost/127.0.0.1:")
+        tmux.wait_for("3. Quit")
+        tmux.keys("1", "Enter")
+        tmux.wait_for("Enter the message to send")
+        tmux.keys("Hello world!", "Enter")
+        tmux.wait_for(f"Ready to send: MESSAGE-1-localhost/127.0.0.1:{ports[0]}-Hello world!")
+        end = time.monotonic() + 10
+        while time.monotonic() < end:  # its own copy comes back and is acknowledged by itself: 1 of 2
+            tmux.keys("2", "Enter")
+            time.sleep(0.3)
+            if f"1 ACKs on MESSAGE-1-localhost/127.0.0.1:{ports[0]}-Hello world!   [1 ACK missing]" in tmux.screen():
+                break
+        screen = tmux.screen()
+        assert "Logical clock time: 2" in screen, screen
+        assert f"1 ACKs on MESSAGE-1-localhost/127.0.0.1:{ports[0]}-Hello world!   [1 ACK missing]" in screen, screen
+        assert f"cannot reach 127.0.0.1:{ports[1]}" in screen, screen  # one line, retried
+        tmux.keys("3", "Enter")
+        end = time.monotonic() + 15
+        while tmux.alive() and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not tmux.alive(), tmux.screen()
+    finally:
+        tmux.run("kill-server")

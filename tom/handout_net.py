@@ -135,6 +135,12 @@ async def _read_lines(stream: trio.SocketStream, address: str, turn: trio.Event,
             await incoming.send(LineIn(_text(buffer), address))
 
 
+def _why(error: OSError) -> str:
+    """The reason of a failed connect, as the system says it (trio wraps it in its own OSError)."""
+    cause = error.__cause__ if isinstance(error.__cause__, OSError) else error
+    return cause.strerror or str(cause)
+
+
 def _text(raw: bytes) -> str:
     return (raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8", "replace")
 
@@ -173,13 +179,14 @@ async def _neighbor(pid: str, lines: trio.MemoryReceiveChannel, must_reach: Call
                         await stream.send_all(data)
                     break
                 except OSError as e:
+                    why = _why(e)
                     if not must_reach(pid):
-                        log.debug("not sent to %s (%s; not a member): %s", pid, e.strerror or e, line[:80])
+                        log.debug("not sent to %s (%s; not a member): %s", pid, why, line[:80])
                         break
                     held = REFUSED.allow(pid)
                     if held is not None:
-                        log.warning("cannot reach %s (%s): retrying, nothing is reordered%s", pid,
-                                    e.strerror or e, held_back(held))
+                        log.warning("cannot reach %s (%s): retrying, nothing is reordered%s", pid, why,
+                                    held_back(held))
                     await trio.sleep(backoff)
                     backoff = min(BACKOFF_MAX, backoff * 2)
                 except trio.BrokenResourceError:

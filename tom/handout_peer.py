@@ -195,9 +195,12 @@ class HandoutPeer:
                 elif t is SendTexts:
                     for text in event.texts:
                         try:
-                            core.send(text)
+                            sent = core.send(text)
                         except FrameError as e:
                             log.warning("%s", e)
+                            sent = e
+                        if event.on_sent is not None:
+                            event.on_sent(sent)
                 elif t is _Tick:
                     core.tick(now)
                 elif t is _Join:
@@ -264,8 +267,13 @@ class HandoutPeer:
                     except FrameError as e:
                         print(e, flush=True)
                         continue
-                    await in_tx.send(SendTexts([arg]))
-                    print(f"Ready to send: MESSAGE-{self.core.clock + 1}-{self.origin}-{arg}", flush=True)
+                    box: list = []
+                    taken = trio.Event()
+                    await in_tx.send(SendTexts([arg], lambda sent: (box.append(sent), taken.set())))
+                    with trio.move_on_after(5):
+                        await taken.wait()
+                    if box and not isinstance(box[0], FrameError):
+                        print(f"Ready to send: {format_frame(box[0])}", flush=True)
                 elif command == "status":
                     print("\n".join(status_lines(self.core.status())), flush=True)
                 elif command == "quit":
