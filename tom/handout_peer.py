@@ -146,7 +146,10 @@ class HandoutPeer:
                 await self._quit(in_tx)
         finally:
             self.output.close()
-            log.info("stopped with %d messages delivered; %d pending", self.core.delivered, self.core.backlog())
+            core = self.core
+            log.info("stopped with %d events delivered; premature ACKs: %d; deliveries released behind a late "
+                     "head: %d; %d pending", self.output.written, core.premature_acks, core.released_behind_head,
+                     core.backlog())
 
     async def _quit(self, in_tx: trio.MemorySendChannel) -> None:
         """Send LEAVE (dynamic), let queued frames go out (bounded), then stop."""

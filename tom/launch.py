@@ -84,9 +84,11 @@ def group_url(peers: list[str], offset: int, keys: Path | None = None) -> str:
 
 def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool,
                  jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0,
-                 order: str = "lamport") -> list[str]:
+                 order: str = "lamport", wire: str = "tom") -> list[str]:
     host, port = split_pid(pid)
     cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(output), str(port), "--host", host.strip("[]")]
+    if wire != "tom":
+        cmd += ["--wire", wire]
     if order != "lamport":
         cmd += ["--order", order]
     if keys is not None:
@@ -105,13 +107,14 @@ def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless
 
 
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
-                jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0, order: str = "lamport") -> int:
+                jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0, order: str = "lamport",
+                wire: str = "tom") -> int:
     """One tmux window split in one pane per peer, each running `tom peer` with its terminal UI."""
     if shutil.which("tmux") is None:
         raise ConfigError("tmux is not installed (apt-get install tmux), or use --messages for a headless run")
     session = f"tom-{run_dir.name}"
     cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False, jitter,
-                                    keys, http_offset, order)) for p in peers]
+                                    keys, http_offset, order, wire)) for p in peers]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", cmds[0]], check=True)
     for cmd in cmds[1:]:
         subprocess.run(["tmux", "split-window", "-t", session, cmd], check=True)
@@ -200,6 +203,7 @@ class HeadlessRun:
     keys: Path | None = None  # the group's keys folder (secured), or None (plain)
     http_offset: int = 0
     order: str = "lamport"
+    wire: str = "tom"  # tom, or handout (a static group: no view records)
     killed_at: float | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     stdin_open: dict[str, bool] = field(default_factory=dict)
@@ -216,7 +220,7 @@ class HeadlessRun:
             log = open(self.log(pid), "ab")
             self.procs[pid] = subprocess.Popen(
                 peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter, self.keys,
-                             self.http_offset, self.order),
+                             self.http_offset, self.order, self.wire),
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
             self.stdin_open[pid] = True
         end = time.monotonic() + 20
@@ -271,7 +275,7 @@ class HeadlessRun:
         sent = {pid: 0 for pid in self.peers}
         # the workload (and the faults, timed on it) starts once the group has formed: messages sent
         # before would only wait for it, and their latency would measure the forming
-        formed_by = time.monotonic() + 30
+        formed_by = time.monotonic() + (30 if self.wire == "tom" else 0)  # the handout's group is static
         while time.monotonic() < formed_by and not all(counters[p].update() >= 0 and counters[p].views
                                                        for p in self.procs):
             time.sleep(0.05)
@@ -436,6 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve each peer's dashboard and API on its port + N (default 3000: 5000 -> 8000) and "
                         "print one URL for the whole group")
     p.add_argument("--no-http", action="store_true", help="start the peers without --http")
+    p.add_argument("--wire", choices=("tom", "handout"), default="tom",
+                   help="handout: the peers speak the SE424 handout's protocol (tom peer --wire handout): a "
+                        "static group on plain TCP, the lamport order, no dashboard")
     chaos = p.add_argument_group("chaos (headless runs; each takes a port or host:port of the neighbors file)")
     chaos.add_argument("--kill", metavar="PEER", help="SIGKILL this peer at 30%% of the workload")
     chaos.add_argument("--pause", metavar="PEER", help="SIGSTOP this peer for --pause-for seconds at 40%%")
@@ -470,6 +477,15 @@ def main(argv: list[str] | None = None) -> int:
         neighbors = run_dir / "neighbors.txt"
         shutil.copyfile(args.neighbors, neighbors)
         keys = None
+        if args.wire == "handout":
+            if args.order != "lamport" or args.jitter:
+                raise ConfigError("--wire handout runs the lamport order without --jitter (it would reorder frames)")
+            notes = [] if args.insecure else ["plain TCP, not a closed group"]
+            if not args.no_http:
+                notes.append("no dashboard")
+            if notes:
+                console.print(f"--wire handout: the handout's protocol: {' and '.join(notes)}")
+            args.insecure, args.no_http = True, True
         if not args.insecure:
             keys = run_dir / "keys"
             create_keys(load_neighbors(neighbors), keys)
@@ -478,19 +494,22 @@ def main(argv: list[str] | None = None) -> int:
             group_url(peers, http_offset)  # a port out of range fails here, before anything starts
         if args.messages <= 0:
             return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter, keys,
-                               http_offset, args.order)
+                               http_offset, args.order, args.wire)
         chaos = Chaos(pick(peers, args.kill, "--kill"), pick(peers, args.pause, "--pause"),
                       pick(peers, args.join_late, "--join-late"), pick(peers, args.leave, "--leave"),
                       args.pause_for)
+        if chaos and args.wire == "handout":
+            raise ConfigError("chaos needs TOM's wire: the handout's static group has no failure detection and "
+                              "no joins (a stopped peer blocks every delivery)")
         if chaos and args.rate <= 0:
             raise ConfigError("chaos needs a paced workload: give --rate")
         roles = [x for x in (chaos.kill, chaos.pause, chaos.join_late, chaos.leave) if x]
         if len(set(roles)) != len(roles):
             raise ConfigError("give each chaos role to a different peer")
         run = HeadlessRun(neighbors, peers, run_dir, args.messages, args.rate, args.delay, args.seed,
-                          args.deadline, chaos, args.jitter, keys, http_offset, args.order)
+                          args.deadline, chaos, args.jitter, keys, http_offset, args.order, wire=args.wire)
         console.print(f"run folder: [bold]{run_dir}[/] — {len(peers)} peers × {args.messages} messages, "
-                      f"{args.order} order, "
+                      f"{args.order} order{', the handout wire' if args.wire == 'handout' else ''}, "
                       f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}, "
                       + ("plain TCP (--insecure)" if keys is None else "secured (mutual TLS, keys in the run folder)"))
         if http_offset:

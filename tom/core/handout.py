@@ -123,6 +123,8 @@ class HandoutCore:
         self.delivered = 0
         self.dropped: dict[str, int] = {}
         self.bad_lines = 0
+        self.premature_acks = 0  # entries reserved by an ACK that overtook its message
+        self.released_behind_head = 0  # deliveries released in a cascade behind a released head
         self._ready = HandoutReady()
         # dynamic: pid -> join clock; static: every neighbor, from the start
         self.joined: dict[str, int] = {} if dynamic else {p: 0 for p in neighbors}
@@ -237,6 +239,7 @@ class HandoutCore:
         if entry is None:  # a premature ACK: reserve the entry
             entry = self._entries[key] = HandoutEntry(a.clock, a.origin, None)
             bisect.insort(self._keys, key)
+            self.premature_acks += 1
         entry.acks += 1
 
     def _on_membership(self, f: HandoutFrame, now: float) -> None:
@@ -269,12 +272,16 @@ class HandoutCore:
     def _release(self) -> None:
         """Deliver from the head while the head has its body and its ACKs (the cascade)."""
         keys, entries = self._keys, self._entries
+        released = 0
         while keys:
             head = entries[keys[0]]
             if head.text is None or head.acks < self.needed(head.clock):
                 return
             keys.pop(0)
             del entries[head.key]
+            released += 1
+            if released > 1:
+                self.released_behind_head += 1
             self._last_key = head.key
             self.delivered += 1
             self._ready.deliveries.append(HandoutDelivery(
