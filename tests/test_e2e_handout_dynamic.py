@@ -141,3 +141,34 @@ def test_ack_count_follows_join_leave_and_silence(tmp_path):
     for log in logs:
         assert "Traceback" not in log.read_text()
 
+
+
+@pytest.mark.parametrize("extra, says", [
+    (("--keys", "keys"), "--wire handout takes no --keys"),
+    (("--order", "sequencer"), "--wire handout takes no --order sequencer"),
+    (("--jitter", "0.1"), "--wire handout takes no --jitter"),
+    (("--http", "0"), "--wire handout takes no --http"),
+    (("--static", "--dynamic"), "--wire handout takes no --static together with --dynamic"),
+])
+def test_what_the_handout_wire_cannot_do_is_refused_with_one_line(tmp_path, extra, says):
+    from procs import run_tom
+
+    (port,) = free_ports(1)
+    neighbors = tmp_path / "n.txt"
+    neighbors.write_text(f"127.0.0.1:{port}\n")
+    done = run_tom("peer", str(neighbors), str(tmp_path / "o.jsonl"), str(port), "--host", "127.0.0.1",
+                   "--no-ui", "--wire", "handout", *extra)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"tom: error: {says}" + done.stderr.strip().split(says, 1)[1]]
+    assert "Traceback" not in done.stderr
+
+
+def test_dynamic_needs_the_handout_wire(tmp_path):
+    from procs import run_tom
+
+    (port,) = free_ports(1)
+    neighbors = tmp_path / "n.txt"
+    neighbors.write_text(f"127.0.0.1:{port}\n")
+    done = run_tom("peer", str(neighbors), str(tmp_path / "o.jsonl"), str(port), "--host", "127.0.0.1",
+                   "--no-ui", "--dynamic")
+    assert done.returncode == 2 and "--dynamic is for --wire handout" in done.stderr, done.stderr
