@@ -1,0 +1,121 @@
+"""What must hold in every state `tom check` reaches, per order (raise `Violation` when it does not).
+
+At every state:
+
+* **no duplicate** — no peer delivers a message twice;
+* **agreement** (lamport, sequencer) — within each view, any two peers' message sequences are
+  prefixes of one another; lamport is uniform, so a crashed or removed peer must agree too, while in
+  the sequencer order a peer that failed is exempt (docs/output-format.md, *Uniformity*);
+* **virtual synchrony** — every peer that delivers view v delivers it with the same members, views
+  come in increasing order, and (lamport, sequencer) the messages of view v delivered before it agree;
+* **causal order** (causal) — a message is delivered after every message its sender had delivered
+  in the same view before sending it;
+* **no false divergence alarm** and **no rejected frame** of a member — checked as the step runs
+  (`World.successor`).
+
+At a terminal state (no step enabled: nothing in flight that can move, nothing left to send, no fault
+or timeout left): **liveness** — every peer still in the group has nothing pending, and every one of
+them delivered the same messages, among them every message a peer still in the group sent.
+"""
+
+from __future__ import annotations
+
+from .world import Violation, World, number, pid
+
+
+def _failed(world: World) -> set[int]:
+    """Peers that crashed, or that a delivered view removed."""
+    out = set(world.crashed)
+    for log in world.logs.values():
+        for entry in log:
+            if entry[0] == "v":
+                out |= {number(p) for p in entry[3]}
+    return out
+
+
+def check(world: World) -> None:
+    order = world.config.order
+    failed = _failed(world)
+    per_view: dict[int, dict[int, list]] = {}
+    views: dict[int, tuple] = {}
+    for n, log in world.logs.items():
+        seen = set()
+        last_view = 0
+        current = 1
+        for entry in log:
+            if entry[0] == "v":
+                _, v, members, _ = entry
+                if v <= last_view:
+                    raise Violation("virtual synchrony", f"peer {n} delivered view {v} after view {last_view}")
+                last_view = current = v
+                known = views.setdefault(v, members)
+                if known != members:
+                    raise Violation("virtual synchrony",
+                                    f"view {v} has members {_names(known)} at one peer, {_names(members)} at peer {n}")
+                continue
+            _, key, view, text, _seq = entry
+            if key in seen:
+                raise Violation("no duplicate", f"peer {n} delivered ({key[0]}, {number(key[1])}) {text} twice")
+            seen.add(key)
+            per_view.setdefault(view, {}).setdefault(n, []).append(key)
+            if order == "causal":
+                _check_causal(world, n, log, key, view)
+    if order in ("lamport", "sequencer"):
+        for v, seqs in per_view.items():
+            peers = sorted(seqs)
+            if order != "lamport":
+                peers = [p for p in peers if p not in failed]
+            for i, p in enumerate(peers):
+                for q in peers[i + 1:]:
+                    a, b = seqs[p], seqs[q]
+                    for k in range(min(len(a), len(b))):
+                        if a[k] != b[k]:
+                            raise Violation(
+                                "total order",
+                                f"in view {v}, message {k + 1} is ({a[k][0]}, {number(a[k][1])}) at peer {p} but "
+                                f"({b[k][0]}, {number(b[k][1])}) at peer {q}")
+
+
+def _check_causal(world: World, n: int, log: tuple, key: tuple, view: int) -> None:
+    past = world.past.get(key)
+    if past is None:
+        return
+    before = set()
+    for entry in log:
+        if entry[0] == "m":
+            if entry[1] == key:
+                break
+            before.add(entry[1])
+    for pkey, pview in sorted(past):
+        if pview == view and pkey not in before:
+            raise Violation("causal order", f"peer {n} delivered ({key[0]}, {number(key[1])}) before its cause "
+                                            f"({pkey[0]}, {number(pkey[1])})")
+
+
+def check_terminal(world: World) -> None:
+    """Liveness of the small run (see the module docstring)."""
+    failed = _failed(world)
+    live = [n for n, local in world.locals.items()
+            if n not in failed and n not in world.left and local.mode == "normal"]
+    for n in live:
+        if world.locals[n].backlog:
+            raise Violation("liveness", f"peer {n} still has {world.locals[n].backlog} message(s) pending at a "
+                                        f"state where nothing more can happen")
+    if not live:
+        return
+    sets = {n: {e[1] for e in world.logs[n] if e[0] == "m"} for n in live}
+    first = live[0]
+    for n in live[1:]:
+        if sets[n] != sets[first]:
+            diff = sorted(sets[n] ^ sets[first])[0]
+            raise Violation("liveness", f"peers {first} and {n} delivered different messages at the end: "
+                                        f"({diff[0]}, {number(diff[1])}) is delivered by only one of them")
+    senders = [n for n in live if world.sent.get(n, 0)]
+    for n in senders:
+        mine = {k for k in sets[first] if k[1] == pid(n)}
+        if len(mine) < world.sent[n] and n in world.started | set(range(1, world.config.peers + 1)):
+            raise Violation("liveness", f"peer {n} sent {world.sent[n]} message(s), {len(mine)} delivered at the end")
+
+
+def _names(members: tuple) -> str:
+    return ",".join(str(number(m)) for m in members)
