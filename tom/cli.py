@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("--force", action="store_true", help="start over: a new CA and new certificates for all")
     keys.add_argument("--days", type=int, default=825, help="validity of the peer certificates (default 825)")
 
+    sub.add_parser("check", help="explore every interleaving of a small group on the real core", add_help=False)
     verify = sub.add_parser("verify", help="verify output files with Spark", add_help=False)
     verify.add_argument("args", nargs=argparse.REMAINDER)
     return parser
@@ -284,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         from analysis.verify import main as verify_main
 
         return verify_main(argv[1:])
+    if argv[:1] == ["check"]:  # so does the model checker
+        from .check.cli import main as check_main
+
+        return check_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -191,11 +191,14 @@ def replay(config: Config, steps: list[Step]) -> tuple[World, list[list[Event]],
             raise ValueError(f"step {i + 1} ({step}) is not enabled there")
         try:
             world, events = world.successor(step)
-            invariants.check(world)
         except Violation as v:
-            trace.append([])
+            trace.append(v.events)
             return world, trace, v
         trace.append(events)
+        try:
+            invariants.check(world)
+        except Violation as v:
+            return world, trace, v
     if not world.steps():
         try:
             invariants.check_terminal(world)

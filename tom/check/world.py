@@ -4,7 +4,8 @@ A *step* is one event, and a state's enabled steps are all the ways it can go on
 
 * ``deliver A>B`` — the first in-flight frame of the FIFO link A->B reaches B (never past a cut);
 * ``send A`` — A multicasts its next message (``--messages`` per peer, texts ``m<A>.<k>``);
-* ``crash A`` — A stops: it takes no frame and sends none (what it sent is still in flight);
+* ``crash A`` — A stops: it takes no frame and sends none, and what it sent that has not arrived yet
+  is lost (frames delivered before the crash step arrived: every prefix of each link is covered);
 * ``cut`` / ``heal`` — the configured cut starts or ends (frames across it wait in their links: TOM's
   links re-send after a reconnect, so a cut delays, never loses);
 * ``join A`` / ``leave A`` — a new peer starts and joins, a member asks to leave;
@@ -120,11 +121,13 @@ class Event:
 
 
 class Violation(Exception):
-    """An invariant broke: ``name`` says which, the message how."""
+    """An invariant broke: ``name`` says which, the message how; ``events``: what the step that
+    broke it did, when it broke as the step ran."""
 
     def __init__(self, name: str, message: str) -> None:
         super().__init__(f"{name}: {message}")
         self.name = name
+        self.events: list[Event] = []
 
 
 def freeze(core: Core) -> tuple[bytes, bytes]:
@@ -252,6 +255,7 @@ class World:
     past: dict[tuple[int, str], frozenset] = field(default_factory=dict)  # causal: a message's past
     now: dict[int, float] = field(default_factory=dict)  # each core's abstract time
     announced: dict[tuple[int, int], int] = field(default_factory=dict)  # link -> last view announced
+    broken: Violation | None = None  # what the step being taken broke (raised when it is done)
 
     # -- the start ---------------------------------------------------------------------------------
     @classmethod
@@ -359,16 +363,16 @@ class World:
             else:
                 del w.links[(a, b)]
             out = step_core(w.locals[b], "recv", (pid(a), text))
-            if out.error:
-                raise Violation("frame rejected", f"peer {b} rejected {text!r} from member {a}: {out.error}")
             events.append(w._apply(b, out, f"<- {a}: {text}"))
+            if out.error:
+                w._break(Violation("frame rejected", f"peer {b} rejected {text!r} from member {a}: {out.error}"))
         elif k == "send":
             n = step.a
             text = f"m{n}.{w.sent.get(n, 0) + 1}"
             w.sent[n] = w.sent.get(n, 0) + 1
             out = step_core(w.locals[n], "send", (text,))
             if out.error:
-                raise Violation("send refused", f"peer {n} refused to send {text!r}: {out.error}")
+                w._break(Violation("send refused", f"peer {n} refused to send {text!r}: {out.error}"))
             if out.sent is not None and self.config.order == "causal":
                 # a message's past: every message its sender delivered before it, each with its view
                 before = frozenset((e[1], e[2]) for e in w.logs[n] if e[0] == "m")
@@ -376,8 +380,8 @@ class World:
             events.append(w._apply(n, out, f"send {text}"))
         elif k == "crash":
             w.crashed = w.crashed | {step.a}
-            for link in [link for link in w.links if link[1] == step.a]:
-                del w.links[link]  # what was on its way to it dies with it
+            for link in [link for link in w.links if step.a in link]:
+                del w.links[link]  # what was on its way to it, or from it, dies with it
             events.append(Event(step.a, note="crash"))
         elif k == "cut":
             w.cut_on, w.cut_done = True, True
@@ -405,7 +409,14 @@ class World:
             events.append(w._apply(y, step_core(w.locals[y], "timeout", (pid(x), t)), f"timeout {x}"))
         else:
             raise ValueError(step)
+        if w.broken is not None:
+            w.broken.events = events
+            raise w.broken
         return w, events
+
+    def _break(self, violation: Violation) -> None:
+        if self.broken is None:
+            self.broken = violation
 
     def _apply(self, n: int, out: Outcome, what: str) -> Event:
         """Take a step's outcome at ``n``: its core's next state, sends to the links, deliveries to
@@ -429,7 +440,7 @@ class World:
         if out.deliveries:
             self.logs[n] = self.logs.get(n, ()) + out.deliveries
         if out.alarm:
-            raise Violation("false divergence alarm", f"peer {n}: {out.alarm}")
+            self._break(Violation("false divergence alarm", f"peer {n}: {out.alarm}"))
         return Event(n, tuple(sends), out.described, what)
 
     def fingerprint(self) -> bytes:
