@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--order", choices=ORDERS, default="lamport")
     p.add_argument("--peers", type=int, default=3, metavar="N", help="peers 1..N in view 1 (default 3)")
     p.add_argument("--messages", type=int, default=1, metavar="M", help="messages each peer sends (default 1)")
+    p.add_argument("--senders", type=_peer_list, metavar="PEERS",
+                   help="only these peers send (e.g. 1,3; default every peer)")
     p.add_argument("--crash", type=_peer_list, default=[], metavar="PEER", help="this peer may crash (1,2: each)")
     p.add_argument("--join", type=int, default=0, metavar="K", help="K new peers (N+1..N+K) may start and join")
     p.add_argument("--leave", type=_peer_list, default=[], metavar="PEER", help="this peer may leave")
@@ -84,7 +86,7 @@ def config_of(args: argparse.Namespace) -> Config:
     if not 0 <= args.messages <= 5:
         raise ValueError("--messages must be 0..5")
     everyone = set(range(1, n + args.join + 1))
-    named = list(args.crash) + list(args.leave)
+    named = list(args.crash) + list(args.leave) + list(args.senders or [])
     if args.cut:
         named += [p for side in args.cut for p in side]
     named += [p for pair in args.cut_one_way for p in pair]
@@ -95,7 +97,8 @@ def config_of(args: argparse.Namespace) -> Config:
         raise ValueError("--cut: a peer is on two sides")
     return Config(order=args.order, peers=n, messages=args.messages, crash=tuple(args.crash), join=args.join,
                   leave=tuple(args.leave), cut=args.cut, cut_one_way=tuple(args.cut_one_way),
-                  false_suspicion=args.false_suspicion, dynamic=args.dynamic)
+                  false_suspicion=args.false_suspicion, dynamic=args.dynamic,
+                  senders=tuple(args.senders) if args.senders else None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,9 @@ At every state:
   (`World.successor`).
 
 At a terminal state (no step enabled: nothing in flight that can move, nothing left to send, no fault
-or timeout left): **liveness** — every peer still in the group has nothing pending, and every one of
-them delivered the same messages, among them every message a peer still in the group sent.
+or timeout left): **liveness** — no peer that is running is stuck outside a view or in a view change,
+every peer still in the group has nothing pending, and every one of them delivered the same messages,
+among them every message a peer still in the group sent.
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ def _check_causal(world: World, n: int, log: tuple, key: tuple, view: int) -> No
 def check_terminal(world: World) -> None:
     """Liveness of the small run (see the module docstring)."""
     failed = _failed(world)
+    for n, local in sorted(world.locals.items()):
+        if n not in world.crashed and n not in world.left and local.mode not in ("normal", "removed"):
+            raise Violation("liveness", f"peer {n} is stuck {local.mode} at a state where nothing more can happen")
     live = [n for n, local in world.locals.items()
             if n not in failed and n not in world.left and local.mode == "normal"]
     for n in live:

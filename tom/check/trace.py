@@ -44,6 +44,8 @@ def unnamed(text: str) -> str:
 def config_line(c: Config) -> str:
     peers = " ".join(letter(n) for n in range(1, c.peers + 1))
     words = ["group" if (c.faults or c.dynamic) else "static", peers, f"order={c.order}", f"messages={c.messages}"]
+    if c.senders is not None:
+        words.append("senders=" + ",".join(letter(n) for n in c.senders))
     words += [f"crash={letter(n)}" for n in c.crash] + [f"leave={letter(n)}" for n in c.leave]
     if c.join:
         words.append(f"join={c.join}")
@@ -70,7 +72,9 @@ def parse_config(line: str) -> Config:
                   crash=tuple(LETTERS.index(x) + 1 for x in opts.get("crash", "").split(",") if x),
                   leave=tuple(LETTERS.index(x) + 1 for x in opts.get("leave", "").split(",") if x),
                   join=int(opts.get("join", "0")), cut=cut, cut_one_way=one_way,
-                  false_suspicion="false-suspicion" in words, dynamic=words[0] == "group")
+                  false_suspicion="false-suspicion" in words, dynamic=words[0] == "group",
+                  senders=tuple(LETTERS.index(x) + 1 for x in opts["senders"].split(",")) if "senders" in opts
+                  else None)
 
 
 def command(step: Step, events: list[Event]) -> str:

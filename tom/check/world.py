@@ -57,6 +57,11 @@ class Config:
     cut_one_way: tuple[tuple[int, int], ...] = ()  # (a, b): a's frames no longer reach b
     false_suspicion: bool = False
     dynamic: bool = False  # views and failure detection (implied by any fault)
+    senders: tuple[int, ...] | None = None  # the peers that send (default: every peer)
+
+    def sends(self, n: int) -> int:
+        """How many messages peer ``n`` sends."""
+        return self.messages if self.senders is None or n in self.senders else 0
 
     @property
     def faults(self) -> bool:
@@ -67,7 +72,8 @@ class Config:
         return list(range(1, self.peers + self.join + 1))
 
     def describe(self) -> str:
-        parts = [self.order, f"{self.peers} peers", f"{self.messages} message{'s' if self.messages != 1 else ''} each"]
+        each = "each" if self.senders is None else f"from {','.join(map(str, self.senders))}"
+        parts = [self.order, f"{self.peers} peers", f"{self.messages} message{'s' if self.messages != 1 else ''} {each}"]
         parts += [f"crash {c}" for c in self.crash] + [f"leave {x}" for x in self.leave]
         if self.join:
             parts.append(f"join {self.join}")
@@ -309,7 +315,7 @@ class World:
         for n in sorted(self.locals):
             if n in self.crashed or n in self.left:
                 continue
-            if self.sent.get(n, 0) < c.messages and self._can_send(n):
+            if self.sent.get(n, 0) < c.sends(n) and self._can_send(n):
                 out.append(Step("send", n))
         for n in c.crash:
             if n not in self.crashed and n in self.locals:

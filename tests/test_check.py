@@ -1,0 +1,245 @@
+"""`tom check` on the real core: tiny configurations counted by hand, a few-seconds run of each order,
+six planted bugs (mutations of the core's source) each found with a short shrunk counterexample, and
+the counterexample's three forms (a transcript that replays into the same violation, a ShiViz log, a
+page)."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tom.check import world as check_world
+from tom.check.explore import Found, replay, search, shrink
+from tom.check.trace import run_transcript, shiviz, transcript
+from tom.check.world import Config, Step, World
+from tom.core import causal, lamport, marks, sequencer
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """Local steps are memoised per core state: a mutation must not meet the real core's results."""
+    check_world._cache.clear()
+    yield
+    check_world._cache.clear()
+
+
+# -- counted by hand -----------------------------------------------------------------------------
+@pytest.mark.parametrize("messages", [1, 2, 3])
+def test_one_peer_m_messages_has_m_plus_one_states(messages):
+    # alone, a peer delivers each message as it sends it: a chain start -> send -> ... -> send
+    r = search(Config("lamport", 1, messages))
+    assert (r.states, r.transitions, r.depth, r.terminal, r.exhaustive) == (messages + 1, messages, messages, 1, True)
+
+
+def test_two_silent_peers_have_one_state():
+    r = search(Config("lamport", 2, 0))
+    assert (r.states, r.transitions, r.terminal, r.exhaustive) == (1, 0, 1, True)
+
+
+def test_two_peers_one_message_each_lamport():
+    """By hand: A sends first (or B, symmetric up to the tie-break). After ``A send`` the only frame is
+    A's MESSAGE to B. B then either takes it — and, holding A's message and its own ACK in a group of
+    two, delivers it and answers MARKS — or sends its own first. Walking every order of those few
+    frames gives 26 transitions into 22 distinct states, 3 of them terminal (both delivered both, in
+    the one order (1, A) (1, B) when the clocks tie, else by clock)."""
+    r = search(Config("lamport", 2, 1))
+    assert (r.states, r.transitions, r.depth, r.terminal, r.exhaustive) == (22, 26, 6, 3, True)
+
+
+@pytest.mark.parametrize("order", ["lamport", "sequencer", "causal"])
+def test_every_order_two_peers_two_messages_is_exhaustive_and_clean(order):
+    r = search(Config(order, 2, 2))
+    assert r.exhaustive and r.found is None and r.terminal > 0
+
+
+@pytest.mark.parametrize("order", ["lamport", "sequencer", "causal"])
+def test_a_few_seconds_of_each_order_at_three_peers(order):
+    r = search(Config(order, 3, 1), time_limit=3)
+    assert r.found is None and r.states > 1000
+
+
+def test_bfs_and_dfs_see_the_same_states():
+    a, b = search(Config("sequencer", 2, 2), "bfs"), search(Config("sequencer", 2, 2), "dfs")
+    assert (a.states, a.transitions, a.terminal) == (b.states, b.transitions, b.terminal)
+
+
+def test_a_crash_is_settled_by_a_view_change():
+    world, _ = World.initial(Config("lamport", 3, 1, crash=(3,)))
+    for step in ["send 2", "crash 3", "send 1", "timeout 3@1", "timeout 3@2"]:
+        world, _ = world.successor(Step.parse(step))
+    while (steps := world.steps()):
+        world, _ = world.successor(steps[0])
+    for n in (1, 2):
+        assert [e[0] for e in world.logs[n]] == ["m", "m", "v"]
+        assert world.logs[n][-1][2] == ("127.0.0.1:5000", "127.0.0.1:5001")
+
+
+# -- planted bugs --------------------------------------------------------------------------------
+def mutate(monkeypatch, owner, name: str, old: str, new: str) -> None:
+    """Replace ``owner.name`` by its own source with ``old`` replaced by ``new`` (exactly once)."""
+    source = textwrap.dedent(inspect.getsource(getattr(owner, name)))
+    assert source.count(old) == 1, f"{old!r} not found once in {owner.__name__}.{name}"
+    module = sys.modules[owner.__module__]
+    namespace = dict(vars(module))
+    exec(compile(source.replace(old, new), f"<mutant of {name}>", "exec"), namespace)
+    monkeypatch.setattr(owner, name, namespace[name])
+
+
+MUTATIONS = {
+    "deliver before every ACK is in": (
+        lambda mp: mutate(mp, lamport.LamportOrder, "release", "if not required <= head.acks:",
+                          "if not {self.me} <= head.acks:"),
+        Config("lamport", 2, 1)),
+    "a tie-break reversed at one peer": (
+        lambda mp: mutate(mp, lamport.LamportOrder, "release", "head = queue.head()",
+                          "head = queue.head()\n"
+                          "        if self.me.endswith(':5001') and head is not None:\n"
+                          "            ties = [e for e in queue if e.clock == head.clock]\n"
+                          "            head = ties[-1]"),
+        Config("lamport", 2, 1)),
+    "an ACK counted twice": (
+        lambda mp: (mutate(mp, lamport.LamportOrder, "message", "entry.acks.add(msg.pid)",
+                           "entry.acks.add(msg.pid)\n    entry.acks.add(msg.pid + '*')"),
+                    mutate(mp, lamport.LamportOrder, "release", "if not required <= head.acks:",
+                           "if len(head.acks) < len(required):")),
+        Config("lamport", 3, 1)),
+    "a flush that skips a relay": (
+        lambda mp: mutate(mp, lamport.LamportOrder, "relays", "if e.text is not None and e.pid in removed]",
+                          "if False]"),
+        Config("lamport", 3, 1, crash=(1,), senders=(1,))),
+    "a sequencer that reuses a number": (
+        lambda mp: mutate(mp, sequencer.SequencerOrder, "_number", "self.top_seq += 1",
+                          "self.top_seq = 1"),
+        Config("sequencer", 2, 1)),
+    "a causal rule off by one": (
+        lambda mp: mutate(mp, causal.CausalOrder, "release", "if any(vc[k] > counts[k]",
+                          "if any(vc[k] > counts[k] + 1"),
+        Config("causal", 3, 1)),
+}
+
+
+@pytest.mark.parametrize("bug", list(MUTATIONS))
+def test_each_planted_bug_is_found_quickly_with_a_short_shrunk_trace(monkeypatch, bug):
+    apply, config = MUTATIONS[bug]
+    apply(monkeypatch)
+    start = time.perf_counter()
+    r = search(config, "bfs", time_limit=10)
+    assert r.found is not None, f"{bug}: not found ({r.states} states, {r.bound or 'exhaustive'})"
+    assert time.perf_counter() - start < 10
+    _, events, _ = replay(config, r.found.steps)
+    r.found.events = events
+    small = shrink(config, r.found, budget=10)
+    assert small.violation.name == r.found.violation.name
+    assert len(small.steps) <= len(r.found.steps) and len(small.steps) < 30
+    _, _, again = replay(config, small.steps)  # the shrunk trace still fails, the same way
+    assert again is not None and again.name == r.found.violation.name
+    # as a transcript: it replays into the same violation
+    rows = run_transcript(transcript(config, small))
+    assert rows[-1][0] == "check" and rows[-1][2] != ["ok"]
+    assert all(got == want for cmd, want, got in rows if cmd != "check")
+
+
+def test_the_real_core_passes_what_the_mutants_fail():
+    for bug, (_, config) in MUTATIONS.items():
+        r = search(config, "bfs", time_limit=5)
+        assert r.found is None, f"{bug}'s configuration fails on the real core: {r.found and r.found.violation}"
+
+
+def test_shrinking_drops_steps_that_do_not_matter(monkeypatch):
+    MUTATIONS["deliver before every ACK is in"][0](monkeypatch)
+    config = Config("lamport", 2, 1)
+    steps = [Step.parse(s) for s in ["send 1", "send 2", "deliver 1>2", "deliver 2>1"]]
+    _, events, v = replay(config, steps)
+    assert v is not None
+    small = shrink(config, Found(steps, v, events))
+    assert len(small.steps) < len(steps)
+
+
+# -- the counterexample's forms ------------------------------------------------------------------
+SHIVIZ_CHECK = r"""
+const fs = require('fs');
+const text = fs.readFileSync(process.argv[2], 'utf8');
+const [regex, blank, ...rest] = text.split('\n');
+if (blank !== '') throw new Error('no blank line after the regular expression');
+const re = new RegExp(regex, 'gm');
+const events = [];
+let m, matched = 0;
+const body = rest.join('\n');
+while ((m = re.exec(body)) !== null) {
+  if (m[0] === '') { re.lastIndex++; continue; }
+  events.push({host: m.groups.host, clock: JSON.parse(m.groups.clock), event: m.groups.event});
+  matched += m[0].length + 1;
+}
+const lines = rest.filter(l => l !== '').length;
+if (events.length * 2 !== lines) throw new Error(`matched ${events.length} events of ${lines / 2}`);
+// ShiViz's rules: a host's own entry grows by exactly one per event; a receive's clock covers the
+// send's (happens-before), so every entry is at least the previous event's of the same host
+const last = {};
+for (const e of events) {
+  const prev = last[e.host] || {};
+  if ((e.clock[e.host] || 0) !== (prev[e.host] || 0) + 1) throw new Error('own clock must grow by 1: ' + JSON.stringify(e));
+  for (const h in prev) if ((e.clock[h] || 0) < prev[h]) throw new Error('clock went back: ' + JSON.stringify(e));
+  for (const h in e.clock) if (h !== e.host && e.clock[h] > ((last[h] || {})[h] || 0)) throw new Error('knows the future of ' + h);
+  last[e.host] = e.clock;
+}
+const receives = events.filter(e => e.event.startsWith('receive from')).length;
+console.log(JSON.stringify({events: events.length, receives}));
+"""
+
+
+def test_the_shiviz_log_parses_with_shivizs_regular_expression_in_javascript(tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("nodejs not found: the ShiViz log is checked with ShiViz's JavaScript regular expression")
+    MUTATIONS["a causal rule off by one"][0](monkeypatch)
+    config = MUTATIONS["a causal rule off by one"][1]
+    r = search(config, "bfs", time_limit=10)
+    assert r.found is not None
+    _, events, _ = replay(config, r.found.steps)
+    r.found.events = events
+    log = tmp_path / "counterexample.shiviz.log"
+    log.write_text(shiviz(config, r.found))
+    script = tmp_path / "check.js"
+    script.write_text(SHIVIZ_CHECK)
+    done = subprocess.run([node, str(script), str(log)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    counts = json.loads(done.stdout)
+    delivers = sum(1 for s in r.found.steps if s.kind == "deliver")
+    assert counts["receives"] == delivers and counts["events"] >= len(r.found.steps)
+
+
+def test_tom_check_on_the_command_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tom", "check", "--peers", "2", "--messages", "2", "--order",
+                           "sequencer"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "distinct states" in done.stdout and "exhaustive" in done.stdout and "NO VIOLATION" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "tom", "check", "--crash", "7"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "peer 7 is not one of 1..3" in bad.stdout + bad.stderr
+
+
+def test_replay_of_a_written_counterexample(tmp_path, monkeypatch):
+    from tom.check.cli import replay_file, write_counterexample
+    from rich.console import Console
+
+    MUTATIONS["a sequencer that reuses a number"][0](monkeypatch)
+    config = MUTATIONS["a sequencer that reuses a number"][1]
+    r = search(config, "bfs", time_limit=10)
+    _, events, _ = replay(config, r.found.steps)
+    r.found.events = events
+    paths = write_counterexample(config, shrink(config, r.found), tmp_path)
+    assert [p.name for p in paths] == ["counterexample.txt", "counterexample.html", "counterexample.shiviz.log"]
+    assert "<svg" in paths[1].read_text()
+    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
+    assert replay_file(paths[0], console) == 1
+    monkeypatch.undo()
+    check_world._cache.clear()
+    assert replay_file(paths[0], console) == 0  # fixed: the same schedule breaks nothing
