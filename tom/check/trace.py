@@ -11,7 +11,7 @@ Commands: ``static A B C order=O messages=M`` or ``group A B C order=O messages=
 [leave=C] [join=1] [cut=A,B/C] [cut-one-way=C>B] [false-suspicion]`` (the configuration; ``group``
 when views and failure detection run), ``B <- A: FRAME`` (A's first in-flight frame reaches B),
 ``A send m1.1``, ``crash B``, ``cut``, ``heal``, ``join D``, ``C leave``, ``B timeout A`` (A's
-suspicion timeout passed at B), ``check``.
+suspicion timeout passed at B), ``B tick`` (a heartbeat period passed at B), ``check``.
 """
 
 from __future__ import annotations
@@ -89,6 +89,8 @@ def command(step: Step, events: list[Event]) -> str:
         return f"{letter(step.b)} timeout {letter(step.a)}"
     if k == "leave":
         return f"{letter(step.a)} leave"
+    if k == "tick":
+        return f"{letter(step.a)} tick"
     if k in ("crash", "join"):
         return f"{k} {letter(step.a)}"
     return k
@@ -102,8 +104,8 @@ def parse_command(line: str) -> Step:
         return Step("send", LETTERS.index(words[0]) + 1)
     if len(words) == 3 and words[1] == "timeout":
         return Step("timeout", LETTERS.index(words[2]) + 1, LETTERS.index(words[0]) + 1)
-    if len(words) == 2 and words[1] == "leave":
-        return Step("leave", LETTERS.index(words[0]) + 1)
+    if len(words) == 2 and words[1] in ("leave", "tick"):
+        return Step(words[1], LETTERS.index(words[0]) + 1)
     if len(words) == 2 and words[0] in ("crash", "join"):
         return Step(words[0], LETTERS.index(words[1]) + 1)
     if words in (["cut"], ["heal"]):

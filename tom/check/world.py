@@ -7,8 +7,12 @@ A *step* is one event, and a state's enabled steps are all the ways it can go on
 * ``crash A`` — A stops: it takes no frame and sends none, and what it sent that has not arrived yet
   is lost (frames delivered before the crash step arrived: every prefix of each link is covered);
 * ``cut`` / ``heal`` — the configured cut starts or ends (frames across it wait in their links: TOM's
-  links re-send after a reconnect, so a cut delays, never loses);
+  links re-send after a reconnect, so a cut delays, never loses; at the heal both sides are told the
+  connection is up again, as the shell tells the core after a reconnect);
 * ``join A`` / ``leave A`` — a new peer starts and joins, a member asks to leave;
+* ``tick A`` — a heartbeat period passes at A, every member it can hear taken as heard: enabled only
+  while A is stuck (outside a view, in a view change, without a quorum), at most ``ticks`` times per
+  peer (rejoining after a partition, re-sent proposals and joins are driven by time);
 * ``timeout X@Y`` — the suspicion timeout of X passed at Y: enabled exactly when X is crashed or cut
   off from Y and still a member Y does not suspect (with ``false_suspicion`` also when X is neither).
   Y's clock jumps past the timeout and the verification period; every other member is taken as heard
@@ -58,6 +62,7 @@ class Config:
     false_suspicion: bool = False
     dynamic: bool = False  # views and failure detection (implied by any fault)
     senders: tuple[int, ...] | None = None  # the peers that send (default: every peer)
+    ticks: int = 2  # heartbeat periods each peer may see pass while it is stuck (see `World.steps`)
 
     def sends(self, n: int) -> int:
         """How many messages peer ``n`` sends."""
@@ -111,7 +116,7 @@ class Step:
             return Step(kind, int(a), int(b))
         if kind in ("cut", "heal"):
             return Step(kind)
-        if kind in ("send", "crash", "join", "leave"):
+        if kind in ("send", "crash", "join", "leave", "tick"):
             return Step(kind, int(rest))
         raise ValueError(f"not a step: {text!r}")
 
@@ -168,12 +173,18 @@ class Local:
     backlog: int
     leaving: bool
     now: float
+    no_quorum: bool
+
+    @property
+    def stuck(self) -> bool:
+        """Outside a view, in a view change, or without a quorum: what only time moves on."""
+        return self.mode in ("joining", "flushing", "flushed") or self.no_quorum
 
     @staticmethod
     def of(core: Core) -> "Local":
         blob, fp = freeze(core)
         return Local(blob, fp, getattr(core.mode, "value", core.mode), core.view.members if core.view is not None else frozenset(),
-                     frozenset(core.suspected), core.backlog(), core.leaving, core.now)
+                     frozenset(core.suspected), core.backlog(), core.leaving, core.now, core.no_quorum is not None)
 
     def core(self) -> Core:
         return thaw(self.blob)
@@ -224,6 +235,11 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
                 if p != x and p not in core.suspected:
                     core.last_heard[p] = t
             core.tick(t)
+        elif kind == "tick":
+            heard, t = arg
+            for p in heard:
+                core.last_heard[p] = t
+            core.tick(t)
         elif kind == "leave":
             core.leave()
         elif kind == "connected":
@@ -262,6 +278,7 @@ class World:
     now: dict[int, float] = field(default_factory=dict)  # each core's abstract time
     announced: dict[tuple[int, int], int] = field(default_factory=dict)  # link -> last view announced
     broken: Violation | None = None  # what the step being taken broke (raised when it is done)
+    ticks: dict[int, int] = field(default_factory=dict)  # heartbeat periods each peer saw pass
 
     # -- the start ---------------------------------------------------------------------------------
     @classmethod
@@ -342,7 +359,15 @@ class World:
                         continue
                     if xn in self.crashed or self.blocked(xn, y) or c.false_suspicion:
                         out.append(Step("timeout", xn, y))
+            for y in sorted(self.locals):
+                if y not in self.crashed and self.locals[y].stuck and self.ticks.get(y, 0) < c.ticks:
+                    out.append(Step("tick", y))
         return out
+
+    def _cut_pairs(self) -> list[tuple[int, int]]:
+        """The directed pairs the cut separates."""
+        peers = sorted(self.locals)
+        return [(a, b) for a in peers for b in peers if a != b and self.blocked(a, b)]
 
     def _member(self, n: int, at: int) -> bool:
         local = self.locals.get(at)
@@ -357,7 +382,7 @@ class World:
         """The world after ``step`` (self is left as it is); Violation if an invariant broke."""
         w = World(self.config, dict(self.locals), dict(self.links), dict(self.sent), self.crashed,
                   self.cut_on, self.cut_done, self.started, self.left, self.timed_out, dict(self.logs),
-                  self.past, dict(self.now), dict(self.announced))
+                  self.past, dict(self.now), dict(self.announced), None, dict(self.ticks))
         events: list[Event] = []
         k = step.kind
         if k == "deliver":
@@ -392,7 +417,18 @@ class World:
         elif k == "cut":
             w.cut_on, w.cut_done = True, True
         elif k == "heal":
+            # the links across the cut broke meanwhile and connect again (each side is told, as the
+            # shell tells the core of a new connection); their frames go on in order
+            pairs = sorted({tuple(sorted(link)) for link in self._cut_pairs()})
             w.cut_on = False
+            for a, b in pairs:  # a new connection: the first heartbeat on it announces the view again
+                w.announced.pop((a, b), None)
+                w.announced.pop((b, a), None)
+            for a, b in pairs:
+                for x, y in ((a, b), (b, a)):
+                    if x in w.crashed or y in w.crashed:
+                        continue
+                    events.append(w._apply(x, step_core(w.locals[x], "connected", (pid(y), y)), f"connected {y}"))
         elif k == "join":
             n = step.a
             w.locals[n] = Local.of(Core.joining(pid(n), n, TIMING, order=self.config.order, now=0.0))
@@ -407,6 +443,13 @@ class World:
             n = step.a
             w.left = w.left | {n}
             events.append(w._apply(n, step_core(w.locals[n], "leave", ()), "leave"))
+        elif k == "tick":
+            y = step.a
+            w.ticks[y] = w.ticks.get(y, 0) + 1
+            t = max(w.now.get(y, 0.0), w.locals[y].now) + TIMING.heartbeat
+            w.now[y] = t
+            heard = tuple(sorted(pid(p) for p in w.locals if p != y and p not in w.crashed and not w.blocked(p, y)))
+            events.append(w._apply(y, step_core(w.locals[y], "tick", (heard, t)), "tick"))
         elif k == "timeout":
             x, y = step.a, step.b
             w.timed_out = w.timed_out | {(x, y)}
@@ -458,6 +501,7 @@ class World:
             tuple(sorted(self.left)), tuple(sorted(self.timed_out)),
             tuple(sorted(self.logs.items())),
             tuple(sorted(self.announced.items())),
+            tuple(sorted(self.ticks.items())),
         )
         return hashlib.blake2b(pickle.dumps(parts, 5), digest_size=16).digest()
 
