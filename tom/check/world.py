@@ -12,7 +12,8 @@ A *step* is one event, and a state's enabled steps are all the ways it can go on
 * ``join A`` / ``leave A`` — a new peer starts and joins, a member asks to leave;
 * ``tick A`` — a heartbeat period passes at A, every member it can hear taken as heard: enabled only
   while A is stuck (outside a view, in a view change, without a quorum), at most ``ticks`` times per
-  peer (rejoining after a partition, re-sent proposals and joins are driven by time);
+  peer, counted again after a heal (rejoining after a partition, re-sent proposals and joins are
+  driven by time);
 * ``timeout X@Y`` — the suspicion timeout of X passed at Y: enabled exactly when X is crashed or cut
   off from Y and still a member Y does not suspect (with ``false_suspicion`` also when X is neither).
   Y's clock jumps past the timeout and the verification period; every other member is taken as heard
@@ -421,6 +422,7 @@ class World:
             # shell tells the core of a new connection); their frames go on in order
             pairs = sorted({tuple(sorted(link)) for link in self._cut_pairs()})
             w.cut_on = False
+            w.ticks = {}  # a new situation: each peer may see time pass again
             for a, b in pairs:  # a new connection: the first heartbeat on it announces the view again
                 w.announced.pop((a, b), None)
                 w.announced.pop((b, a), None)
