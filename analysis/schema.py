@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -23,6 +23,11 @@ SCHEMA_VERSIONS = (1, 2)
 ORDERS = ("lamport", "sequencer", "causal")
 """The orders a group can run; a v1 record, and a v2 message with neither ``seq`` nor ``vc``,
 belong to a Lamport run."""
+HANDOUT = "handout"
+"""The order of a handout run (docs/output-format.md, "Handout output files"): ``(clock, from as
+written)``, ``from`` compared as a string. Named by every line of a course tool's text output and by
+every TOM record with ``"wire": "handout"``; no view record names it (the handout's groups are
+static)."""
 
 RECORD_SCHEMA = T.StructType([
     T.StructField("v", T.IntegerType()),
@@ -42,10 +47,13 @@ RECORD_SCHEMA = T.StructType([
     T.StructField("order", T.StringType()),
     T.StructField("seq", T.LongType()),
     T.StructField("vc", T.MapType(T.StringType(), T.LongType())),
+    T.StructField("from", T.StringType()),
+    T.StructField("wire", T.StringType()),
 ])
 """One record of schema v1 or v2; ``text``/``sent_at`` only on messages, ``members``/``joined``/
 ``left``/``removed``/``order`` only on views; ``seq`` (sequencer runs) and ``vc`` (causal runs' messages)
-only in v2."""
+only in v2; ``from`` and ``wire`` only on a TOM peer's handout-wire messages (which have no
+``sent_at``)."""
 
 COMMON_FIELDS = ("v", "kind", "index", "peer", "clock", "pid", "delivered_at", "view")
 MESSAGE_FIELDS = ("text", "sent_at")
@@ -189,22 +197,49 @@ def pid_host(pid: Column) -> Column:
     return F.substring(pid, F.lit(1), F.length(pid) - F.length(F.substring_index(pid, ":", -1)) - 1)
 
 
+def _on_handout_wire() -> Column:
+    """True for a record written by a TOM peer on the handout's wire (``"wire": "handout"``)."""
+    return F.coalesce(F.col("wire") == HANDOUT, F.lit(False))
+
+
 def _required_missing() -> tuple[Column, Column]:
     """``(any_missing, missing_names)`` over the record columns: a required field null (absent or
-    ill-typed: both readers turn a wrong type into null)."""
+    ill-typed: both readers turn a wrong type into null). A handout-wire message needs ``from`` and
+    has no ``sent_at`` (the handout's frames carry no send time); a record naming another wire is
+    left to :func:`_handout_wire_problem` to name."""
     kind = F.col("kind")
+    handout = _on_handout_wire()
+    wired = F.col("wire").isNotNull()
     missing_items = [F.when(F.col(name).isNull(), F.lit(name)) for name in COMMON_FIELDS]
-    missing_items += [F.when((kind == "message") & F.col(name).isNull(), F.lit(name))
+    missing_items += [F.when((kind == "message") & F.col(name).isNull()
+                             & (~wired if name == "sent_at" else F.lit(True)), F.lit(name))
                       for name in MESSAGE_FIELDS]
     missing_items += [F.when((kind == "view") & F.col(name).isNull(), F.lit(name))
                       for name in VIEW_FIELDS]
+    missing_items += [F.when(handout & F.col("from").isNull(), F.lit("from"))]
     any_missing = F.lit(False)
     for name in COMMON_FIELDS:
         any_missing = any_missing | F.col(name).isNull()
     any_missing = (any_missing
-                   | ((kind == "message") & (F.col("text").isNull() | F.col("sent_at").isNull()))
-                   | ((kind == "view") & F.col("members").isNull()))
+                   | ((kind == "message") & (F.col("text").isNull()
+                                             | (F.col("sent_at").isNull() & ~wired)))
+                   | ((kind == "view") & F.col("members").isNull())
+                   | (handout & F.col("from").isNull()))
     return any_missing, F.array_compact(F.array(*missing_items))
+
+
+FROM_PATTERN = r"^.+:[0-9]+$"
+"""A handout ``from``: ``[NAME]/IP:PORT`` or ``IP:PORT`` as a Java tool writes it (anything ending
+in ``:<digits>``)."""
+
+
+def _handout_wire_problem() -> Column:
+    """Why a record with a ``wire`` key is not a valid handout-wire message (null if it is one)."""
+    return (F.when(F.col("wire") != HANDOUT, F.concat(F.lit("unknown wire "), F.col("wire")))
+            .when(F.col("kind") != "message", F.lit("a handout record is a message (a static group)"))
+            .when(~F.col("from").rlike(FROM_PATTERN), F.lit("from is not [NAME/]HOST:PORT"))
+            .when(F.col("seq").isNotNull() | F.col("vc").isNotNull(),
+                  F.lit("seq or vc on a handout record")))
 
 
 def record_problem(blank: Column, unparsable: Column) -> Column:
@@ -226,6 +261,7 @@ def record_problem(blank: Column, unparsable: Column) -> Column:
         .when(~kind.isin("message", "view"), F.concat(F.lit("unknown kind "), kind))
         .when(pid_port(F.col("pid")).isNull(), F.lit("pid is not host:port"))
         .when(F.col("index") < 1, F.lit("index < 1"))
+        .when(F.col("wire").isNotNull(), _handout_wire_problem())
         .when(F.col("v") == 1, F.lit(None))  # v1 knows no order fields: whatever is there is ignored
         .when((kind == "view") & F.col("order").isNull(), F.lit("missing or ill-typed: order"))
         .when((kind == "view") & ~F.col("order").isin(*ORDERS),
@@ -244,8 +280,9 @@ def record_problem(blank: Column, unparsable: Column) -> Column:
 def order_claim() -> Column:
     """The order a good record says its run uses: ``order`` of a v2 view record; for a v2 message
     ``sequencer`` if it has ``seq``, ``causal`` if it has ``vc``, else ``lamport``; every v1 record
-    ``lamport``."""
-    return (F.when(F.col("v") == 1, F.lit("lamport"))
+    ``lamport``; a record with a (valid) ``wire`` key :data:`HANDOUT`."""
+    return (F.when(F.col("wire").isNotNull(), F.lit(HANDOUT))
+            .when(F.col("v") == 1, F.lit("lamport"))
             .when(F.col("kind") == "view", F.col("order"))
             .when(F.col("seq").isNotNull(), F.lit("sequencer"))
             .when(F.col("vc").isNotNull(), F.lit("causal"))
@@ -276,7 +313,8 @@ def parse_lines(raw: DataFrame) -> DataFrame:
     claim, seq, vc`` (see :func:`order_fields`);
     ``text_hash`` is xxhash64 of the text (the text itself is not kept: the checks only compare
     it). ``removed`` of a view record (the members that view took out as failed) is optional: absent
-    means none; ``joined``/``left`` are validated by nothing and not kept.
+    means none; ``joined``/``left`` are validated by nothing and not kept. A handout-wire record's
+    ``pid`` is its ``from`` as written: in a handout run a message is ``(clock, from)``.
     """
     r = F.from_json("value", RECORD_SCHEMA)
     parsed = raw.select("value", "file", "block_start", "row", r.alias("r")).select(
@@ -286,11 +324,66 @@ def parse_lines(raw: DataFrame) -> DataFrame:
         "file", "block_start", "row",
         problem.alias("problem"),
         F.when(problem.isNotNull(), F.substring("value", 1, EXCERPT_CHARS)).alias("excerpt"),
-        "kind", "index", "peer", "clock", "pid",
+        "kind", "index", "peer", "clock",
+        F.when(F.col("wire").isNotNull(), F.col("from")).otherwise(F.col("pid")).alias("pid"),
         "view", "delivered_at", "sent_at",
         F.xxhash64("text").alias("text_hash"),
         "members", removed_of_view().alias("removed"),
         *order_fields(),
+    )
+
+
+# --------------------------------------------------------------------------- handout text outputs
+
+HANDOUT_LINE = r"^(?:[0-9]+ ACKs on )?MESSAGE-([0-9]+)-(.+?:[0-9]+)-(.*)$"
+"""One delivered message in a course tool's text output: ``MESSAGE-<clock>-<from>-<text>``, maybe
+after ``N ACKs on ``. ``<from>`` ends at the first ``:<digits>-`` after the clock (a host may hold
+``-`` and ``/``); the rest of the line is the text, raw. ASCII digits only, as Java's ``\\d``."""
+
+NOT_A_FRAME = "not a handout frame ([N ACKs on ]MESSAGE-<clock>-<from>-<text>)"
+
+
+def handout_peer(file: Column) -> Column:
+    """A text output's peer: its file name, decoded from Spark's URI form of the path (``%XX``
+    escapes; a ``+`` is a plus, not a space)."""
+    name = F.regexp_extract(file, "[^/]*$", 0)
+    return F.coalesce(F.try_url_decode(F.replace(name, F.lit("+"), F.lit("%2B"))), name)
+
+
+def parse_handout_lines(raw: DataFrame) -> DataFrame:
+    """Parse raw lines of course tools' text outputs into the rows of :func:`parse_lines` (same
+    columns and types), keeping every other line as a bad line with a reason.
+
+    A good line is a ``kind = "message"`` record of view 1 with ``peer`` its file's name
+    (:func:`handout_peer`), ``pid`` its ``from`` as written, ``claim`` :data:`HANDOUT`, ``index``
+    its position among its file's messages (1-based, in line order: the line number when the file
+    holds nothing else) and no times (the handout writes none). One window by file numbers the
+    messages: a class's files are small.
+    """
+    frame = "(?s)" + HANDOUT_LINE
+    value = F.col("value")
+    clock = F.regexp_extract(value, frame, 1).try_cast("long")
+    problem = (F.when(F.trim(value) == "", F.lit("blank line"))
+               .when(~value.rlike(frame), F.lit(NOT_A_FRAME))
+               .when(clock.isNull(), F.lit("clock out of range")))
+    judged = raw.select("*", problem.alias("problem"))
+    good = F.col("problem").isNull()
+    position = F.row_number().over(Window.partitionBy("file", good).orderBy("block_start", "row"))
+    none = lambda kind: F.lit(None).cast(kind)  # noqa: E731
+    return judged.select(
+        "file", "block_start", "row", "problem",
+        F.when(~good, F.substring(value, 1, EXCERPT_CHARS)).alias("excerpt"),
+        F.when(good, F.lit("message")).alias("kind"),
+        F.when(good, position).cast("long").alias("index"),
+        F.when(good, handout_peer(F.col("file"))).alias("peer"),
+        F.when(good, clock).alias("clock"),
+        F.when(good, F.regexp_extract(value, frame, 2)).alias("pid"),
+        F.when(good, F.lit(1)).cast("long").alias("view"),
+        none("double").alias("delivered_at"), none("double").alias("sent_at"),
+        F.when(good, F.xxhash64(F.regexp_extract(value, frame, 3))).alias("text_hash"),
+        none("array<string>").alias("members"), none("array<string>").alias("removed"),
+        F.when(good, F.lit(HANDOUT)).alias("claim"),
+        none("long").alias("seq"), none("map<string,bigint>").alias("vc"),
     )
 
 

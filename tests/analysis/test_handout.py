@@ -1,0 +1,137 @@
+"""Handout runs (issue 22): the course tools' text outputs and TOM's ``--wire handout`` JSON Lines,
+checked in the handout's order ``(clock, from as written)``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis import schema
+
+pytestmark = pytest.mark.spark
+
+FROM_A = "localhost/127.0.0.1:5000"   # InetAddress.toString() with a host name
+FROM_B = "/127.0.0.1:5001"            # without one
+FROM_C = "127.0.0.1:5002"             # as a neighbors file writes it
+
+
+@pytest.fixture
+def parse_text(spark):
+    """The parsed frame of handout text files ``{file: [line, ...]}`` through the real parser."""
+
+    def build(files: dict[str, list[str]]):
+        rows = [(line, path, 0, f * 1_000_000 + i)
+                for f, (path, lines) in enumerate(sorted(files.items()))
+                for i, line in enumerate(lines)]
+        raw = spark.createDataFrame(rows, "value string, file string, block_start long, row long")
+        return schema.parse_handout_lines(raw)
+
+    return build
+
+
+@pytest.fixture
+def hash_of(spark):
+    """Spark's ``text_hash`` of a text (xxhash64, as :func:`analysis.schema.parse_lines` keeps it)."""
+    from pyspark.sql import functions as F
+    return lambda text: spark.range(1).select(F.xxhash64(F.lit(text))).first()[0]
+
+
+# --------------------------------------------------------------------------- parsing text lines
+
+@pytest.mark.parametrize(("line", "clock", "origin", "text"), [
+    (f"MESSAGE-4-{FROM_A}-hello world", 4, FROM_A, "hello world"),
+    (f"3 ACKs on MESSAGE-4-{FROM_A}-hello world", 4, FROM_A, "hello world"),
+    (f"MESSAGE-12-{FROM_B}-a-b-c", 12, FROM_B, "a-b-c"),
+    (f"MESSAGE-1-{FROM_C}-time: 10:30-11:00", 1, FROM_C, "time: 10:30-11:00"),
+    ("MESSAGE-7-my-host.lan/10.0.0.2:5000-x", 7, "my-host.lan/10.0.0.2:5000", "x"),
+    (f"MESSAGE-2-{FROM_C}-", 2, FROM_C, ""),
+    (f"MESSAGE-2-{FROM_C}-  spaced  ", 2, FROM_C, "  spaced  "),
+])
+def test_a_frame_line_is_a_message_keyed_by_clock_and_from_as_written(parse_text, hash_of, line,
+                                                                        clock, origin, text):
+    (row,) = schema.good_records(parse_text({"file:/class/alice.txt": [line]})).collect()
+    assert (row.kind, row["index"], row.peer, row.clock, row.pid, row.view, row.claim) == \
+        ("message", 1, "alice.txt", clock, origin, 1, "handout")
+    assert row.text_hash == hash_of(text)
+    assert row.delivered_at is None and row.sent_at is None and row.seq is None and row.vc is None
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ("", "blank line"),
+    ("   ", "blank line"),
+    ("Started to listen on ServerSocket[addr=localhost/127.0.0.1,localport=5003]",
+     schema.NOT_A_FRAME),
+    ("ACK-4-localhost/127.0.0.1:5001", schema.NOT_A_FRAME),
+    ("MESSAGE-x-127.0.0.1:5000-t", schema.NOT_A_FRAME),
+    ("MESSAGE-4-localhost/127.0.0.1-no port", schema.NOT_A_FRAME),
+    ("MESSAGE-4-localhost/127.0.0.1:50", schema.NOT_A_FRAME),  # a torn last line
+    ("MESSAGE-99999999999999999999-127.0.0.1:5000-t", "clock out of range"),
+])
+def test_a_line_that_is_not_a_frame_is_a_bad_line_with_a_reason(parse_text, line, problem):
+    good = f"MESSAGE-1-{FROM_A}-hi"
+    parsed = parse_text({"file:/class/alice.txt": [good, line]})
+    assert schema.good_records(parsed).count() == 1
+    (bad,) = schema.bad_lines(parsed).collect()
+    assert (bad.problem, bad.excerpt) == (problem, line[:schema.EXCERPT_CHARS])
+
+
+def test_index_counts_a_file_s_messages_in_line_order_skipping_bad_lines(parse_text):
+    lines = [f"MESSAGE-1-{FROM_A}-a", "", "junk", f"MESSAGE-2-{FROM_B}-b", f"MESSAGE-3-{FROM_C}-c"]
+    parsed = parse_text({"file:/class/alice.txt": lines, "file:/class/bob.txt": lines[3:]})
+    got = sorted((r.peer, r["index"], r.clock) for r in schema.good_records(parsed).collect())
+    assert got == [("alice.txt", 1, 1), ("alice.txt", 2, 2), ("alice.txt", 3, 3),
+                   ("bob.txt", 1, 2), ("bob.txt", 2, 3)]
+
+
+def test_a_text_file_s_peer_is_its_file_name_decoded_from_spark_s_uri(parse_text):
+    """Spark names files URI-encoded (``a%20b``, ``%25`` for ``%``; ``+`` stays ``+``)."""
+    parsed = parse_text({"file:/my%20class/p+q%2525%20%C3%A9.txt": [f"MESSAGE-1-{FROM_A}-x"],
+                         "file:/c/b%C3%A9.log": [f"MESSAGE-1-{FROM_A}-x"]})
+    assert sorted(r.peer for r in schema.good_records(parsed).collect()) == ["bé.log", "p+q%25 é.txt"]
+
+
+def test_text_rows_have_the_json_reader_s_columns_and_types(parse_text, parse):
+    text = parse_text({"file:/class/alice.txt": [f"MESSAGE-1-{FROM_A}-x"]})
+    jsonl = parse({"file:/run/a.jsonl": ["{}"]})
+    assert [(f.name, f.dataType) for f in text.schema] == [(f.name, f.dataType) for f in jsonl.schema]
+
+
+# --------------------------------------------------------------------------- TOM's handout JSON Lines
+
+def handout_record(peer: str, index: int, clock: int, origin: str, text: str, **extra) -> dict:
+    """A record of a TOM peer on the handout wire: ``from`` as written, ``wire``, no ``sent_at``."""
+    return {"v": 2, "kind": "message", "index": index, "peer": peer, "clock": clock,
+            "pid": origin.rpartition("/")[2], "from": origin, "text": text,
+            "delivered_at": 1_763_766_000.0 + index, "view": 1, "wire": "handout", **extra}
+
+
+def test_a_handout_json_record_is_keyed_by_its_from_and_needs_no_sent_at(parse, hash_of):
+    line = json.dumps(handout_record("127.0.0.1:5002", 1, 3, FROM_A, "hi"))
+    (row,) = schema.good_records(parse({"file:/run/c.jsonl": [line]})).collect()
+    assert (row.peer, row.clock, row.pid, row.claim, row.sent_at) == \
+        ("127.0.0.1:5002", 3, FROM_A, "handout", None)
+    assert row.text_hash == hash_of("hi")
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    ({"from": None}, "missing or ill-typed: from"),
+    ({"from": "localhost/127.0.0.1"}, "from is not [NAME/]HOST:PORT"),
+    ({"wire": "carrier-pigeon"}, "unknown wire carrier-pigeon"),
+    ({"kind": "view", "members": [FROM_C], "order": "lamport"},
+     "a handout record is a message (a static group)"),
+    ({"seq": 3}, "seq or vc on a handout record"),
+    ({"text": None}, "missing or ill-typed: text"),
+])
+def test_a_bad_handout_json_record_is_a_bad_line(parse, change, problem):
+    rec = {k: v for k, v in {**handout_record("127.0.0.1:5002", 1, 3, FROM_A, "hi"), **change}.items()
+           if v is not None}
+    parsed = parse({"file:/run/c.jsonl": [json.dumps(rec)]})
+    assert [b.problem for b in schema.bad_lines(parsed).collect()] == [problem]
+
+
+def test_a_tom_record_still_needs_its_sent_at(parse):
+    rec = {"v": 2, "kind": "message", "index": 1, "peer": FROM_C, "clock": 1, "pid": FROM_C,
+           "text": "t", "delivered_at": 1.0, "view": 1}
+    parsed = parse({"file:/run/c.jsonl": [json.dumps(rec)]})
+    assert [b.problem for b in schema.bad_lines(parsed).collect()] == ["missing or ill-typed: sent_at"]
