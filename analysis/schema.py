@@ -13,7 +13,8 @@ Invariants of :func:`parse_lines`:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -66,10 +67,14 @@ RAW_COLUMNS = ("value", "file", "block_start", "row")
 
 @dataclass(frozen=True, slots=True)
 class ResolvedInputs:
-    """Input files found for the given paths; ``missing`` lists paths that matched nothing."""
+    """Input files found for the given paths: ``files`` (JSON Lines), ``texts`` (course tools' text
+    outputs, :data:`HANDOUT_LINE`); ``missing`` lists paths that matched nothing, ``skipped`` one
+    line per file named (or globbed) that is neither."""
 
     files: list[str]
     missing: list[str]
+    texts: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
 
 GLOB_CHARS = "*?[{"
@@ -110,9 +115,45 @@ def expand_braces(pattern: str) -> list[str]:
     return [pattern]
 
 
-def _resolve_local(given: str) -> list[str] | None:
-    """Files of one local path, folder (its ``*.jsonl`` files) or glob, as ``file:/abs`` names;
-    None if it matches nothing."""
+PEEK_BYTES = 1 << 16
+"""How far into a file :func:`first_content_line` looks for a non-blank line."""
+
+_HANDOUT_START = re.compile(r"([0-9]+ ACKs on )?MESSAGE-[0-9]+-.+?:[0-9]+-")
+
+
+def first_content_line(path: str) -> tuple[int, str] | None:
+    """``(line number, line)`` of the first non-blank line in the first :data:`PEEK_BYTES` of a
+    local file (decoded as UTF-8, bad bytes replaced); None if there is none."""
+    with open(path, "rb") as fh:
+        head = fh.read(PEEK_BYTES)
+    for number, line in enumerate(head.decode("utf-8", "replace").splitlines(), 1):
+        if line.strip():
+            return number, line
+    return None
+
+
+def output_kind(name: str, first: tuple[int, str] | None, named: bool) -> str | None:
+    """What an input file is: ``"jsonl"``, ``"handout"`` (a course tool's text output) or None (no
+    output file: skipped).
+
+    ``*.jsonl`` is JSON Lines whatever it holds; any other name is a text output if its first
+    non-blank line (``first``, from :func:`first_content_line`) starts as a handout frame. A file
+    named on the command line (or matched by a glob) is also taken as JSON Lines, as before there
+    were text outputs, when it is empty or its first line starts with ``{`` (torn lines included);
+    a folder's other files are not outputs, so logs beside the outputs are never read as peers.
+    """
+    if name.endswith(".jsonl"):
+        return "jsonl"
+    if first is not None and _HANDOUT_START.match(first[1]):
+        return "handout"
+    if named and (first is None or first[1].lstrip().startswith("{")):
+        return "jsonl"
+    return None
+
+
+def _resolve_local(given: str) -> ResolvedInputs | None:
+    """Files of one local path, folder or glob (:func:`output_kind`), as ``file:/abs`` names; None if
+    it matches nothing."""
     import glob
     import os
 
@@ -124,14 +165,32 @@ def _resolve_local(given: str) -> list[str] | None:
             matches.append(pattern)
     if not matches:
         return None
-    files: list[str] = []
+    candidates: list[tuple[str, bool]] = []  # (path, named)
     for m in matches:
         if os.path.isdir(m):
-            files += sorted(os.path.join(m, c) for c in os.listdir(m)
-                            if c.endswith(".jsonl") and os.path.isfile(os.path.join(m, c)))
+            candidates += [(os.path.join(m, c), False) for c in sorted(os.listdir(m))
+                           if os.path.isfile(os.path.join(m, c))]
         else:
-            files.append(m)
-    return ["file:" + os.path.abspath(f) for f in files]
+            candidates.append((m, True))
+    found = ResolvedInputs([], [])
+    for path, named in candidates:
+        shown = os.path.abspath(path)
+        try:
+            first = None if path.endswith(".jsonl") else first_content_line(path)
+        except OSError as exc:
+            if named:
+                found.skipped.append(f"skipped {shown}: cannot read it ({exc.strerror})")
+            continue
+        kind = output_kind(os.path.basename(path), first, named)
+        if kind == "jsonl":
+            found.files.append("file:" + shown)
+        elif kind == "handout":
+            found.texts.append("file:" + shown)
+        elif named:
+            number, line = first  # type: ignore[misc]  # None is "jsonl" when named
+            found.skipped.append(f"skipped {shown}: line {number} is neither a TOM record nor a "
+                                 f"handout frame: {line[:EXCERPT_CHARS]}")
+    return found
 
 
 def _resolve_remote(spark: SparkSession, given: str) -> list[str] | None:
@@ -158,23 +217,32 @@ def _resolve_remote(spark: SparkSession, given: str) -> list[str] | None:
 
 
 def resolve_inputs(spark: SparkSession, paths: list[str]) -> ResolvedInputs:
-    """Expand files, folders (their ``*.jsonl`` children) and globs (``*?[]`` and ``{a,b}``).
+    """Expand files, folders and globs (``*?[]`` and ``{a,b}``) into output files.
 
-    Local paths (plain or ``file:``) are listed here in Python; remote URIs (``hdfs://``, ...) by
-    Spark's own file listing, through the DataFrame API only, so a Spark Connect session resolves
-    them on its server. Listing is bounded by the number of files, never by their size. A file named
-    explicitly is taken whatever its extension.
+    Local paths (plain or ``file:``) are listed here in Python, and sorted into JSON Lines and
+    course tools' text outputs by :func:`output_kind`: a folder's ``*.jsonl`` files and text
+    outputs, a named file if it is either (else one ``skipped`` line naming it and its first bad
+    line). Remote URIs (``hdfs://``, ...) are listed by Spark's own file listing, through the
+    DataFrame API only, so a Spark Connect session resolves them on its server: a folder's
+    ``*.jsonl`` files, a named file whatever its extension (all read as JSON Lines). Listing is
+    bounded by the number of files, never by their size.
     """
-    files: list[str] = []
-    missing: list[str] = []
+    out = ResolvedInputs([], [])
     for given in paths:
-        found = _resolve_remote(spark, given) if is_remote_uri(given) else _resolve_local(given)
-        if found is None:
-            missing.append(given)
+        if is_remote_uri(given):
+            remote = _resolve_remote(spark, given)
+            found = None if remote is None else ResolvedInputs(remote, [])
         else:
-            files.extend(found)
-    unique = list(dict.fromkeys(files))
-    return ResolvedInputs(files=unique, missing=missing)
+            found = _resolve_local(given)
+        if found is None:
+            out.missing.append(given)
+        else:
+            out.files.extend(found.files)
+            out.texts.extend(found.texts)
+            out.skipped.extend(found.skipped)
+    return ResolvedInputs(files=list(dict.fromkeys(out.files)), missing=out.missing,
+                          texts=list(dict.fromkeys(out.texts)),
+                          skipped=list(dict.fromkeys(out.skipped)))
 
 
 def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:

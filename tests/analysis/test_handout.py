@@ -135,3 +135,43 @@ def test_a_tom_record_still_needs_its_sent_at(parse):
            "text": "t", "delivered_at": 1.0, "view": 1}
     parsed = parse({"file:/run/c.jsonl": [json.dumps(rec)]})
     assert [b.problem for b in schema.bad_lines(parsed).collect()] == ["missing or ill-typed: sent_at"]
+
+
+# --------------------------------------------------------------------------- which files are outputs
+
+@pytest.mark.parametrize(("name", "first", "named", "kind"), [
+    ("p.jsonl", (1, "garbage"), False, "jsonl"),                       # by name, whatever it holds
+    ("alice.txt", (1, f"MESSAGE-1-{FROM_A}-hi"), False, "handout"),
+    ("bob", (3, f"2 ACKs on MESSAGE-1-{FROM_B}-hi"), False, "handout"),  # after blank lines
+    ("peer.log", (1, "Started to listen on ServerSocket[addr=/0.0.0.0]"), False, None),
+    ("peer.log", (1, "Started to listen on ServerSocket[addr=/0.0.0.0]"), True, None),
+    ("out.json", (1, '{"v":2,"kind":"mess'), True, "jsonl"),            # named: JSON Lines as before
+    ("out.json", (1, '{"v":2,"kind":"mess'), False, None),              # in a folder: *.jsonl only
+    ("empty.txt", None, True, "jsonl"),
+    ("empty.txt", None, False, None),
+    ("x.txt", (1, "MESSAGE-1-no port-hi"), True, None),
+    ("x.txt", (1, "MESSAGE-١-127.0.0.1:5000-hi"), True, None),         # Java's \d is ASCII
+])
+def test_output_files_are_recognised_by_name_and_first_line(name, first, named, kind):
+    assert schema.output_kind(name, first, named) == kind
+
+
+def test_a_folder_holds_jsonl_and_handout_text_outputs_and_ignores_logs(tmp_path):
+    (tmp_path / "p.jsonl").write_text("{}\n")
+    (tmp_path / "alice.txt").write_text(f"\n\nMESSAGE-1-{FROM_A}-hi\n")
+    (tmp_path / "bob").write_text(f"1 ACKs on MESSAGE-1-{FROM_A}-hi\n")
+    (tmp_path / "peer.log").write_text("Loaded 4 neighbors\nMESSAGE-1-x:1-y\n")
+    (tmp_path / "notes.json").write_text("{}\n")
+    found = schema.resolve_inputs(None, [str(tmp_path)])
+    assert found.files == [f"file:{tmp_path}/p.jsonl"]
+    assert found.texts == [f"file:{tmp_path}/alice.txt", f"file:{tmp_path}/bob"]
+    assert found.skipped == [] and found.missing == []
+
+
+def test_a_named_file_that_is_no_output_is_skipped_with_its_first_bad_line(tmp_path):
+    (tmp_path / "alice.txt").write_text(f"MESSAGE-1-{FROM_A}-hi\n")
+    (tmp_path / "peer.log").write_text("\nLoaded 4 neighbors\n")
+    found = schema.resolve_inputs(None, [str(tmp_path / "alice.txt"), str(tmp_path / "peer.log")])
+    assert found.files == [] and found.texts == [f"file:{tmp_path}/alice.txt"]
+    assert found.skipped == [f"skipped {tmp_path}/peer.log: line 2 is neither a TOM record nor a "
+                             f"handout frame: Loaded 4 neighbors"]
