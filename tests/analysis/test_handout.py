@@ -175,3 +175,49 @@ def test_a_named_file_that_is_no_output_is_skipped_with_its_first_bad_line(tmp_p
     assert found.files == [] and found.texts == [f"file:{tmp_path}/alice.txt"]
     assert found.skipped == [f"skipped {tmp_path}/peer.log: line 2 is neither a TOM record nor a "
                              f"handout frame: Loaded 4 neighbors"]
+
+
+# --------------------------------------------------------------------------- the handout's order
+
+def frames(*keys: tuple[int, str]) -> list[str]:
+    return [f"MESSAGE-{c}-{o}-m{c}@{o}" for c, o in keys]
+
+
+def test_the_handout_order_compares_from_as_a_string(parse_text):
+    """``(3, "127.0.0.1:10000")`` comes first as a string ("1" < "5"), second in TOM's pid order."""
+    from analysis import checks
+    low, high = (3, "127.0.0.1:10000"), (3, "127.0.0.1:5001")
+    records = schema.good_records(parse_text({
+        "file:/c/alice.txt": frames((1, FROM_A), (1, FROM_B), low, high),
+        "file:/c/bob.txt": frames((1, FROM_B), (1, FROM_A), high, low)}))
+    # "/127.0.0.1:5001" < "localhost/127.0.0.1:5000" ("/" is 0x2F, "l" 0x6C): bob is in order there
+    wrong = {(r.peer, r["index"], r.problem) for r in
+             checks.order_violations(records, checks.HANDOUT).collect()}
+    assert wrong == {("alice.txt", 2, checks.NOT_AFTER[checks.HANDOUT]),
+                     ("bob.txt", 4, checks.NOT_AFTER[checks.HANDOUT])}
+    lamport = {(r.peer, r["index"]) for r in checks.order_violations(records, checks.LAMPORT).collect()}
+    assert ("alice.txt", 4) in lamport and ("bob.txt", 4) not in lamport
+
+
+def test_a_file_cut_short_owes_nothing_after_its_last_message_but_a_gap_is_missing(parse_text):
+    from analysis import checks
+    keys = [(1, FROM_A), (1, FROM_B), (2, FROM_C), (3, FROM_A)]
+    records = schema.good_records(parse_text({
+        "file:/c/alice.txt": frames(*keys),
+        "file:/c/bob.txt": frames(*keys[:2]),                 # cut short: 2 of 4
+        "file:/c/carol.txt": frames(keys[0], *keys[2:])}))    # a gap: (1, FROM_B) missing
+    messages = checks.event_table(records)
+    views = checks.view_members(records)
+    peers = ["alice.txt", "bob.txt", "carol.txt"]
+    expected = checks.expected_recipients(messages, views, peers, checks.HANDOUT)
+    got = [(r.clock, r.pid, r.missing, r.unexpected) for r in checks.agreement(expected).collect()]
+    assert got == [(1, FROM_B, ["carol.txt"], [])]
+    counts = {r.peer: r.messages for r in checks.messages_per_peer(messages).collect()}
+    assert counts == {"alice.txt": 4, "bob.txt": 2, "carol.txt": 3}
+
+
+def test_the_latency_histogram_leaves_out_messages_without_times(spark):
+    from analysis import checks
+    lat = spark.createDataFrame([("a", 0.01), ("a", None), ("b", None)], "peer string, latency double")
+    got = {r.bin: r["count"] for r in checks.latency_histogram(lat, 0.0, 0.02, 4).collect()}
+    assert got == {2: 1}
