@@ -80,12 +80,38 @@ def _describe(row: dict) -> str:
     return " ".join(parts)
 
 
+HANDOUT_ORDER = ("order: the handout's, (clock, from as written), from compared as a string "
+                 "(Java's String.compareTo); a text output's peer is its file name")
+
+
+def handout_lines(result: dict) -> list[str]:
+    """What a handout run adds to the summary: its order, the peers not named after their file (TOM
+    peers' JSON Lines), the files cut short. Empty for any other run."""
+    if result.get("order") != "handout":
+        return []
+    lines = [HANDOUT_ORDER]
+    for peer, files in (result.get("peer_files") or {}).items():
+        if [f.rsplit("/", 1)[-1] for f in files] != [peer]:
+            lines.append(f"peer {peer}: {', '.join(files)}")
+    incomplete = result.get("incomplete") or []
+    if incomplete:
+        lines.append(f"incomplete files (cut short: a prefix of the common order, nothing missing "
+                     f"before their last message): {len(incomplete)}")
+        lines += [f"  {i['peer']}: {i['messages']} of {i['of']} messages ({', '.join(i['files'])})"
+                  for i in incomplete]
+    return lines
+
+
 def print_summary(result: dict, console: Console, rows_per_check: int = 3) -> None:
     """Verdict first, then counts, then the first violations of each check."""
     verdict = result["verdict"]
     console.print(verdict_line(result), style=VERDICT_STYLE[verdict], markup=False)
     for problem in result.get("problems", []):
         console.print(f"  {problem}", markup=False)
+    for skipped in result.get("skipped", []):
+        console.print(skipped, markup=False)
+    for line in handout_lines(result):
+        console.print(line, markup=False)
     counts = result.get("counts")
     bad = result.get("bad_lines", {"count": 0, "first": []})
     files = result.get("file_summaries", [])
@@ -262,6 +288,11 @@ def render_html(result: dict) -> str:
            f"{_e(verdict_line(result))}</span></h1>"]
     for p in result.get("problems", []):
         out.append(f"<p class='bad'>{_e(p)}</p>")
+    for skipped in result.get("skipped", []):
+        out.append(f"<p><small>{_e(skipped)}</small></p>")
+    notes = handout_lines(result)
+    if notes:
+        out.append("<p>" + "<br>".join(_e(line) for line in notes) + "</p>")
     counts = result.get("counts")
     if counts:
         out.append(f"<p>{counts['records']:,} records from {counts['peers']} peers · "

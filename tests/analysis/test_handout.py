@@ -221,3 +221,122 @@ def test_the_latency_histogram_leaves_out_messages_without_times(spark):
     lat = spark.createDataFrame([("a", 0.01), ("a", None), ("b", None)], "peer string, latency double")
     got = {r.bin: r["count"] for r in checks.latency_histogram(lat, 0.0, 0.02, 4).collect()}
     assert got == {2: 1}
+
+
+# --------------------------------------------------------------------------- tom verify, end to end
+
+FROM_D = "127.0.0.1:10000"  # before FROM_C as a string ("1" < "5"), after it in TOM's pid order
+CLASS = sorted([(1, FROM_A, "hello-world"), (1, FROM_B, "time: 10:30-11:00"), (1, FROM_D, "a:1-b"),
+                (1, FROM_C, "x-y"), (2, FROM_A, "again"), (3, FROM_C, "bye: 5001-")],
+               key=lambda m: (m[0], m[1]))
+TOM_PEER = "127.0.0.1:5002"
+
+
+def text_output(msgs, acks: bool = False, tail: str = "") -> str:
+    return "".join(f"{'3 ACKs on ' if acks else ''}MESSAGE-{c}-{o}-{t}\n" for c, o, t in msgs) + tail
+
+
+def write_class(folder, alice=CLASS, bob=CLASS, tom=CLASS, bob_tail: str = ""):
+    """A class run: two course tools' text outputs, a TOM peer's handout JSON Lines, a log."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "alice.txt").write_text(text_output(alice, acks=True))
+    (folder / "bob.txt").write_text(text_output(bob, tail=bob_tail))
+    (folder / "p2.jsonl").write_text("".join(
+        json.dumps(handout_record(TOM_PEER, i + 1, c, o, t)) + "\n" for i, (c, o, t) in enumerate(tom)))
+    (folder / "peer.log").write_text("Loaded 4 neighbors\nChoose what to do:\n")
+    return folder
+
+
+def run_verify(*argv) -> tuple[int, str, dict]:
+    import contextlib
+    import io
+
+    from analysis import verify
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = verify.main([*map(str, argv)])
+    report_dir = argv[argv.index("--report-dir") + 1]
+    return code, out.getvalue(), json.loads((report_dir / "report.json").read_text())
+
+
+def test_a_healthy_class_is_verified_in_the_handout_s_order(spark, tmp_path):
+    folder = write_class(tmp_path / "class")
+    code, out, rep = run_verify(folder, "--report-dir", tmp_path / "out")
+    assert code == 0, out
+    assert out.splitlines()[0] == "VERIFIED (handout order)"
+    assert "(clock, from as written)" in out
+    assert rep["order"] == "handout" and rep["incomplete"] == []
+    assert rep["peers"] == sorted([TOM_PEER, "alice.txt", "bob.txt"])
+    assert rep["counts"]["messages"] == len(CLASS) and rep["counts"]["records"] == 3 * len(CLASS)
+    assert sorted(f["path"].rsplit("/", 1)[1] for f in rep["file_summaries"]) == \
+        ["alice.txt", "bob.txt", "p2.jsonl"]  # peer.log is not a peer
+    assert all(c["count"] == 0 for c in rep["checks"].values())
+    assert rep["peer_files"][TOM_PEER] == [str(folder / "p2.jsonl")]
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "VERIFIED (handout order)" in html and "from as written" in html
+
+
+def test_two_adjacent_lines_swapped_are_a_violation_naming_the_file_and_position(spark, tmp_path):
+    bob = list(CLASS)
+    bob[2], bob[3] = bob[3], bob[2]
+    code, out, rep = run_verify(write_class(tmp_path / "class", bob=bob), "--report-dir", tmp_path / "out")
+    assert code == 1
+    assert out.splitlines()[0] == "VIOLATED (handout order)"
+    (wrong,) = rep["checks"]["order"]["first"]
+    assert (wrong["peer"], wrong["index"], wrong["problem"]) == \
+        ("bob.txt", 4, "not after previous (clock, from)")
+    firsts = {(d["peer_a"], d["peer_b"], d["position"]) for d in rep["checks"]["divergence"]["first"]}
+    assert firsts == {(TOM_PEER, "bob.txt", 3), ("alice.txt", "bob.txt", 3)}
+    assert "bob.txt" in out
+
+
+def test_a_file_cut_short_is_named_incomplete_and_the_run_verified(spark, tmp_path):
+    folder = write_class(tmp_path / "class", bob=CLASS[:4], bob_tail="MESSAGE-2-localhost/127.0")
+    code, out, rep = run_verify(folder, "--report-dir", tmp_path / "out")
+    assert code == 0, out
+    assert rep["incomplete"] == [{"peer": "bob.txt", "files": [str(folder / "bob.txt")],
+                                  "messages": 4, "of": len(CLASS)}]
+    assert "bob.txt: 4 of 6 messages" in out
+    (bad,) = rep["bad_lines"]["first"]
+    assert (bad["file"], bad["line"], bad["problem"]) == (str(folder / "bob.txt"), 5, schema.NOT_A_FRAME)
+
+
+def test_a_message_missing_in_the_middle_is_a_violation(spark, tmp_path):
+    bob = CLASS[:2] + CLASS[3:]
+    code, _, rep = run_verify(write_class(tmp_path / "class", bob=bob), "--report-dir", tmp_path / "out")
+    assert code == 1
+    (gap,) = rep["checks"]["agreement"]["first"]
+    assert (gap["clock"], gap["pid"], gap["missing"]) == (CLASS[2][0], CLASS[2][1], ["bob.txt"])
+    assert rep["incomplete"] == []
+
+
+def test_a_named_file_that_is_no_output_is_one_line(spark, tmp_path):
+    folder = write_class(tmp_path / "class")
+    code, out, rep = run_verify(folder / "alice.txt", folder / "peer.log", "--report-dir", tmp_path / "out")
+    line = (f"skipped {folder}/peer.log: line 1 is neither a TOM record nor a handout frame: "
+            "Loaded 4 neighbors")
+    assert code == 0 and rep["skipped"] == [line] and line in out.splitlines()
+    code, out, rep = run_verify(folder / "peer.log", "--report-dir", tmp_path / "out2")
+    assert code == 2
+    assert out.splitlines()[:2] == ["UNUSABLE INPUT", f"  {line}"]
+
+
+def test_a_handout_class_beside_a_tom_lamport_run_is_unusable(spark, tmp_path):
+    from tests.analysis.conftest import message
+    folder = write_class(tmp_path / "class")
+    (folder / "lamport.jsonl").write_text(json.dumps(message("127.0.0.1:6000", 1, 1, "127.0.0.1:6000")))
+    code, out, _ = run_verify(folder, "--report-dir", tmp_path / "out")
+    assert code == 2
+    assert out.splitlines()[1] == (f"  the files disagree about the order: lamport in {folder}/lamport.jsonl; "
+                                   f"handout in {folder}/alice.txt, {folder}/bob.txt, {folder}/p2.jsonl")
+
+
+def test_tom_s_handout_json_lines_alone_skip_the_fast_path(spark, tmp_path):
+    folder = tmp_path / "tom"
+    folder.mkdir()
+    for peer in (TOM_PEER, "127.0.0.1:5003"):
+        (folder / f"{peer[-4:]}.jsonl").write_text("".join(
+            json.dumps(handout_record(peer, i + 1, c, o, t)) + "\n" for i, (c, o, t) in enumerate(CLASS)))
+    code, out, rep = run_verify(folder, "--report-dir", tmp_path / "out")
+    assert code == 0, out
+    assert rep["order"] == "handout" and rep["fast_path"].startswith("handout order")
