@@ -389,6 +389,39 @@ def cut_short_recipients(messages: DataFrame, peers: list[str], order: str = HAN
         F.when(is_message, everyone).alias("allowed"))
 
 
+def departures(records: DataFrame, messages: DataFrame, order: str = HANDOUT,
+               max_listed: int = 3) -> DataFrame:
+    """Per peer whose file is not a prefix of the common order, its first departure from it.
+
+    The common order is every message of the run sorted by :func:`order_key` of ``order``; a file
+    is a prefix of it iff its record at every ``index`` i is the common order's i-th message. The
+    first index where not: ``peer, index, clock, pid`` (what it has there), ``file, block_start,
+    row`` (to name the line), ``expected_clock, expected_pid`` (the message that belongs there;
+    null past the end) and ``as_in`` (the first ``max_listed`` peers that have it there).
+
+    A gap, a swap, a duplicate and an extra message all depart; a file cut short does not. The
+    ranks take one sort of the distinct messages in a single partition: meant for a class's
+    runs (handout runs), which are small.
+    """
+    ranked = (messages.filter(F.col("kind") == "message")
+              .select(*KEY, F.row_number().over(Window.orderBy(order_key(order))).alias("position")))
+    placed = records.filter(F.col("kind") == "message").join(ranked, list(KEY))
+    first = (placed.filter(F.col("index") != F.col("position"))
+             .groupBy("peer").agg(F.min_by(F.struct("index", *KEY, "file", "block_start", "row"),
+                                           F.col("index")).alias("at"))
+             .select("peer", "at.*"))
+    expected = ranked.select(F.col("position").alias("index"), F.col("clock").alias("expected_clock"),
+                             F.col("pid").alias("expected_pid"))
+    there = (placed.filter(F.col("index") == F.col("position"))
+             .select("index", F.col("clock").alias("expected_clock"),
+                     F.col("pid").alias("expected_pid"), F.col("peer").alias("_holder")))
+    return (first.join(expected, "index", "left")
+            .join(there, ["index", "expected_clock", "expected_pid"], "left")
+            .groupBy("peer", "index", *KEY, "file", "block_start", "row", "expected_clock",
+                     "expected_pid")
+            .agg(F.slice(F.array_sort(F.collect_list("_holder")), 1, max_listed).alias("as_in")))
+
+
 def messages_per_peer(messages: DataFrame) -> DataFrame:
     """``peer, messages``: how many distinct messages each peer delivered (a row per peer)."""
     return (messages.filter(F.col("kind") == "message")

@@ -18,6 +18,8 @@ from analysis import membership
 
 CHECKS = (  # (key in result["checks"], title, what a row means)
     ("order", "order per peer", "record not after the previous one, or index gap/repeat"),
+    ("common_order", "common order", "handout runs: the first line where a file stops being a "
+                                     "prefix of every message sorted by (clock, from)"),
     ("duplicates", "duplicates", "a peer delivered the same (clock, pid) again"),
     ("fifo_reorders", "FIFO order", "an origin's message delivered before an earlier-sent one"),
     ("fifo_gaps", "FIFO gaps", "an origin's messages skipped between two delivered ones"),
@@ -70,6 +72,8 @@ def _describe(row: dict) -> str:
         return (f"{row['peer']} delivered {_message(row['message'])} at index {row['index']} before "
                 f"its causal predecessor {pred}; it had delivered {row['delivered']} of "
                 f"{row['member']}'s messages of view {row['view']}, needed {row['needed']}")
+    if "as_in" in row:
+        return describe_departure(row)
     parts = []
     for k, v in row.items():
         if isinstance(v, dict):
@@ -100,6 +104,17 @@ def handout_lines(result: dict) -> list[str]:
         lines += [f"  {i['peer']}: {i['messages']} of {i['of']} messages ({', '.join(i['files'])})"
                   for i in incomplete]
     return lines
+
+
+def describe_departure(row: dict) -> str:
+    """A file's first departure from a handout run's common order, as a sentence."""
+    has = f"({row['has']['clock']}, {row['has']['from']})"
+    where = f"{row['peer']} departs from the common order at line {row['line']} ({row['file']})"
+    if row["expected"] is None:
+        return f"{where}: has {has} past the common order's last message"
+    belongs = f"({row['expected']['clock']}, {row['expected']['from']})"
+    seen = f", as in {', '.join(row['as_in'])}" if row["as_in"] else ""
+    return f"{where}: has {has} where {belongs} belongs{seen}"
 
 
 def print_summary(result: dict, console: Console, rows_per_check: int = 3) -> None:

@@ -633,24 +633,33 @@ def _parsed_inputs(spark, files: list[str], texts: list[str]):
     return parsed
 
 
-def _handout_facts(records, messages, agree, n_messages: int, rename) -> dict:
-    """``peer_files`` (each peer's files) and ``incomplete`` (the peers whose files hold fewer
-    messages than the run and miss none before their last: cut short, a prefix of the common
-    order) of a handout run. Small: a row per peer, or per (peer, file)."""
-    from pyspark.sql import functions as F
-
+def _handout_facts(records, messages, departed: set[str], n_messages: int, rename) -> dict:
+    """``peer_files`` (each peer's files) and ``incomplete`` (the peers whose files are a strict
+    prefix of the common order: fewer messages than the run, no departure) of a handout run.
+    Small: a row per peer, or per (peer, file)."""
     from analysis import checks, schema
 
     peer_files: dict[str, list[str]] = {}
     for r in records.select("peer", "file").distinct().limit(MAX_PEERS * 4).collect():
         peer_files.setdefault(r.peer, []).append(schema.display_path(rename(r.file)))
-    gapped = {r.peer for r in checks.missing_deliveries(agree).select("peer").distinct()
-              .limit(MAX_PEERS).collect()}
     held = {r.peer: r.messages for r in checks.messages_per_peer(messages).collect()}
     incomplete = [{"peer": p, "files": sorted(peer_files.get(p, [])), "messages": k, "of": n_messages}
-                  for p, k in sorted(held.items()) if k < n_messages and p not in gapped]
+                  for p, k in sorted(held.items()) if k < n_messages and p not in departed]
     return {"peer_files": {p: sorted(f) for p, f in sorted(peer_files.items())},
             "incomplete": incomplete}
+
+
+def _departure(row: dict, rename, offsets) -> dict:
+    """A row of :func:`analysis.checks.departures` as the report shows it: the file and its line."""
+    from analysis import schema
+
+    file = rename(row["file"])
+    return {"peer": row["peer"], "file": schema.display_path(file),
+            "line": schema.line_number(offsets, file, row["block_start"], row["row"]),
+            "index": row["index"], "has": {"clock": row["clock"], "from": row["pid"]},
+            "expected": (None if row["expected_clock"] is None else
+                         {"clock": row["expected_clock"], "from": row["expected_pid"]}),
+            "as_in": row["as_in"]}
 
 
 def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
@@ -753,11 +762,20 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
             else:
                 record("fifo_gaps", 0, [], note="nothing missing, so no gap")
             if order == checks.HANDOUT:
-                result.update(_handout_facts(records, messages, agree, totals["messages"], rename))
                 found["agreement"]["note"] = ("a file cut short owes nothing after its last message "
                                               "(listed as incomplete)")
         finally:
             agree.unpersist()
+        if order == checks.HANDOUT:  # per file, where it stops being a prefix of the common order
+            departed = [r.asDict() for r in checks.departures(records, messages)
+                        .orderBy("index", "peer").limit(MAX_PEERS).collect()]
+            record("common_order", len(departed),
+                   [_departure(r, rename, offsets) for r in departed[:first]],
+                   note="every message sorted by (clock, from as written); each file must be a "
+                        "prefix of it")
+            result.update(_handout_facts(records, messages, {r["peer"] for r in departed},
+                                         totals["messages"], rename))
+            lap("common_order_s")
 
         found.update(_not_in_order(order))
         if order in (checks.SEQUENCER, checks.CAUSAL):

@@ -216,6 +216,25 @@ def test_a_file_cut_short_owes_nothing_after_its_last_message_but_a_gap_is_missi
     assert counts == {"alice.txt": 4, "bob.txt": 2, "carol.txt": 3}
 
 
+def test_each_file_s_first_departure_from_the_common_order_is_named(parse_text):
+    """The common order is every message sorted by ``(clock, from)``; a file is fine iff it is a
+    prefix of it. Otherwise its first departure: the index, what it has there, what belongs there
+    and which files have that there."""
+    from analysis import checks
+    m = [(1, FROM_B), (1, FROM_C), (1, FROM_A), (2, FROM_A)]  # in the common order
+    records = schema.good_records(parse_text({
+        "file:/c/alice.txt": frames(*m),
+        "file:/c/bob.txt": frames(*m[:2]),                      # cut short: fine
+        "file:/c/carol.txt": frames(m[0], m[2], m[3]),          # a gap at 2
+        "file:/c/dave.txt": frames(m[0], m[2], m[1], m[3]),     # a swap at 2
+        "file:/c/erin.txt": frames(m[0], m[1], m[1], m[2], m[3])}))  # a duplicate at 3
+    got = {r.peer: (r["index"], (r.clock, r.pid), (r.expected_clock, r.expected_pid), r.as_in)
+           for r in checks.departures(records, checks.event_table(records)).collect()}
+    holders = ["alice.txt", "bob.txt", "erin.txt"]
+    assert got == {"carol.txt": (2, m[2], m[1], holders), "dave.txt": (2, m[2], m[1], holders),
+                   "erin.txt": (3, m[1], m[2], ["alice.txt"])}
+
+
 def test_the_latency_histogram_leaves_out_messages_without_times(spark):
     from analysis import checks
     lat = spark.createDataFrame([("a", 0.01), ("a", None), ("b", None)], "peer string, latency double")
@@ -287,7 +306,10 @@ def test_two_adjacent_lines_swapped_are_a_violation_naming_the_file_and_position
         ("bob.txt", 4, "not after previous (clock, from)")
     firsts = {(d["peer_a"], d["peer_b"], d["position"]) for d in rep["checks"]["divergence"]["first"]}
     assert firsts == {(TOM_PEER, "bob.txt", 3), ("alice.txt", "bob.txt", 3)}
-    assert "bob.txt" in out
+    (off,) = rep["checks"]["common_order"]["first"]
+    assert (off["peer"], off["line"], off["has"]["from"], off["expected"]["from"]) == \
+        ("bob.txt", 3, CLASS[3][1], CLASS[2][1])
+    assert "bob.txt departs from the common order at line 3" in out
 
 
 def test_a_file_cut_short_is_named_incomplete_and_the_run_verified(spark, tmp_path):
@@ -297,17 +319,27 @@ def test_a_file_cut_short_is_named_incomplete_and_the_run_verified(spark, tmp_pa
     assert rep["incomplete"] == [{"peer": "bob.txt", "files": [str(folder / "bob.txt")],
                                   "messages": 4, "of": len(CLASS)}]
     assert "bob.txt: 4 of 6 messages" in out
+    assert rep["checks"]["common_order"]["count"] == 0
     (bad,) = rep["bad_lines"]["first"]
     assert (bad["file"], bad["line"], bad["problem"]) == (str(folder / "bob.txt"), 5, schema.NOT_A_FRAME)
 
 
 def test_a_message_missing_in_the_middle_is_a_violation(spark, tmp_path):
     bob = CLASS[:2] + CLASS[3:]
-    code, _, rep = run_verify(write_class(tmp_path / "class", bob=bob), "--report-dir", tmp_path / "out")
+    folder = write_class(tmp_path / "class", bob=bob)
+    code, out, rep = run_verify(folder, "--report-dir", tmp_path / "out")
     assert code == 1
     (gap,) = rep["checks"]["agreement"]["first"]
     assert (gap["clock"], gap["pid"], gap["missing"]) == (CLASS[2][0], CLASS[2][1], ["bob.txt"])
     assert rep["incomplete"] == []
+    (off,) = rep["checks"]["common_order"]["first"]
+    assert off == {"peer": "bob.txt", "file": str(folder / "bob.txt"), "line": 3, "index": 3,
+                   "has": {"clock": CLASS[3][0], "from": CLASS[3][1]},
+                   "expected": {"clock": CLASS[2][0], "from": CLASS[2][1]},
+                   "as_in": [TOM_PEER, "alice.txt"]}
+    assert (f"bob.txt departs from the common order at line 3 ({folder}/bob.txt): has "
+            f"({CLASS[3][0]}, {CLASS[3][1]}) where ({CLASS[2][0]}, {CLASS[2][1]}) belongs, as in "
+            f"{TOM_PEER}, alice.txt") in out
 
 
 def test_a_named_file_that_is_no_output_is_one_line(spark, tmp_path):
