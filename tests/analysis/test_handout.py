@@ -91,6 +91,16 @@ def test_a_text_file_s_peer_is_its_file_name_decoded_from_spark_s_uri(parse_text
     assert sorted(r.peer for r in schema.good_records(parsed).collect()) == ["bé.log", "p+q%25 é.txt"]
 
 
+def test_a_text_file_written_on_windows_reads_the_same(spark, tmp_path, hash_of):
+    """CRLF line ends (a Java tool's println on Windows) are cut off with the line."""
+    path = tmp_path / "alice.txt"
+    path.write_bytes(f"MESSAGE-1-{FROM_A}-hi there\r\n3 ACKs on MESSAGE-2-{FROM_B}-x\r\n".encode())
+    assert schema.resolve_inputs(None, [str(tmp_path)]).texts == [f"file:{path}"]
+    rows = schema.good_records(schema.parse_handout_lines(schema.read_lines(spark, [f"file:{path}"])))
+    assert [(r["index"], r.pid, r.text_hash) for r in rows.orderBy("index").collect()] == \
+        [(1, FROM_A, hash_of("hi there")), (2, FROM_B, hash_of("x"))]
+
+
 def test_text_rows_have_the_json_reader_s_columns_and_types(parse_text, parse):
     text = parse_text({"file:/class/alice.txt": [f"MESSAGE-1-{FROM_A}-x"]})
     jsonl = parse({"file:/run/a.jsonl": ["{}"]})
