@@ -7,7 +7,8 @@ Input conventions:
   claim, seq, vc``). Events (messages and views) are identified by their key ``(clock, pid)`` in
   every order. A Lamport run totally orders them by ``(clock, host, port)`` -- host compared
   byte-wise, port as an integer (docs/output-format.md, "The order"); a sequencer run by ``(view,
-  seq)`` (a view record is ``(view, 0)``); a causal run only partially (analysis/causal.py).
+  seq)`` (a view record is ``(view, 0)``); a causal run only partially (analysis/causal.py); a
+  handout run by ``(clock, pid)`` with ``pid`` the ``from`` as written, compared as a string.
 * ``messages``: the event table of :func:`event_table`, one row per key with the deliveries of every
   peer nested in an array; built with a single shuffle (by key) and meant to be cached.
 
@@ -22,7 +23,7 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.schema import pid_host, pid_port
+from analysis.schema import HANDOUT, pid_host, pid_port
 
 KEY = ("clock", "pid")
 ORDER_KEY = ("clock", "host", "port")
@@ -36,9 +37,13 @@ def order_key(order: str = LAMPORT) -> Column:
     """The total-order key of an event as one comparable struct: ``(clock, host, port)`` in a
     Lamport run, ``(view, seq)`` in a sequencer run. A causal run has none (see analysis/causal.py);
     its key orders only views against the messages of each view: ``(view, seq)`` with ``seq``
-    null (first) for the view record, so that it is usable where a prefix is taken by view."""
+    null (first) for the view record, so that it is usable where a prefix is taken by view. A
+    handout run's is ``(clock, pid)``, ``pid`` being the ``from`` as written: compared as a string,
+    as the handout's Java tools compare it (``String.compareTo``)."""
     if order == SEQUENCER:
         return F.struct("view", "seq")
+    if order == HANDOUT:
+        return F.struct(*KEY)
     return F.struct(*ORDER_KEY)
 
 
@@ -150,7 +155,8 @@ def number_conflicts(messages: DataFrame, order: str, max_listed: int = 5) -> Da
 # --------------------------------------------------------------------------- 2. order per peer
 
 NOT_AFTER = {LAMPORT: "not after previous (clock, pid)", SEQUENCER: "not after previous (view, seq)",
-             CAUSAL: "view record not after the previous view's events"}
+             CAUSAL: "view record not after the previous view's events",
+             HANDOUT: "not after previous (clock, from)"}
 """The order check's complaint, per order (each contains "not after": the job looks for it)."""
 
 
@@ -327,7 +333,11 @@ def expected_recipients(messages: DataFrame, views: DataFrame, peers: list[str],
     in ``(view, seq)`` order (a crashed member that delivered seq 7 owes the survivors' seq 1..6); a
     causal run has no total order, so a crashed member owes nothing at all: whatever it delivered
     is held to the causal check instead.
+
+    A handout run (a static group, no view record) is :func:`cut_short_recipients`.
     """
+    if order == HANDOUT:
+        return cut_short_recipients(messages, peers)
     everyone = _everyone(peers)
     no_one = F.array().cast("array<string>")
     roles = view_recipients(views).select(F.col("view").alias("_view"), F.col("members").alias("_members"),
@@ -355,6 +365,68 @@ def expected_recipients(messages: DataFrame, views: DataFrame, peers: list[str],
     return joined.select(*messages.columns,
                          F.when(is_message, owed).alias("expected"),
                          F.when(is_message, allowed).alias("allowed"))
+
+
+def cut_short_recipients(messages: DataFrame, peers: list[str], order: str = HANDOUT) -> DataFrame:
+    """``messages`` plus ``expected`` and ``allowed`` for a static group whose files may each be cut
+    short (a class's tools stopped at any time): every peer may deliver every message, and owes the
+    messages up to its own last delivery in the total order (:func:`order_key` of ``order``),
+    nothing after it.
+
+    So a file that is a prefix of the common order misses nothing, while a message missing before a
+    file's last one (a gap) is missing. One small aggregate (a row per peer), broadcast.
+    """
+    everyone = _everyone(peers)
+    key = order_key(order)
+    last = (messages.select(key.alias("key"), F.explode(holders(messages)).alias("peer"))
+            .groupBy("peer").agg(F.max("key").alias("last"))
+            .agg(F.collect_list(F.struct("peer", "last")).alias("_points")))
+    excused = F.transform(F.filter("_points", lambda c: c["last"] < key), lambda c: c["peer"])
+    is_message = F.col("kind") == "message"
+    return messages.crossJoin(F.broadcast(last)).select(
+        *messages.columns,
+        F.when(is_message, F.array_except(everyone, excused)).alias("expected"),
+        F.when(is_message, everyone).alias("allowed"))
+
+
+def departures(records: DataFrame, messages: DataFrame, order: str = HANDOUT,
+               max_listed: int = 3) -> DataFrame:
+    """Per peer whose file is not a prefix of the common order, its first departure from it.
+
+    The common order is every message of the run sorted by :func:`order_key` of ``order``; a file
+    is a prefix of it iff its record at every ``index`` i is the common order's i-th message. The
+    first index where not: ``peer, index, clock, pid`` (what it has there), ``file, block_start,
+    row`` (to name the line), ``expected_clock, expected_pid`` (the message that belongs there;
+    null past the end) and ``as_in`` (the first ``max_listed`` peers that have it there).
+
+    A gap, a swap, a duplicate and an extra message all depart; a file cut short does not. The
+    ranks take one sort of the distinct messages in a single partition: meant for a class's
+    runs (handout runs), which are small.
+    """
+    ranked = (messages.filter(F.col("kind") == "message")
+              .select(*KEY, F.row_number().over(Window.orderBy(order_key(order))).alias("position")))
+    placed = records.filter(F.col("kind") == "message").join(ranked, list(KEY))
+    first = (placed.filter(F.col("index") != F.col("position"))
+             .groupBy("peer").agg(F.min_by(F.struct("index", *KEY, "file", "block_start", "row"),
+                                           F.col("index")).alias("at"))
+             .select("peer", "at.*"))
+    expected = ranked.select(F.col("position").alias("index"), F.col("clock").alias("expected_clock"),
+                             F.col("pid").alias("expected_pid"))
+    there = (placed.filter(F.col("index") == F.col("position"))
+             .select("index", F.col("clock").alias("expected_clock"),
+                     F.col("pid").alias("expected_pid"), F.col("peer").alias("_holder")))
+    return (first.join(expected, "index", "left")
+            .join(there, ["index", "expected_clock", "expected_pid"], "left")
+            .groupBy("peer", "index", *KEY, "file", "block_start", "row", "expected_clock",
+                     "expected_pid")
+            .agg(F.slice(F.array_sort(F.collect_list("_holder")), 1, max_listed).alias("as_in")))
+
+
+def messages_per_peer(messages: DataFrame) -> DataFrame:
+    """``peer, messages``: how many distinct messages each peer delivered (a row per peer)."""
+    return (messages.filter(F.col("kind") == "message")
+            .select(F.explode(holders(messages)).alias("peer"))
+            .groupBy("peer").agg(F.count(F.lit(1)).alias("messages")))
 
 
 def agreement(expected: DataFrame) -> DataFrame:
@@ -493,11 +565,13 @@ def latency_summary(latency: DataFrame) -> DataFrame:
 
 
 def latency_histogram(latency: DataFrame, low: float, high: float, bins: int) -> DataFrame:
-    """``bin, count``: ``bins`` equal bins over [low, high); values >= high count in bin ``bins``."""
+    """``bin, count``: ``bins`` equal bins over [low, high); values >= high count in bin ``bins``.
+    A message without a latency (a handout run's: no send time) is in no bin."""
     width = (high - low) / bins if high > low else 1.0
     b = F.floor((F.col("latency") - F.lit(low)) / F.lit(width)).cast("int")
     clamped = F.greatest(F.lit(0), F.least(F.lit(bins), b))
-    return latency.groupBy(clamped.alias("bin")).agg(F.count(F.lit(1)).alias("count"))
+    return (latency.filter(F.col("latency").isNotNull())
+            .groupBy(clamped.alias("bin")).agg(F.count(F.lit(1)).alias("count")))
 
 
 # --------------------------------------------------------------------------- picture
@@ -611,7 +685,7 @@ def fingerprint_sums(msg: Column) -> list[Column]:
             F.sum(F.when(msg, F.col("content_hash2").cast("long") + 2**31)).alias("hash2")]
 
 
-CLAIM_BITS = {LAMPORT: 1, SEQUENCER: 2, CAUSAL: 4}
+CLAIM_BITS = {LAMPORT: 1, SEQUENCER: 2, CAUSAL: 4, HANDOUT: 8}
 """The orders a record can name, as bits of :func:`run_summary`'s first stage (``bit_or``)."""
 
 SUMMARY_KEYS = ("file", "block_start", "peer", "view", "lat_bin")

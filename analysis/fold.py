@@ -331,7 +331,9 @@ def run_summary(rows: list[dict], bad_kept: int = 5) -> list[dict]:
     Lists hold what Spark's hold, in an order of their own (every reader of them ignores it: the
     fold dedups ``member_lists`` and sorts ``claims`` and ``early``); ``bad`` is sorted by row, as
     Spark's. Float sums are added in row order (Spark's order is its own: equal up to rounding).
-    Raises :class:`UnfoldableInput` for a message whose latency is not finite.
+    Raises :class:`UnfoldableInput` for a message whose latency is not finite. A message without
+    one (a handout-wire record: no ``sent_at``) is in bin None and adds to no latency figure, as in
+    Spark.
     """
     disorder, index_fault = order_marks(rows)
     groups: dict[tuple, dict] = {}
@@ -340,10 +342,10 @@ def run_summary(rows: list[dict], bad_kept: int = 5) -> list[dict]:
         kind = r["kind"]
         msg = good and kind == "message"
         latency = r["latency"] if msg else None
-        if msg and not math.isfinite(latency):
+        if latency is not None and not math.isfinite(latency):
             raise UnfoldableInput(f"latency {latency} at row {r['row']}")
         key = (r["file"], r["block_start"], r["peer"], r["view"],
-               latency_bin_py(latency) if msg else None)
+               latency_bin_py(latency) if latency is not None else None)
         g = groups.get(key)
         if g is None:
             g = groups[key] = {
@@ -370,9 +372,10 @@ def run_summary(rows: list[dict], bad_kept: int = 5) -> list[dict]:
             g["hash_lo"] = (g["hash_lo"] or 0) + (h & _LOW32)
             g["hash_hi"] = (g["hash_hi"] or 0) + ((h & _LOW64) >> 32)
             g["hash2"] = (g["hash2"] or 0) + r["content_hash2"] + 2**31
-            g["lat_sum"] = latency if g["lat_sum"] is None else g["lat_sum"] + latency
-            g["lat_min"] = latency if g["lat_min"] is None else min(g["lat_min"], latency)
-            g["lat_max"] = latency if g["lat_max"] is None else max(g["lat_max"], latency)
+            if latency is not None:
+                g["lat_sum"] = latency if g["lat_sum"] is None else g["lat_sum"] + latency
+                g["lat_min"] = latency if g["lat_min"] is None else min(g["lat_min"], latency)
+                g["lat_max"] = latency if g["lat_max"] is None else max(g["lat_max"], latency)
         elif kind == "view":
             g["views"] += 1
             lists = {"members": _nulls_last(r["members"]), "removed": r["removed"]}

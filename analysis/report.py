@@ -18,6 +18,8 @@ from analysis import membership
 
 CHECKS = (  # (key in result["checks"], title, what a row means)
     ("order", "order per peer", "record not after the previous one, or index gap/repeat"),
+    ("common_order", "common order", "handout runs: the first line where a file stops being a "
+                                     "prefix of every message sorted by (clock, from)"),
     ("duplicates", "duplicates", "a peer delivered the same (clock, pid) again"),
     ("fifo_reorders", "FIFO order", "an origin's message delivered before an earlier-sent one"),
     ("fifo_gaps", "FIFO gaps", "an origin's messages skipped between two delivered ones"),
@@ -70,6 +72,8 @@ def _describe(row: dict) -> str:
         return (f"{row['peer']} delivered {_message(row['message'])} at index {row['index']} before "
                 f"its causal predecessor {pred}; it had delivered {row['delivered']} of "
                 f"{row['member']}'s messages of view {row['view']}, needed {row['needed']}")
+    if "as_in" in row:
+        return describe_departure(row)
     parts = []
     for k, v in row.items():
         if isinstance(v, dict):
@@ -80,12 +84,49 @@ def _describe(row: dict) -> str:
     return " ".join(parts)
 
 
+HANDOUT_ORDER = ("order: the handout's, (clock, from as written), from compared as a string "
+                 "(Java's String.compareTo); a text output's peer is its file name")
+
+
+def handout_lines(result: dict) -> list[str]:
+    """What a handout run adds to the summary: its order, the peers not named after their file (TOM
+    peers' JSON Lines), the files cut short. Empty for any other run."""
+    if result.get("order") != "handout":
+        return []
+    lines = [HANDOUT_ORDER]
+    for peer, files in (result.get("peer_files") or {}).items():
+        if [f.rsplit("/", 1)[-1] for f in files] != [peer]:
+            lines.append(f"peer {peer}: {', '.join(files)}")
+    incomplete = result.get("incomplete") or []
+    if incomplete:
+        lines.append(f"incomplete files (cut short: a prefix of the common order, nothing missing "
+                     f"before their last message): {len(incomplete)}")
+        lines += [f"  {i['peer']}: {i['messages']} of {i['of']} messages ({', '.join(i['files'])})"
+                  for i in incomplete]
+    return lines
+
+
+def describe_departure(row: dict) -> str:
+    """A file's first departure from a handout run's common order, as a sentence."""
+    has = f"({row['has']['clock']}, {row['has']['from']})"
+    where = f"{row['peer']} departs from the common order at line {row['line']} ({row['file']})"
+    if row["expected"] is None:
+        return f"{where}: has {has} past the common order's last message"
+    belongs = f"({row['expected']['clock']}, {row['expected']['from']})"
+    seen = f", as in {', '.join(row['as_in'])}" if row["as_in"] else ""
+    return f"{where}: has {has} where {belongs} belongs{seen}"
+
+
 def print_summary(result: dict, console: Console, rows_per_check: int = 3) -> None:
     """Verdict first, then counts, then the first violations of each check."""
     verdict = result["verdict"]
     console.print(verdict_line(result), style=VERDICT_STYLE[verdict], markup=False)
     for problem in result.get("problems", []):
         console.print(f"  {problem}", markup=False)
+    for skipped in result.get("skipped", []):
+        console.print(skipped, markup=False)
+    for line in handout_lines(result):
+        console.print(line, markup=False)
     counts = result.get("counts")
     bad = result.get("bad_lines", {"count": 0, "first": []})
     files = result.get("file_summaries", [])
@@ -262,6 +303,11 @@ def render_html(result: dict) -> str:
            f"{_e(verdict_line(result))}</span></h1>"]
     for p in result.get("problems", []):
         out.append(f"<p class='bad'>{_e(p)}</p>")
+    for skipped in result.get("skipped", []):
+        out.append(f"<p><small>{_e(skipped)}</small></p>")
+    notes = handout_lines(result)
+    if notes:
+        out.append("<p>" + "<br>".join(_e(line) for line in notes) + "</p>")
     counts = result.get("counts")
     if counts:
         out.append(f"<p>{counts['records']:,} records from {counts['peers']} peers · "

@@ -13,9 +13,10 @@ Invariants of :func:`parse_lines`:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -23,6 +24,11 @@ SCHEMA_VERSIONS = (1, 2)
 ORDERS = ("lamport", "sequencer", "causal")
 """The orders a group can run; a v1 record, and a v2 message with neither ``seq`` nor ``vc``,
 belong to a Lamport run."""
+HANDOUT = "handout"
+"""The order of a handout run (docs/output-format.md, "Handout output files"): ``(clock, from as
+written)``, ``from`` compared as a string. Named by every line of a course tool's text output and by
+every TOM record with ``"wire": "handout"``; no view record names it (the handout's groups are
+static)."""
 
 RECORD_SCHEMA = T.StructType([
     T.StructField("v", T.IntegerType()),
@@ -42,10 +48,13 @@ RECORD_SCHEMA = T.StructType([
     T.StructField("order", T.StringType()),
     T.StructField("seq", T.LongType()),
     T.StructField("vc", T.MapType(T.StringType(), T.LongType())),
+    T.StructField("from", T.StringType()),
+    T.StructField("wire", T.StringType()),
 ])
 """One record of schema v1 or v2; ``text``/``sent_at`` only on messages, ``members``/``joined``/
 ``left``/``removed``/``order`` only on views; ``seq`` (sequencer runs) and ``vc`` (causal runs' messages)
-only in v2."""
+only in v2; ``from`` and ``wire`` only on a TOM peer's handout-wire messages (which have no
+``sent_at``)."""
 
 COMMON_FIELDS = ("v", "kind", "index", "peer", "clock", "pid", "delivered_at", "view")
 MESSAGE_FIELDS = ("text", "sent_at")
@@ -58,10 +67,14 @@ RAW_COLUMNS = ("value", "file", "block_start", "row")
 
 @dataclass(frozen=True, slots=True)
 class ResolvedInputs:
-    """Input files found for the given paths; ``missing`` lists paths that matched nothing."""
+    """Input files found for the given paths: ``files`` (JSON Lines), ``texts`` (course tools' text
+    outputs, :data:`HANDOUT_LINE`); ``missing`` lists paths that matched nothing, ``skipped`` one
+    line per file named (or globbed) that is neither."""
 
     files: list[str]
     missing: list[str]
+    texts: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
 
 GLOB_CHARS = "*?[{"
@@ -102,9 +115,45 @@ def expand_braces(pattern: str) -> list[str]:
     return [pattern]
 
 
-def _resolve_local(given: str) -> list[str] | None:
-    """Files of one local path, folder (its ``*.jsonl`` files) or glob, as ``file:/abs`` names;
-    None if it matches nothing."""
+PEEK_BYTES = 1 << 16
+"""How far into a file :func:`first_content_line` looks for a non-blank line."""
+
+_HANDOUT_START = re.compile(r"([0-9]+ ACKs on )?MESSAGE-[0-9]+-.+?:[0-9]+-")
+
+
+def first_content_line(path: str) -> tuple[int, str] | None:
+    """``(line number, line)`` of the first non-blank line in the first :data:`PEEK_BYTES` of a
+    local file (decoded as UTF-8, bad bytes replaced); None if there is none."""
+    with open(path, "rb") as fh:
+        head = fh.read(PEEK_BYTES)
+    for number, line in enumerate(head.decode("utf-8", "replace").splitlines(), 1):
+        if line.strip():
+            return number, line
+    return None
+
+
+def output_kind(name: str, first: tuple[int, str] | None, named: bool) -> str | None:
+    """What an input file is: ``"jsonl"``, ``"handout"`` (a course tool's text output) or None (no
+    output file: skipped).
+
+    ``*.jsonl`` is JSON Lines whatever it holds; any other name is a text output if its first
+    non-blank line (``first``, from :func:`first_content_line`) starts as a handout frame. A file
+    named on the command line (or matched by a glob) is also taken as JSON Lines, as before there
+    were text outputs, when it is empty or its first line starts with ``{`` (torn lines included);
+    a folder's other files are not outputs, so logs beside the outputs are never read as peers.
+    """
+    if name.endswith(".jsonl"):
+        return "jsonl"
+    if first is not None and _HANDOUT_START.match(first[1]):
+        return "handout"
+    if named and (first is None or first[1].lstrip().startswith("{")):
+        return "jsonl"
+    return None
+
+
+def _resolve_local(given: str) -> ResolvedInputs | None:
+    """Files of one local path, folder or glob (:func:`output_kind`), as ``file:/abs`` names; None if
+    it matches nothing."""
     import glob
     import os
 
@@ -116,14 +165,32 @@ def _resolve_local(given: str) -> list[str] | None:
             matches.append(pattern)
     if not matches:
         return None
-    files: list[str] = []
+    candidates: list[tuple[str, bool]] = []  # (path, named)
     for m in matches:
         if os.path.isdir(m):
-            files += sorted(os.path.join(m, c) for c in os.listdir(m)
-                            if c.endswith(".jsonl") and os.path.isfile(os.path.join(m, c)))
+            candidates += [(os.path.join(m, c), False) for c in sorted(os.listdir(m))
+                           if os.path.isfile(os.path.join(m, c))]
         else:
-            files.append(m)
-    return ["file:" + os.path.abspath(f) for f in files]
+            candidates.append((m, True))
+    found = ResolvedInputs([], [])
+    for path, named in candidates:
+        shown = os.path.abspath(path)
+        try:
+            first = None if path.endswith(".jsonl") else first_content_line(path)
+        except OSError as exc:
+            if named:
+                found.skipped.append(f"skipped {shown}: cannot read it ({exc.strerror})")
+            continue
+        kind = output_kind(os.path.basename(path), first, named)
+        if kind == "jsonl":
+            found.files.append("file:" + shown)
+        elif kind == "handout":
+            found.texts.append("file:" + shown)
+        elif named:
+            number, line = first  # type: ignore[misc]  # None is "jsonl" when named
+            found.skipped.append(f"skipped {shown}: line {number} is neither a TOM record nor a "
+                                 f"handout frame: {line[:EXCERPT_CHARS]}")
+    return found
 
 
 def _resolve_remote(spark: SparkSession, given: str) -> list[str] | None:
@@ -150,23 +217,32 @@ def _resolve_remote(spark: SparkSession, given: str) -> list[str] | None:
 
 
 def resolve_inputs(spark: SparkSession, paths: list[str]) -> ResolvedInputs:
-    """Expand files, folders (their ``*.jsonl`` children) and globs (``*?[]`` and ``{a,b}``).
+    """Expand files, folders and globs (``*?[]`` and ``{a,b}``) into output files.
 
-    Local paths (plain or ``file:``) are listed here in Python; remote URIs (``hdfs://``, ...) by
-    Spark's own file listing, through the DataFrame API only, so a Spark Connect session resolves
-    them on its server. Listing is bounded by the number of files, never by their size. A file named
-    explicitly is taken whatever its extension.
+    Local paths (plain or ``file:``) are listed here in Python, and sorted into JSON Lines and
+    course tools' text outputs by :func:`output_kind`: a folder's ``*.jsonl`` files and text
+    outputs, a named file if it is either (else one ``skipped`` line naming it and its first bad
+    line). Remote URIs (``hdfs://``, ...) are listed by Spark's own file listing, through the
+    DataFrame API only, so a Spark Connect session resolves them on its server: a folder's
+    ``*.jsonl`` files, a named file whatever its extension (all read as JSON Lines). Listing is
+    bounded by the number of files, never by their size.
     """
-    files: list[str] = []
-    missing: list[str] = []
+    out = ResolvedInputs([], [])
     for given in paths:
-        found = _resolve_remote(spark, given) if is_remote_uri(given) else _resolve_local(given)
-        if found is None:
-            missing.append(given)
+        if is_remote_uri(given):
+            remote = _resolve_remote(spark, given)
+            found = None if remote is None else ResolvedInputs(remote, [])
         else:
-            files.extend(found)
-    unique = list(dict.fromkeys(files))
-    return ResolvedInputs(files=unique, missing=missing)
+            found = _resolve_local(given)
+        if found is None:
+            out.missing.append(given)
+        else:
+            out.files.extend(found.files)
+            out.texts.extend(found.texts)
+            out.skipped.extend(found.skipped)
+    return ResolvedInputs(files=list(dict.fromkeys(out.files)), missing=out.missing,
+                          texts=list(dict.fromkeys(out.texts)),
+                          skipped=list(dict.fromkeys(out.skipped)))
 
 
 def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
@@ -189,22 +265,49 @@ def pid_host(pid: Column) -> Column:
     return F.substring(pid, F.lit(1), F.length(pid) - F.length(F.substring_index(pid, ":", -1)) - 1)
 
 
+def _on_handout_wire() -> Column:
+    """True for a record written by a TOM peer on the handout's wire (``"wire": "handout"``)."""
+    return F.coalesce(F.col("wire") == HANDOUT, F.lit(False))
+
+
 def _required_missing() -> tuple[Column, Column]:
     """``(any_missing, missing_names)`` over the record columns: a required field null (absent or
-    ill-typed: both readers turn a wrong type into null)."""
+    ill-typed: both readers turn a wrong type into null). A handout-wire message needs ``from`` and
+    has no ``sent_at`` (the handout's frames carry no send time); a record naming another wire is
+    left to :func:`_handout_wire_problem` to name."""
     kind = F.col("kind")
+    handout = _on_handout_wire()
+    wired = F.col("wire").isNotNull()
     missing_items = [F.when(F.col(name).isNull(), F.lit(name)) for name in COMMON_FIELDS]
-    missing_items += [F.when((kind == "message") & F.col(name).isNull(), F.lit(name))
+    missing_items += [F.when((kind == "message") & F.col(name).isNull()
+                             & (~wired if name == "sent_at" else F.lit(True)), F.lit(name))
                       for name in MESSAGE_FIELDS]
     missing_items += [F.when((kind == "view") & F.col(name).isNull(), F.lit(name))
                       for name in VIEW_FIELDS]
+    missing_items += [F.when(handout & F.col("from").isNull(), F.lit("from"))]
     any_missing = F.lit(False)
     for name in COMMON_FIELDS:
         any_missing = any_missing | F.col(name).isNull()
     any_missing = (any_missing
-                   | ((kind == "message") & (F.col("text").isNull() | F.col("sent_at").isNull()))
-                   | ((kind == "view") & F.col("members").isNull()))
+                   | ((kind == "message") & (F.col("text").isNull()
+                                             | (F.col("sent_at").isNull() & ~wired)))
+                   | ((kind == "view") & F.col("members").isNull())
+                   | (handout & F.col("from").isNull()))
     return any_missing, F.array_compact(F.array(*missing_items))
+
+
+FROM_PATTERN = r"^.+:[0-9]+$"
+"""A handout ``from``: ``[NAME]/IP:PORT`` or ``IP:PORT`` as a Java tool writes it (anything ending
+in ``:<digits>``)."""
+
+
+def _handout_wire_problem() -> Column:
+    """Why a record with a ``wire`` key is not a valid handout-wire message (null if it is one)."""
+    return (F.when(F.col("wire") != HANDOUT, F.concat(F.lit("unknown wire "), F.col("wire")))
+            .when(F.col("kind") != "message", F.lit("a handout record is a message (a static group)"))
+            .when(~F.col("from").rlike(FROM_PATTERN), F.lit("from is not [NAME/]HOST:PORT"))
+            .when(F.col("seq").isNotNull() | F.col("vc").isNotNull(),
+                  F.lit("seq or vc on a handout record")))
 
 
 def record_problem(blank: Column, unparsable: Column) -> Column:
@@ -226,6 +329,7 @@ def record_problem(blank: Column, unparsable: Column) -> Column:
         .when(~kind.isin("message", "view"), F.concat(F.lit("unknown kind "), kind))
         .when(pid_port(F.col("pid")).isNull(), F.lit("pid is not host:port"))
         .when(F.col("index") < 1, F.lit("index < 1"))
+        .when(F.col("wire").isNotNull(), _handout_wire_problem())
         .when(F.col("v") == 1, F.lit(None))  # v1 knows no order fields: whatever is there is ignored
         .when((kind == "view") & F.col("order").isNull(), F.lit("missing or ill-typed: order"))
         .when((kind == "view") & ~F.col("order").isin(*ORDERS),
@@ -244,8 +348,9 @@ def record_problem(blank: Column, unparsable: Column) -> Column:
 def order_claim() -> Column:
     """The order a good record says its run uses: ``order`` of a v2 view record; for a v2 message
     ``sequencer`` if it has ``seq``, ``causal`` if it has ``vc``, else ``lamport``; every v1 record
-    ``lamport``."""
-    return (F.when(F.col("v") == 1, F.lit("lamport"))
+    ``lamport``; a record with a (valid) ``wire`` key :data:`HANDOUT`."""
+    return (F.when(F.col("wire").isNotNull(), F.lit(HANDOUT))
+            .when(F.col("v") == 1, F.lit("lamport"))
             .when(F.col("kind") == "view", F.col("order"))
             .when(F.col("seq").isNotNull(), F.lit("sequencer"))
             .when(F.col("vc").isNotNull(), F.lit("causal"))
@@ -276,7 +381,8 @@ def parse_lines(raw: DataFrame) -> DataFrame:
     claim, seq, vc`` (see :func:`order_fields`);
     ``text_hash`` is xxhash64 of the text (the text itself is not kept: the checks only compare
     it). ``removed`` of a view record (the members that view took out as failed) is optional: absent
-    means none; ``joined``/``left`` are validated by nothing and not kept.
+    means none; ``joined``/``left`` are validated by nothing and not kept. A handout-wire record's
+    ``pid`` is its ``from`` as written: in a handout run a message is ``(clock, from)``.
     """
     r = F.from_json("value", RECORD_SCHEMA)
     parsed = raw.select("value", "file", "block_start", "row", r.alias("r")).select(
@@ -286,11 +392,66 @@ def parse_lines(raw: DataFrame) -> DataFrame:
         "file", "block_start", "row",
         problem.alias("problem"),
         F.when(problem.isNotNull(), F.substring("value", 1, EXCERPT_CHARS)).alias("excerpt"),
-        "kind", "index", "peer", "clock", "pid",
+        "kind", "index", "peer", "clock",
+        F.when(F.col("wire").isNotNull(), F.col("from")).otherwise(F.col("pid")).alias("pid"),
         "view", "delivered_at", "sent_at",
         F.xxhash64("text").alias("text_hash"),
         "members", removed_of_view().alias("removed"),
         *order_fields(),
+    )
+
+
+# --------------------------------------------------------------------------- handout text outputs
+
+HANDOUT_LINE = r"^(?:[0-9]+ ACKs on )?MESSAGE-([0-9]+)-(.+?:[0-9]+)-(.*)$"
+"""One delivered message in a course tool's text output: ``MESSAGE-<clock>-<from>-<text>``, maybe
+after ``N ACKs on ``. ``<from>`` ends at the first ``:<digits>-`` after the clock (a host may hold
+``-`` and ``/``); the rest of the line is the text, raw. ASCII digits only, as Java's ``\\d``."""
+
+NOT_A_FRAME = "not a handout frame ([N ACKs on ]MESSAGE-<clock>-<from>-<text>)"
+
+
+def handout_peer(file: Column) -> Column:
+    """A text output's peer: its file name, decoded from Spark's URI form of the path (``%XX``
+    escapes; a ``+`` is a plus, not a space)."""
+    name = F.regexp_extract(file, "[^/]*$", 0)
+    return F.coalesce(F.try_url_decode(F.replace(name, F.lit("+"), F.lit("%2B"))), name)
+
+
+def parse_handout_lines(raw: DataFrame) -> DataFrame:
+    """Parse raw lines of course tools' text outputs into the rows of :func:`parse_lines` (same
+    columns and types), keeping every other line as a bad line with a reason.
+
+    A good line is a ``kind = "message"`` record of view 1 with ``peer`` its file's name
+    (:func:`handout_peer`), ``pid`` its ``from`` as written, ``claim`` :data:`HANDOUT`, ``index``
+    its position among its file's messages (1-based, in line order: the line number when the file
+    holds nothing else) and no times (the handout writes none). One window by file numbers the
+    messages: a class's files are small.
+    """
+    frame = "(?s)" + HANDOUT_LINE
+    value = F.col("value")
+    clock = F.regexp_extract(value, frame, 1).try_cast("long")
+    problem = (F.when(F.trim(value) == "", F.lit("blank line"))
+               .when(~value.rlike(frame), F.lit(NOT_A_FRAME))
+               .when(clock.isNull(), F.lit("clock out of range")))
+    judged = raw.select("*", problem.alias("problem"))
+    good = F.col("problem").isNull()
+    position = F.row_number().over(Window.partitionBy("file", good).orderBy("block_start", "row"))
+    none = lambda kind: F.lit(None).cast(kind)  # noqa: E731
+    return judged.select(
+        "file", "block_start", "row", "problem",
+        F.when(~good, F.substring(value, 1, EXCERPT_CHARS)).alias("excerpt"),
+        F.when(good, F.lit("message")).alias("kind"),
+        F.when(good, position).cast("long").alias("index"),
+        F.when(good, handout_peer(F.col("file"))).alias("peer"),
+        F.when(good, clock).alias("clock"),
+        F.when(good, F.regexp_extract(value, frame, 2)).alias("pid"),
+        F.when(good, F.lit(1)).cast("long").alias("view"),
+        none("double").alias("delivered_at"), none("double").alias("sent_at"),
+        F.when(good, F.xxhash64(F.regexp_extract(value, frame, 3))).alias("text_hash"),
+        none("array<string>").alias("members"), none("array<string>").alias("removed"),
+        F.when(good, F.lit(HANDOUT)).alias("claim"),
+        none("long").alias("seq"), none("map<string,bigint>").alias("vc"),
     )
 
 

@@ -10,7 +10,9 @@ Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). Tw
   (:func:`analysis.fold.run_summary`, the same rows), so it runs one Spark job and no shuffle;
 * the exact path (anything the fast path cannot settle, and the other orders): every line parsed
   once into a cached frame, the event table built with one shuffle by event key (cached), the order
-  checks with one shuffle by peer.
+  checks with one shuffle by peer. Handout runs (docs/output-format.md, "Handout output files")
+  always take it: the course tools' text outputs are parsed into the same rows as JSON Lines
+  (:func:`analysis.schema.parse_handout_lines`) and checked in the handout's order.
 
 Only bounded results reach the driver: counts, the first few violations of each check, per-pair and
 per-peer figures, a histogram and the first messages for the picture. Exit status: 0 verified,
@@ -40,11 +42,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="tom verify",
         description="Check that TOM peers delivered the same messages in the order their run used "
                     "(Lamport or sequencer: the same total order; causal: every message after its "
-                    "causal predecessors). "
+                    "causal predecessors; a class of the course handout's tools: the same messages "
+                    "in the handout's order, (clock, from as written)). "
                     "Exit status: 0 verified, 1 violations found, 2 unusable input.")
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="output files, folders (their *.jsonl files) or globs; local paths or "
-                             "any Hadoop filesystem URI (hdfs://, s3a://, ...)")
+                        help="output files, folders (their *.jsonl files and, local only, the "
+                             "handout tools' text outputs: files whose lines are "
+                             "MESSAGE-<clock>-<from>-<text>) or globs; local paths or any Hadoop "
+                             "filesystem URI (hdfs://, s3a://, ...)")
     parser.add_argument("--report-dir", type=Path, default=None,
                         help="where report.json and report.html go "
                              "(default: tom-verify/ next to the first input)")
@@ -180,12 +185,20 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
     result: dict = {"verdict": "UNUSABLE INPUT", "exit_code": EXIT_UNUSABLE, "inputs": paths,
                     "problems": [], "timing": timing}
     resolved = schema.resolve_inputs(spark, paths)
-    result["files"] = [schema.display_path(f) for f in resolved.files]
+    result["files"] = [schema.display_path(f) for f in resolved.files + resolved.texts]
     if resolved.missing:
         result["problems"] = [f"no such path: {p}" for p in resolved.missing]
         return result
-    if not resolved.files:
-        result["problems"] = ["no *.jsonl file in the given folders"]
+    if not resolved.files and not resolved.texts:
+        result["problems"] = resolved.skipped or [
+            "no output file (*.jsonl, or a handout tool's text output) in the given folders"]
+        return result
+    if resolved.skipped:
+        result["skipped"] = resolved.skipped
+    if resolved.texts:  # the fast path reads JSON Lines only, and proves the Lamport order only
+        result["fast_path"] = ("handout text outputs: exact checks run (the one-pass proof is "
+                               "Lamport's, over JSON Lines)")
+        _verify_exact(spark, resolved.files, first, result, lap, texts=resolved.texts)
         return result
 
     # The summary's second stage keeps a few list buffers per group (bad rows, views, early
@@ -214,8 +227,8 @@ PEEK_BYTES = 1 << 16
 def peek_order(files: list[str]) -> str | None:
     """The order named by the first line of each local file, if they all name the same one
     (:func:`analysis.schema.order_claim` in Python); None if a file is remote, unreadable or the
-    files differ. Only a hint: it lets a sequencer or causal run skip the fast path (the Lamport
-    order's one-pass proof); both paths decide the order from every record."""
+    files differ. Only a hint: it lets a sequencer, causal or handout run skip the fast path (the
+    Lamport order's one-pass proof); both paths decide the order from every record."""
     from analysis import schema
 
     seen = set()
@@ -230,7 +243,9 @@ def peek_order(files: list[str]) -> str | None:
             return None
         if not isinstance(r, dict):
             return None
-        if r.get("v") == 1:
+        if "wire" in r:
+            seen.add(schema.HANDOUT)
+        elif r.get("v") == 1:
             seen.add("lamport")
         elif r.get("kind") == "view":
             seen.add(r.get("order"))
@@ -241,9 +256,13 @@ def peek_order(files: list[str]) -> str | None:
 
 def _not_in_order(order: str) -> dict[str, dict]:
     """The checks an order does not use, reported as 0 with the reason."""
+    from analysis.schema import HANDOUT
+
     out = {}
     if order == "lamport":
         out["numbering"] = {"count": 0, "first": [], "note": "the Lamport order numbers nothing"}
+    if order == HANDOUT:
+        out["numbering"] = {"count": 0, "first": [], "note": "the handout's order numbers nothing"}
     if order != "causal":
         out["causal"] = {"count": 0, "first": [], "note": f"a {order} run: no vector timestamps"}
     return out
@@ -598,24 +617,71 @@ def _causal_check(spark, records, files: list[str], first: int, found: dict) -> 
     found["causal"] = {"count": count, "first": rows}
 
 
-def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> None:
+def _parsed_inputs(spark, files: list[str], texts: list[str]):
+    """The parsed rows (:func:`analysis.schema.parse_lines`' columns) of JSON Lines ``files`` and
+    handout text outputs ``texts``: one frame, a union of the two readers' rows."""
+    from analysis import schema
+
+    parts = []
+    if files:
+        parts.append(schema.parse_lines(schema.read_lines(spark, files)))
+    if texts:
+        parts.append(schema.parse_handout_lines(schema.read_lines(spark, texts)))
+    parsed = parts[0]
+    for more in parts[1:]:
+        parsed = parsed.unionByName(more)
+    return parsed
+
+
+def _handout_facts(records, messages, departed: set[str], n_messages: int, rename) -> dict:
+    """``peer_files`` (each peer's files) and ``incomplete`` (the peers whose files are a strict
+    prefix of the common order: fewer messages than the run, no departure) of a handout run.
+    Small: a row per peer, or per (peer, file)."""
+    from analysis import checks, schema
+
+    peer_files: dict[str, list[str]] = {}
+    for r in records.select("peer", "file").distinct().limit(MAX_PEERS * 4).collect():
+        peer_files.setdefault(r.peer, []).append(schema.display_path(rename(r.file)))
+    held = {r.peer: r.messages for r in checks.messages_per_peer(messages).collect()}
+    incomplete = [{"peer": p, "files": sorted(peer_files.get(p, [])), "messages": k, "of": n_messages}
+                  for p, k in sorted(held.items()) if k < n_messages and p not in departed]
+    return {"peer_files": {p: sorted(f) for p, f in sorted(peer_files.items())},
+            "incomplete": incomplete}
+
+
+def _departure(row: dict, rename, offsets) -> dict:
+    """A row of :func:`analysis.checks.departures` as the report shows it: the file and its line."""
+    from analysis import schema
+
+    file = rename(row["file"])
+    return {"peer": row["peer"], "file": schema.display_path(file),
+            "line": schema.line_number(offsets, file, row["block_start"], row["row"]),
+            "index": row["index"], "has": {"clock": row["clock"], "from": row["pid"]},
+            "expected": (None if row["expected_clock"] is None else
+                         {"clock": row["expected_clock"], "from": row["expected_pid"]}),
+            "as_in": row["as_in"]}
+
+
+def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
+                  texts: list[str] = ()) -> None:
     """Every check computed exactly (event table, order, pairwise divergences): fills ``result``.
 
-    Run when the fast path could not prove the run healthy; reads the input again as text.
+    Run when the fast path could not prove the run healthy (or for handout text outputs
+    ``texts``, which only this path reads); reads the input again as text.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from analysis import checks, membership, run_order, schema
 
-    parsed = schema.parse_lines(schema.read_lines(spark, files)) \
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    texts = list(texts)
+    parsed = _parsed_inputs(spark, files, texts).persist(StorageLevel.MEMORY_AND_DISK)
     messages = None
     try:
-        rename = _given_name(files)
+        rename = _given_name(files + texts)
         blocks = [dict(r.asDict(), file=rename(r.file))
                   for r in schema.block_stats(parsed).collect()]  # one row per split
-        summaries, offsets = schema.file_summaries(blocks, files)
+        summaries, offsets = schema.file_summaries(blocks, files + texts)
         bad = []
         for r in schema.bad_lines(parsed).orderBy("file", "row").limit(first).collect():
             bad.append({"file": schema.display_path(rename(r.file)),
@@ -695,11 +761,24 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
                 record("fifo_gaps", *_count_and_first(gaps, ["peer", "origin", "after_clock"], first))
             else:
                 record("fifo_gaps", 0, [], note="nothing missing, so no gap")
+            if order == checks.HANDOUT:
+                found["agreement"]["note"] = ("a file cut short owes nothing after its last message "
+                                              "(listed as incomplete)")
         finally:
             agree.unpersist()
+        if order == checks.HANDOUT:  # per file, where it stops being a prefix of the common order
+            departed = [r.asDict() for r in checks.departures(records, messages)
+                        .orderBy("index", "peer").limit(MAX_PEERS).collect()]
+            record("common_order", len(departed),
+                   [_departure(r, rename, offsets) for r in departed[:first]],
+                   note="every message sorted by (clock, from as written); each file must be a "
+                        "prefix of it")
+            result.update(_handout_facts(records, messages, {r["peer"] for r in departed},
+                                         totals["messages"], rename))
+            lap("common_order_s")
 
         found.update(_not_in_order(order))
-        if order != checks.LAMPORT:
+        if order in (checks.SEQUENCER, checks.CAUSAL):
             record("numbering", *_count_and_first(checks.number_conflicts(messages, order),
                                                   ["view", "origin", "number"], first))
         if order == checks.CAUSAL:
@@ -761,7 +840,8 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap) -> Non
         low, high = _histogram_range(overall)
         hist = {r.bin: r["count"] for r in
                 checks.latency_histogram(lat, low, high, HISTOGRAM_BINS).collect()}
-        diagram = _rows(checks.first_events(messages, DIAGRAM_MESSAGES), DIAGRAM_MESSAGES)
+        diagram = ([] if order == checks.HANDOUT else  # no send times to draw from
+                   _rows(checks.first_events(messages, DIAGRAM_MESSAGES), DIAGRAM_MESSAGES))
         lap("latency_picture_s")
 
         result["counts"] = {"records": n_records, "peers": len(peers), **totals}

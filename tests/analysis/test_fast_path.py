@@ -141,6 +141,7 @@ def test_quantiles_from_bins():
 
 def _cases() -> dict[str, tuple[dict, dict | None]]:
     from tests.analysis.test_dynamic_groups import CRASH_AFTER, VIEW_1, crash_run
+    from tests.analysis.test_handout import CLASS, handout_record
 
     swap, drop, dup, tampered = (run_of(EVENTS) for _ in range(4))
     swap[C] = renumber([swap[C][0], swap[C][1], swap[C][3], swap[C][2]] + swap[C][4:])
@@ -178,6 +179,8 @@ def _cases() -> dict[str, tuple[dict, dict | None]]:
         "split_files": (split, None), "index_gap": (gap, None),
         "equal_clocks": (by_host, None), "equal_clocks_swapped": (host_swap, None),
         "bad_line_inside": (bad_inside, None),
+        "handout_wire": ({p: [handout_record(p, i + 1, c, o, t) for i, (c, o, t) in enumerate(CLASS)]
+                          for p in PEERS}, None),  # no sent_at: messages without a latency
     }
 
 
