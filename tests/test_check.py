@@ -17,7 +17,7 @@ from tom.check import world as check_world
 from tom.check.explore import Found, replay, search, shrink
 from tom.check.trace import run_transcript, shiviz, transcript
 from tom.check.world import Config, Step, World
-from tom.core import causal, lamport, marks, sequencer
+from tom.core import causal, group, lamport, sequencer
 
 
 @pytest.fixture(autouse=True)
@@ -109,9 +109,9 @@ MUTATIONS = {
                            "if len(head.acks) < len(required):")),
         Config("lamport", 3, 1)),
     "a flush that skips a relay": (
-        lambda mp: mutate(mp, lamport.LamportOrder, "relays", "if e.text is not None and e.pid in removed]",
-                          "if False]"),
-        Config("lamport", 3, 1, crash=(1,), senders=(1,))),
+        lambda mp: mutate(mp, group.Core, "_on_propose",
+                          "sends.extend([(others, frame) for frame in self.order.relays(removed)])", "pass"),
+        Config("causal", 3, 1, crash=(1,), senders=(1,))),
     "a sequencer that reuses a number": (
         lambda mp: mutate(mp, sequencer.SequencerOrder, "_number", "self.top_seq += 1",
                           "self.top_seq = 1"),

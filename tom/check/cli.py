@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="A's frames no longer reach B, once, healed later")
     p.add_argument("--false-suspicion", action="store_true",
                    help="a member may also be suspected while it is alive and reachable")
+    p.add_argument("--ticks", type=int, default=2, metavar="K",
+                   help="heartbeat periods a stuck peer may see pass (default 2; a state left stuck only for "
+                        "want of more is not judged for liveness, and the search says how many)")
     p.add_argument("--dynamic", action="store_true",
                    help="views and failure detection even without a fault (default: a static group)")
     p.add_argument("--strategy", choices=("bfs", "dfs", "random"), default="dfs")
@@ -98,7 +101,7 @@ def config_of(args: argparse.Namespace) -> Config:
     return Config(order=args.order, peers=n, messages=args.messages, crash=tuple(args.crash), join=args.join,
                   leave=tuple(args.leave), cut=args.cut, cut_one_way=tuple(args.cut_one_way),
                   false_suspicion=args.false_suspicion, dynamic=args.dynamic,
-                  senders=tuple(args.senders) if args.senders else None)
+                  senders=tuple(args.senders) if args.senders else None, ticks=args.ticks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
             progress.stop()
     how = "exhaustive" if result.exhaustive else f"bounded by {result.bound}"
     console.print(f"{result.states:,} distinct states, {result.transitions:,} transitions, depth {result.depth}, "
-                  f"{result.terminal:,} terminal states, {result.elapsed:.1f} s ({result.rate:,.0f} states/s); "
-                  f"{how}", markup=False)
+                  f"{result.terminal:,} terminal states"
+                  + (f" ({result.tick_bounded:,} of them stuck for want of ticks: liveness not judged there)"
+                     if result.tick_bounded else "")
+                  + f", {result.elapsed:.1f} s ({result.rate:,.0f} states/s); {how}", markup=False)
     if result.found is None:
         console.print(f"[bold green]NO VIOLATION[/] ({how})")
         return EXIT_OK

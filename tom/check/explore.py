@@ -41,6 +41,7 @@ class Result:
     exhaustive: bool = False
     bound: str = ""  # what stopped a non-exhaustive search
     terminal: int = 0  # terminal states reached (liveness checked there)
+    tick_bounded: int = 0  # terminal only because a stuck peer used up its ticks (liveness not judged)
     found: Found | None = None
     shrunk: Found | None = None
 
@@ -100,7 +101,8 @@ def search(config: Config, strategy: str = "bfs", depth: int | None = None, time
         if not steps:
             result.terminal += 1
             try:
-                invariants.check_terminal(world)
+                if not invariants.check_terminal(world):
+                    result.tick_bounded += 1
             except Violation as v:
                 result.found = Found(path_to(key), v)
                 break
@@ -153,7 +155,8 @@ def _random_walks(config: Config, root: World, result: Result, start: float, dea
             if not options:
                 result.terminal += 1
                 try:
-                    invariants.check_terminal(world)
+                    if not invariants.check_terminal(world):
+                        result.tick_bounded += 1
                 except Violation as v:
                     result.found = Found(steps, v)
                 break

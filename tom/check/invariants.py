@@ -7,7 +7,8 @@ At every state:
   prefixes of one another; lamport is uniform, so a crashed or removed peer must agree too, while in
   the sequencer order a peer that failed is exempt (docs/output-format.md, *Uniformity*);
 * **virtual synchrony** — every peer that delivers view v delivers it with the same members, views
-  come in increasing order, and (lamport, sequencer) the messages of view v delivered before it agree;
+  come in increasing order, and the peers that go on from view v to view v + 1 delivered the same
+  messages in view v;
 * **causal order** (causal) — a message is delivered after every message its sender had delivered
   in the same view before sending it;
 * **no false divergence alarm** and **no rejected frame** of a member — checked as the step runs
@@ -61,6 +62,21 @@ def check(world: World) -> None:
             per_view.setdefault(view, {}).setdefault(n, []).append(key)
             if order == "causal":
                 _check_causal(world, n, log, key, view)
+    # virtual synchrony: the peers that install view v + 1 after view v delivered the same messages in v
+    installed: dict[int, set[int]] = {}
+    for n, log in world.logs.items():
+        for entry in log:
+            if entry[0] == "v":
+                installed.setdefault(entry[1], set()).add(n)
+    for v, seqs in per_view.items():
+        stayed = sorted(n for n in installed.get(v + 1, ()) if v == 1 or n in installed.get(v, ()))
+        sets = {n: set(seqs.get(n, ())) for n in stayed}
+        for n in stayed[1:]:
+            if sets[n] != sets[stayed[0]]:
+                key = sorted(sets[n] ^ sets[stayed[0]])[0]
+                raise Violation("virtual synchrony",
+                                f"peers {stayed[0]} and {n} both installed view {v + 1}, but only one of them "
+                                f"delivered ({key[0]}, {number(key[1])}) in view {v}")
     if order in ("lamport", "sequencer"):
         for v, seqs in per_view.items():
             peers = sorted(seqs)
@@ -93,8 +109,14 @@ def _check_causal(world: World, n: int, log: tuple, key: tuple, view: int) -> No
                                             f"({pkey[0]}, {number(pkey[1])})")
 
 
-def check_terminal(world: World) -> None:
-    """Liveness of the small run (see the module docstring)."""
+def check_terminal(world: World) -> bool:
+    """Liveness of the small run (see the module docstring). False, and nothing checked, when the
+    state is terminal only because a stuck peer used up its ticks (`Config.ticks`): time would move
+    it on, so it is a bound of the search, not a deadlock."""
+    limit = world.config.ticks
+    if any(local.stuck and world.ticks.get(n, 0) >= limit for n, local in world.locals.items()
+           if n not in world.crashed and n not in world.left):
+        return False
     failed = _failed(world)
     for n, local in sorted(world.locals.items()):
         if n not in world.crashed and n not in world.left and local.mode not in ("normal", "removed"):
@@ -106,7 +128,7 @@ def check_terminal(world: World) -> None:
             raise Violation("liveness", f"peer {n} still has {world.locals[n].backlog} message(s) pending at a "
                                         f"state where nothing more can happen")
     if not live:
-        return
+        return True
     # two peers owe each other the messages of the views both were in (a joiner starts at its view)
     since = {n: next((e[1] for e in world.logs[n] if e[0] == "v"), 1) if n > world.config.peers else 1
              for n in live}
@@ -125,6 +147,7 @@ def check_terminal(world: World) -> None:
         mine = {k for k in sets[first] if k[1] == pid(n)}
         if len(mine) < world.sent[n] and n in world.started | set(range(1, world.config.peers + 1)):
             raise Violation("liveness", f"peer {n} sent {world.sent[n]} message(s), {len(mine)} delivered at the end")
+    return True
 
 
 def _names(members: tuple) -> str:

@@ -54,6 +54,8 @@ def config_line(c: Config) -> str:
     words += [f"cut-one-way={letter(a)}>{letter(b)}" for a, b in c.cut_one_way]
     if c.false_suspicion:
         words.append("false-suspicion")
+    if c.ticks != 2:
+        words.append(f"ticks={c.ticks}")
     return " ".join(words)
 
 
@@ -73,6 +75,7 @@ def parse_config(line: str) -> Config:
                   leave=tuple(LETTERS.index(x) + 1 for x in opts.get("leave", "").split(",") if x),
                   join=int(opts.get("join", "0")), cut=cut, cut_one_way=one_way,
                   false_suspicion="false-suspicion" in words, dynamic=words[0] == "group",
+                  ticks=int(opts.get("ticks", "2")),
                   senders=tuple(LETTERS.index(x) + 1 for x in opts["senders"].split(",")) if "senders" in opts
                   else None)
 
