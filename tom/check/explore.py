@@ -50,6 +50,17 @@ class Result:
         return self.states / self.elapsed if self.elapsed > 0 else 0.0
 
 
+def _at_terminal(result: Result, world: World) -> Violation | None:
+    """Count a terminal state and judge its liveness: the violation, or None."""
+    result.terminal += 1
+    try:
+        if not invariants.check_terminal(world):
+            result.tick_bounded += 1
+    except Violation as v:
+        return v
+    return None
+
+
 def _expand(world: World, step: Step) -> World:
     nxt, _ = world.successor(step)
     invariants.check(nxt)
@@ -99,12 +110,9 @@ def search(config: Config, strategy: str = "bfs", depth: int | None = None, time
         world, key, d = pop()
         steps = world.steps()
         if not steps:
-            result.terminal += 1
-            try:
-                if not invariants.check_terminal(world):
-                    result.tick_bounded += 1
-            except Violation as v:
-                result.found = Found(path_to(key), v)
+            broken = _at_terminal(result, world)
+            if broken is not None:
+                result.found = Found(path_to(key), broken)
                 break
             continue
         if depth is not None and d >= depth:
@@ -153,12 +161,9 @@ def _random_walks(config: Config, root: World, result: Result, start: float, dea
         for _ in range(limit):
             options = world.steps()
             if not options:
-                result.terminal += 1
-                try:
-                    if not invariants.check_terminal(world):
-                        result.tick_bounded += 1
-                except Violation as v:
-                    result.found = Found(steps, v)
+                broken = _at_terminal(result, world)
+                if broken is not None:
+                    result.found = Found(steps, broken)
                 break
             step = rng.choice(options)
             steps.append(step)
