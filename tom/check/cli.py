@@ -65,8 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="A's frames no longer reach B, once, healed later")
     p.add_argument("--false-suspicion", action="store_true",
                    help="a member may also be suspected while it is alive and reachable")
-    p.add_argument("--ticks", type=int, default=2, metavar="K",
-                   help="heartbeat periods a stuck peer may see pass (default 2; a state left stuck only for "
+    p.add_argument("--found", action="store_true",
+                   help="start with no group: the founding handshake forms view 1 (default: view 1 installed)")
+    p.add_argument("--ticks", type=int, default=None, metavar="K",
+                   help="heartbeat periods a stuck peer may see pass (default 2, 5 with --found; a state left stuck only for "
                         "want of more is not judged for liveness, and the search says how many)")
     p.add_argument("--dynamic", action="store_true",
                    help="views and failure detection even without a fault (default: a static group)")
@@ -101,7 +103,8 @@ def config_of(args: argparse.Namespace) -> Config:
     return Config(order=args.order, peers=n, messages=args.messages, crash=tuple(args.crash), join=args.join,
                   leave=tuple(args.leave), cut=args.cut, cut_one_way=tuple(args.cut_one_way),
                   false_suspicion=args.false_suspicion, dynamic=args.dynamic,
-                  senders=tuple(args.senders) if args.senders else None, ticks=args.ticks)
+                  senders=tuple(args.senders) if args.senders else None,
+                  ticks=args.ticks if args.ticks is not None else 5 if args.found else 2, found=args.found)
 
 
 def main(argv: list[str] | None = None) -> int:

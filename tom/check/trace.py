@@ -56,6 +56,8 @@ def config_line(c: Config) -> str:
         words.append("false-suspicion")
     if c.ticks != 2:
         words.append(f"ticks={c.ticks}")
+    if c.found:
+        words.append("found")
     return " ".join(words)
 
 
@@ -75,7 +77,7 @@ def parse_config(line: str) -> Config:
                   leave=tuple(LETTERS.index(x) + 1 for x in opts.get("leave", "").split(",") if x),
                   join=int(opts.get("join", "0")), cut=cut, cut_one_way=one_way,
                   false_suspicion="false-suspicion" in words, dynamic=words[0] == "group",
-                  ticks=int(opts.get("ticks", "2")),
+                  ticks=int(opts.get("ticks", "2")), found="found" in words,
                   senders=tuple(LETTERS.index(x) + 1 for x in opts["senders"].split(",")) if "senders" in opts
                   else None)
 
@@ -202,7 +204,8 @@ def shiviz(config: Config, found: Found) -> str:
             clock = dict(clocks.get(host, {}))
             what = e.note or "step"
             if step.kind == "deliver" and e.peer == step.b and e.note.startswith("<- "):
-                sent = links[(step.a, step.b)].pop(0)
+                queue = links.get((step.a, step.b))
+                sent = queue.pop(0) if queue else {}  # (a frame of the start: --found's first Joins)
                 for h, c in sent.items():
                     clock[h] = max(clock.get(h, 0), c)
                 what = f"receive from {letter(step.a)}: {named(e.note.split(': ', 1)[1])}"
@@ -227,7 +230,8 @@ def page(config: Config, found: Found) -> str:
     for i, (step, events) in enumerate(zip(found.steps, found.events)):
         for e in events:
             if step.kind == "deliver" and e.peer == step.b and e.note.startswith("<- "):
-                j = sends[(step.a, step.b)].pop(0)
+                queue = sends.get((step.a, step.b))
+                j = queue.pop(0) if queue else 0
                 items.append({"step": i, "kind": "arrow", "from": step.a, "at": j, "to": step.b,
                               "label": named(e.note.split(": ", 1)[1])[:48]})
             for dests, _ in e.sends:

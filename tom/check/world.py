@@ -64,6 +64,7 @@ class Config:
     dynamic: bool = False  # views and failure detection (implied by any fault)
     senders: tuple[int, ...] | None = None  # the peers that send (default: every peer)
     ticks: int = 2  # heartbeat periods each peer may see pass while it is stuck (see `World.steps`)
+    found: bool = False  # start with no group: the peers found view 1 (the founding handshake)
 
     def sends(self, n: int) -> int:
         """How many messages peer ``n`` sends."""
@@ -71,7 +72,8 @@ class Config:
 
     @property
     def faults(self) -> bool:
-        return bool(self.crash or self.join or self.leave or self.cut or self.cut_one_way or self.false_suspicion)
+        return bool(self.crash or self.join or self.leave or self.cut or self.cut_one_way or self.false_suspicion
+                    or self.found)
 
     @property
     def everyone(self) -> list[int]:
@@ -88,6 +90,8 @@ class Config:
         parts += [f"cut {a}>{b} and heal" for a, b in self.cut_one_way]
         if self.false_suspicion:
             parts.append("false suspicions")
+        if self.found:
+            parts.append("founding the group")
         return ", ".join(parts)
 
 
@@ -284,7 +288,8 @@ class World:
     # -- the start ---------------------------------------------------------------------------------
     @classmethod
     def initial(cls, config: Config) -> tuple["World", list[Event]]:
-        """View 1 of peers 1..N installed everywhere (a static group when nothing changes the group)."""
+        """View 1 of peers 1..N installed everywhere (a static group when nothing changes the group);
+        with ``found``, no view yet: every peer connected to the others and asking to join."""
         members = list(range(1, config.peers + 1))
         pids = [pid(n) for n in members]
         cores: dict[int, Core] = {}
@@ -308,10 +313,19 @@ class World:
                         core.receive(pid(m), Heartbeat(1))
                 core.ready()
                 cores[n] = core
+        if config.found:  # no group yet: every peer joining, expecting the others (the neighbors file)
+            cores = {n: Core.joining(pid(n), n, TIMING, order=config.order, expected=pids) for n in members}
         world = cls(config, {n: Local.of(c) for n, c in cores.items()}, {}, {n: 0 for n in members},
                     logs={n: () for n in members}, now={n: 0.0 for n in config.everyone},
-                    announced={(a, b): 1 for a in members for b in members if a != b})
-        return world, []
+                    announced={} if config.found else {(a, b): 1 for a in members for b in members if a != b})
+        events: list[Event] = []
+        if config.found:
+            for n in members:
+                for m in members:
+                    if m != n:
+                        events.append(world._apply(n, step_core(world.locals[n], "connected", (pid(m), m)),
+                                                   f"connected {m}"))
+        return world, events
 
     # -- what may happen -------------------------------------------------------------------------
     def blocked(self, a: int, b: int) -> bool:
