@@ -243,3 +243,13 @@ def test_replay_of_a_written_counterexample(tmp_path, monkeypatch):
     monkeypatch.undo()
     check_world._cache.clear()
     assert replay_file(paths[0], console) == 0  # fixed: the same schedule breaks nothing
+
+
+def test_the_founding_handshake_of_two_peers_is_checked_to_exhaustion():
+    r = search(Config("lamport", 2, 0, found=True, ticks=5))
+    assert r.exhaustive and r.found is None and r.terminal > r.tick_bounded  # some end with view 1 formed
+
+
+def test_a_state_stuck_only_for_want_of_ticks_is_not_judged():
+    r = search(Config("lamport", 2, 0, found=True, ticks=1))
+    assert r.found is None and r.tick_bounded == r.terminal  # one heartbeat period founds nothing
