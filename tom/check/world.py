@@ -158,8 +158,40 @@ def freeze(core: Core) -> tuple[bytes, bytes]:
     stats = core.stats
     for k in stats:
         stats[k] = 0
+    _canonical_sets(core)
     blob = pickle.dumps(core, 5)
     return blob, hashlib.blake2b(blob, digest_size=16).digest()
+
+
+def _canonical_sets(root: object) -> None:
+    """Rebuild, in place, every set reachable from ``root`` with its elements inserted in sorted order:
+    a set's iteration order (and so its pickle) depends on the order its elements came in and on the
+    interpreter's hash seed, and two equal cores must freeze to the same bytes. In place, so a set
+    shared by two holders stays shared."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        t = type(obj)
+        if t is set:
+            if len(obj) > 1:  # type: ignore[arg-type]
+                items = sorted(obj, key=repr)  # type: ignore[call-overload]
+                obj.clear()  # type: ignore[attr-defined]
+                obj.update(items)  # type: ignore[attr-defined]
+            continue
+        if t is dict:
+            stack.extend(obj.values())  # type: ignore[attr-defined]
+        elif t is list or t is tuple or t.__name__ == "deque":
+            stack.extend(obj)  # type: ignore[arg-type]
+        elif t.__module__.startswith("tom."):
+            if hasattr(obj, "__dict__"):
+                stack.extend(vars(obj).values())
+            for slot in getattr(t, "__slots__", ()):
+                if hasattr(obj, slot):
+                    stack.append(getattr(obj, slot))
 
 
 def thaw(blob: bytes) -> Core:
