@@ -253,3 +253,10 @@ def test_the_founding_handshake_of_two_peers_is_checked_to_exhaustion():
 def test_a_state_stuck_only_for_want_of_ticks_is_not_judged():
     r = search(Config("lamport", 2, 0, found=True, ticks=1))
     assert r.found is None and r.tick_bounded == r.terminal  # one heartbeat period founds nothing
+
+
+def test_a_joiner_owes_nothing_of_the_view_before_it_joined():
+    """Virtual synchrony compares view v at the peers that were in v and go on to v + 1: a peer that
+    joins in v + 1 is not one of them."""
+    r = search(Config("lamport", 2, 1, join=1), time_limit=5)
+    assert r.found is None, r.found and r.found.violation

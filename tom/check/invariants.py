@@ -68,8 +68,13 @@ def check(world: World) -> None:
         for entry in log:
             if entry[0] == "v":
                 installed.setdefault(entry[1], set()).add(n)
+    founders = set() if world.config.found else set(range(1, world.config.peers + 1))  # in view 1 from the start
+
+    def was_in(n: int, v: int) -> bool:
+        return n in installed.get(v, ()) or (v == 1 and n in founders)
+
     for v, seqs in per_view.items():
-        stayed = sorted(n for n in installed.get(v + 1, ()) if v == 1 or n in installed.get(v, ()))
+        stayed = sorted(n for n in installed.get(v + 1, ()) if was_in(n, v))
         sets = {n: set(seqs.get(n, ())) for n in stayed}
         for n in stayed[1:]:
             if sets[n] != sets[stayed[0]]:
