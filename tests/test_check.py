@@ -260,3 +260,31 @@ def test_a_joiner_owes_nothing_of_the_view_before_it_joined():
     joins in v + 1 is not one of them."""
     r = search(Config("lamport", 2, 1, join=1), time_limit=5)
     assert r.found is None, r.found and r.found.violation
+
+
+def test_the_documented_view_change_gap_is_reached():
+    """README's known limit: a coordinator cut off just after the last FLUSHED of its attempt reached
+    it installs that view on its own side, while the rest, taking it for dead, install another. Five
+    peers (so that the other four minus a crashed one are a majority), peer 5 crashes, peer 1's flush
+    runs until every FLUSHED is in (its INSTALL still in flight), then 1 is cut off: a depth-first
+    search from there reaches two different views 2. When a consensus on views closes the gap
+    (issue 25), this test must change."""
+    config = Config("lamport", 5, 0, crash=(5,), cut=(frozenset({1}), frozenset({2, 3, 4, 5})))
+    world, _ = World.initial(config)
+    for step in ["crash 5", "timeout 5@1", "timeout 5@2", "timeout 5@3", "timeout 5@4"]:
+        world, _ = world.successor(Step.parse(step))
+    for _ in range(500):  # the flush, but no INSTALL reaches anyone
+        moves = [s for s in world.steps() if s.kind == "deliver" and not world.links[(s.a, s.b)][0].startswith("INSTALL")]
+        if not moves:
+            break
+        world, _ = world.successor(moves[0])
+    assert world.locals[1].mode == "normal" and {world.locals[n].mode for n in (2, 3, 4)} == {"flushed"}
+    world, _ = world.successor(Step("cut"))
+    original = World.initial
+    try:
+        World.initial = classmethod(lambda cls, c: (world, []))  # type: ignore[method-assign]
+        r = search(config, "dfs", time_limit=20)
+    finally:
+        World.initial = original  # type: ignore[method-assign]
+    assert r.found is not None and r.found.violation.name == "virtual synchrony", r.found
+    assert "view 2 has members 1,2,3,4" in str(r.found.violation)
