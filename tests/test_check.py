@@ -9,7 +9,6 @@ import inspect
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -59,8 +58,8 @@ def test_every_order_two_peers_two_messages_is_exhaustive_and_clean(order):
 
 @pytest.mark.parametrize("order", ["lamport", "sequencer", "causal"])
 def test_a_few_seconds_of_each_order_at_three_peers(order):
-    r = search(Config(order, 3, 1), time_limit=3)
-    assert r.found is None and r.states > 1000
+    r = search(Config(order, 3, 1), max_states=5000)
+    assert r.found is None and r.states >= 5000 and r.bound == "5,000 states"
 
 
 def test_bfs_and_dfs_see_the_same_states():
@@ -127,10 +126,8 @@ MUTATIONS = {
 def test_each_planted_bug_is_found_quickly_with_a_short_shrunk_trace(monkeypatch, bug):
     apply, config = MUTATIONS[bug]
     apply(monkeypatch)
-    start = time.perf_counter()
-    r = search(config, "bfs", time_limit=10)
+    r = search(config, "bfs", time_limit=10)  # found within 10 s, or the search stops unfound
     assert r.found is not None, f"{bug}: not found ({r.states} states, {r.bound or 'exhaustive'})"
-    assert time.perf_counter() - start < 10
     _, events, _ = replay(config, r.found.steps)
     r.found.events = events
     small = shrink(config, r.found, budget=10)
