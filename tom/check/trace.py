@@ -35,12 +35,6 @@ def named(text: str) -> str:
     return re.sub(r"127\.0\.0\.1:50(\d\d)", lambda m: LETTERS[int(m.group(1))], text)
 
 
-def unnamed(text: str) -> str:
-    """Peer letters of a frame back to pids (a letter stands alone after ``-``, ``"`` or ``,``)."""
-    return re.sub(r'(?<=[-",\[])([A-J])(?=[-"/,\]]|$)', lambda m: f"127.0.0.1:{5000 + LETTERS.index(m.group(1))}",
-                  text)
-
-
 def config_line(c: Config) -> str:
     peers = " ".join(letter(n) for n in range(1, c.peers + 1))
     words = ["group" if (c.faults or c.dynamic) else "static", peers, f"order={c.order}", f"messages={c.messages}"]
