@@ -35,7 +35,7 @@ log = logging.getLogger("tom.peer")
 CHANNEL_SIZE = 256
 MAX_BACKLOG = 4096  # undelivered messages above which stdin is not read (headless)
 
-# exit statuses (README and `tom peer --help` list them)
+# exit statuses (docs/peer.md and `tom peer --help` list them)
 EXIT_OK = 0  # left (or stopped) with every message entered here delivered and recorded
 EXIT_CONFIG = 2  # setup error: one line, nothing started
 EXIT_REMOVED = 3  # the group removed this peer (it was taken for failed)
