@@ -127,3 +127,22 @@ async def test_sender_gives_up_on_a_neighbor_that_need_not_be_reached():
         nursery.cancel_scope.cancel()
     assert got == [b"HEARTBEAT-1-h:1\n"]
 
+
+
+async def test_a_line_over_the_limit_closes_its_connection_and_nobody_else_s(monkeypatch):
+    monkeypatch.setattr(handout_net, "MAX_LINE_BYTES", 1000)
+    async with trio.open_nursery() as nursery:
+        port, rx = await _start(nursery)
+        junk = await trio.open_tcp_stream("127.0.0.1", port)
+        try:
+            await junk.send_all(b"x" * 5000)
+            with trio.move_on_after(5):
+                while await junk.receive_some(100):  # the peer closes it: EOF
+                    pass
+        except trio.BrokenResourceError:
+            pass  # (or resets it)
+        other = await trio.open_tcp_stream("127.0.0.1", port)
+        await other.send_all(b"ACK-1-h:1\n")
+        await other.aclose()
+        assert await _collect(1, rx) == ["ACK-1-h:1"]
+        nursery.cancel_scope.cancel()
