@@ -20,7 +20,7 @@ import time
 from collections import deque
 
 from tom.core import Core, Delivery
-from tom.frames import format_frame, parse_frame
+from tom.codec.frames import format_frame, parse_frame
 
 
 def run(n: int, order: str, wire: int, per_peer: int, k: int, batch: int) -> tuple[float, float]:

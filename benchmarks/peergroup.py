@@ -153,7 +153,7 @@ class Group:
         neighbors.write_text("".join(f"{HOST}:{p}\n" for p in ports))
         keys = self.workdir / "keys"
         if self.secure:
-            from tom.keys import create_keys
+            from tom.net.keys import create_keys
 
             create_keys([f"{HOST}:{p}" for p in ports], keys)
         env = dict(os.environ)

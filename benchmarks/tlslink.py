@@ -1,7 +1,7 @@
 """One link on loopback, in clear and under TLS: the cost of security where it is paid.
 
 Three ways to carry a link, each in a fresh connection in one process (both ends), in turn, ``--rounds``
-times: a plain `trio.SocketStream`; `trio.SSLStream` (TLS through memory BIOs); `tom.tlsstream`'s
+times: a plain `trio.SocketStream`; `trio.SSLStream` (TLS through memory BIOs); `tom.net.tlsstream`'s
 `TlsSocketStream` (OpenSSL on the socket, what secured peers use on TCP). Figures: the round trip of
 one frame-sized line (send, echo, receive; median of ``--lines``) and bulk echo bandwidth (256 KiB
 batches, as a link writer sends them). Peers' figures are in ``scripts/bench``; this one isolates
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import trio
 
-from tom.keys import create_keys, load_group_keys
-from tom.tlsstream import TlsSocketStream
+from tom.net.keys import create_keys, load_group_keys
+from tom.net.tlsstream import TlsSocketStream
 
 A, B = "127.0.0.1:5000", "127.0.0.1:5001"
 LINE = b"MESSAGE@1763766000.125-12345-127.0.0.1:5000-hello world\n"

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from orders import check_causal, check_same_numbers, check_sequencer_numbers, settled
 from tom.core import Core, Timing, ViewDelivery, has_quorum
 from tom.errors import UsageError
-from tom.frames import Frame, format_frame, parse_frame
-from tom.pid import pid_key
+from tom.codec.frames import Frame, format_frame, parse_frame
+from tom.codec.pid import pid_key
 
 TICK = 0.25
 

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, field
 
 from tom.core import Core, Delivery
-from tom.frames import Frame, format_frame, parse_frame
+from tom.codec.frames import Frame, format_frame, parse_frame
 
 
 @dataclass

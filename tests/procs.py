@@ -53,7 +53,7 @@ def write_neighbors(path: Path, ports: list[int]) -> Path:
 
 def make_keys(folder: Path, ports: list[int]) -> Path:
     """The group credentials (as `tom keys` makes them) for loopback peers on ``ports``."""
-    from tom.keys import create_keys
+    from tom.net.keys import create_keys
 
     create_keys([f"127.0.0.1:{p}" for p in ports], folder)
     return folder

@@ -5,7 +5,7 @@ import pytest
 
 from tom.core import Core, LamportClock
 from tom.errors import FrameError, UsageError
-from tom.frames import Ack, Acks, Marks, Message, Relay
+from tom.codec.frames import Ack, Acks, Marks, Message, Relay
 
 A, B, C = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"
 GROUP = [A, B, C]
@@ -267,7 +267,7 @@ def test_pending_queue_leaves_in_key_order_whatever_the_order_entries_come_in():
     import random
 
     from tom.core import PendingQueue
-    from tom.pid import pid_key
+    from tom.codec.pid import pid_key
 
     for seed in range(40):
         rng = random.Random(seed)

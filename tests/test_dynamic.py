@@ -339,7 +339,7 @@ def test_a_stale_join_founds_nothing_with_a_peer_already_in_a_group():
     its sender has joined the other side's group meanwhile: the founder proposes, the peer in a group
     promises nothing, nothing is installed with it (seen in the founding sweep, seed 105)."""
     from tom.core import Core, Timing
-    from tom.frames import Heartbeat, Join
+    from tom.codec.frames import Heartbeat, Join
 
     a, b, c = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"
     expected = (a, b, c)

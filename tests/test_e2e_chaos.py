@@ -22,7 +22,7 @@ def event(r):
 
 def run_chaos(tmp_path, ports, *flags, verify=False):
     nb = write_neighbors(tmp_path / "nb.txt", ports)
-    cmd = [sys.executable, "-m", "tom.launch", str(nb), "--messages", "150", "--rate", "40", "--delay", "0.01",
+    cmd = [sys.executable, "-m", "tom.tools.launch", str(nb), "--messages", "150", "--rate", "40", "--delay", "0.01",
            "--runs", str(tmp_path / "runs"), "--deadline", "90", *flags]
     if not verify:
         cmd.append("--no-verify")

@@ -233,7 +233,7 @@ def test_launch_prints_one_url_for_the_group(tmp_path):
     neighbors = write_neighbors(tmp_path / "n.txt", ports)
     env = dict(os.environ, TMUX_TMPDIR=str(tmp_path))  # an isolated tmux server, killed below
     try:
-        r = subprocess.run([sys.executable, "-m", "tom.launch", str(neighbors), "--no-attach", "--runs",
+        r = subprocess.run([sys.executable, "-m", "tom.tools.launch", str(neighbors), "--no-attach", "--runs",
                             str(tmp_path / "runs"), "--http-offset", str(offset)],
                            capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, r.stderr

@@ -29,7 +29,7 @@ def records(path):
 def test_launch_each_order_with_delay_and_jitter_is_verified(tmp_path, order):
     ports = free_ports(4)
     nb = write_neighbors(tmp_path / "nb.txt", ports)
-    run = subprocess.run([sys.executable, "-m", "tom.launch", str(nb), "--order", order, "--messages", "40",
+    run = subprocess.run([sys.executable, "-m", "tom.tools.launch", str(nb), "--order", order, "--messages", "40",
                           "--rate", "40", "--delay", "0.02", "--jitter", "0.04", "--no-http",
                           "--runs", str(tmp_path / "runs"), "--deadline", "90"],
                          capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)

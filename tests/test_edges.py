@@ -11,16 +11,16 @@ from hypothesis import given, settings, strategies as st
 
 from tom.core import Core, Timing, check_text
 from tom.errors import ConfigError, FrameError, OutputError, UsageError
-from tom.events import Connected, Disconnected, FramesIn
-from tom.frames import (MAX_FRAME_BYTES, Ack, Heartbeat, Hello, Message, Refused, Resume, encode_frame,
+from tom.peer.events import Connected, Disconnected, FramesIn
+from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Heartbeat, Hello, Message, Refused, Resume, encode_frame,
                         format_frame, message_frame_bytes, parse_frame)
-from tom.handshake import expect
-from tom.links import Link, LineReader, decode
-from tom.listener import run_link
-from tom.neighbors import load_neighbors
-from tom.output import OutputFile
-from tom.pid import is_pid, parse_pid
-from tom.ui import parse_command
+from tom.net.handshake import expect
+from tom.net.links import Link, LineReader, decode
+from tom.net.listener import run_link
+from tom.codec.neighbors import load_neighbors
+from tom.peer.output import OutputFile
+from tom.codec.pid import is_pid, parse_pid
+from tom.peer.ui import parse_command
 
 A, B, C = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"
 GROUP = [A, B, C]
@@ -268,7 +268,7 @@ def test_a_peer_that_delivered_past_a_message_it_never_acknowledged_raises_an_al
     a.receive(C, Heartbeat(1, 1, 0x1234, (6, C)))  # C delivered (6, C) without holding (5, B)
     (alarm,) = a.ready().alarms
     assert (alarm.peer, alarm.position, alarm.skipped) == (C, 1, (5, B))
-    from tom.processor import divergence_line
+    from tom.peer.processor import divergence_line
 
     assert divergence_line(A, alarm) == (
         "DIVERGENCE: 127.0.0.1:5002 and this peer (127.0.0.1:5000) delivered different messages in view 1: "
@@ -279,7 +279,7 @@ def test_a_peer_that_delivered_past_a_message_it_never_acknowledged_raises_an_al
 
 
 def test_the_batched_digest_equals_the_reference_fold():
-    from tom.frames import delivery_digest
+    from tom.codec.frames import delivery_digest
 
     core = Core(A, [A, B])
     texts = ["a", "", "é\n\\", "\U0001F600" * 3]
@@ -341,8 +341,8 @@ def test_a_full_disk_gives_one_line_and_nothing_more_is_recorded(tmp_path):
 # -- 4. a member missing from this peer's neighbors file -----------------------------------------
 
 async def test_frames_for_a_member_missing_from_the_neighbors_file_are_one_warning_not_a_crash(caplog):
-    from tom.frames import Install
-    from tom.sender import sender
+    from tom.codec.frames import Install
+    from tom.net.sender import sender
 
     links = {B: Link(B)}
     out_tx, out_rx = trio.open_memory_channel(10)
@@ -362,8 +362,8 @@ async def test_frames_for_a_member_missing_from_the_neighbors_file_are_one_warni
 def test_a_peer_alone_waits_for_a_backed_off_redial_before_forming_a_group(tmp_path):
     """Seen with --heartbeat 0.2: a peer started next to a running group formed a group of one before
     the group's re-dial (backed off to 2 s) reached it, and was never admitted."""
-    from tom.links import MAX_BACKOFF, backoff
-    from tom.peer import Peer, PeerConfig
+    from tom.net.links import MAX_BACKOFF, backoff
+    from tom.peer.process import Peer, PeerConfig
 
     nb = tmp_path / "n.txt"
     nb.write_text("127.0.0.1:5000\n127.0.0.1:5001\n")

@@ -1,10 +1,10 @@
-"""The processor's tap (`tom.eventfeed`): counting, frames only for those who asked, a slow watcher
+"""The processor's tap (`tom.web.eventfeed`): counting, frames only for those who asked, a slow watcher
 dropped instead of slowing the peer, the SSE payloads."""
 
 from tom.core import Delivery, ViewDelivery
-from tom.eventfeed import LATENCY_BUCKETS, QUEUE_ITEMS, EventFeed, event_dicts
-from tom.events import FramesIn
-from tom.frames import Ack, Acks, Heartbeat, Marks, Message, Seq
+from tom.web.eventfeed import LATENCY_BUCKETS, QUEUE_ITEMS, EventFeed, event_dicts
+from tom.peer.events import FramesIn
+from tom.codec.frames import Ack, Acks, Heartbeat, Marks, Message, Seq
 
 A, B, C = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"
 
@@ -88,7 +88,7 @@ def test_a_watcher_that_falls_behind_is_dropped_not_waited_for():
 
 
 def test_frames_beyond_the_budget_are_skipped_deliveries_never():
-    from tom.eventfeed import FRAMES_PER_SECOND
+    from tom.web.eventfeed import FRAMES_PER_SECOND
 
     f = feed()  # the wall clock stands still: one second's budget
     sub = f.subscribe(frames=True)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tom.errors import FrameError
-from tom.frames import (Ack, Acks, Hello, Marks, Message, MAX_FRAME_BYTES, _fast_message, _parse_general,
+from tom.codec.frames import (Ack, Acks, Hello, Marks, Message, MAX_FRAME_BYTES, _fast_message, _parse_general,
                         encode_frame, escape_text, format_frame, parse_frame)
 
 PIDS = st.sampled_from(["127.0.0.1:5000", "10.0.0.2:5000", "my-host.lan:80", "[::1]:65535"])

@@ -6,7 +6,7 @@ import pytest
 
 from tom.core.handout import BEFORE_JOIN, STALE_LATE_ACK, HandoutCore
 from tom.errors import FrameError
-from tom.handout_frames import (HAck, HHeartbeat, HJoin, HLeave, HMessage, format_frame, java_from, origin_pid,
+from tom.codec.handout import (HAck, HHeartbeat, HJoin, HLeave, HMessage, format_frame, java_from, origin_pid,
                                 parse_line)
 
 A, B, C = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import trio
 
-from tom import handout_net
-from tom.handout_net import send_lines, serve_lines
+from tom.net import handout as handout_net
+from tom.net.handout import send_lines, serve_lines
 
 
 async def _collect(n: int, rx: trio.MemoryReceiveChannel, limit: float = 5.0) -> list[str]:

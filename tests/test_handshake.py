@@ -8,13 +8,13 @@ import trio
 import trio.testing
 
 from tom.errors import ConfigError
-from tom.handshake import (TLS_REQUIRED, OrderMismatch, PlaintextRefused, Rejected, TlsNotConfigured, WireMismatch,
+from tom.net.handshake import (TLS_REQUIRED, OrderMismatch, PlaintextRefused, Rejected, TlsNotConfigured, WireMismatch,
                            accept, connect)
-from tom.keys import (GroupKeys, _context, _read_cert, _read_key, create_keys, load_group_keys, make_peer_cert,
+from tom.net.keys import (GroupKeys, _context, _read_cert, _read_key, create_keys, load_group_keys, make_peer_cert,
                       write_peer)
-from tom.links import Link
-from tom.listener import listener
-from tom.tlsstream import TlsSocketStream
+from tom.net.links import Link
+from tom.net.listener import listener
+from tom.net.tlsstream import TlsSocketStream
 
 DIALER, LISTENER, OTHER = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:4999"
 PIDS = [OTHER, DIALER, LISTENER]

@@ -3,7 +3,7 @@
 import stat
 
 from tom.cli import main
-from tom.keys import load_group_keys
+from tom.net.keys import load_group_keys
 
 
 def test_keys_are_made_once_completed_later_and_replaced_on_force(tmp_path, capsys):

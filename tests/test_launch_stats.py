@@ -1,6 +1,6 @@
 """The launch script's line on what the delay made happen speaks the run's order."""
 
-from tom.launch import stats_line
+from tom.tools.launch import stats_line
 
 
 def test_the_stats_line_names_what_each_order_waits_for():

@@ -2,7 +2,7 @@
 
 from urllib.parse import parse_qs, urlsplit
 
-from tom.launch import group_url, peer_command
+from tom.tools.launch import group_url, peer_command
 
 PEERS = ["127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"]
 

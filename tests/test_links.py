@@ -5,7 +5,7 @@ import random
 import trio
 import trio.testing
 
-from tom.links import Link
+from tom.net.links import Link
 
 
 def frames(n, start=0):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tom.netlab.network import LabNetwork, LabUnavailable, check_available
+from tom.tools.netlab.network import LabNetwork, LabUnavailable, check_available
 
 try:
     check_available()

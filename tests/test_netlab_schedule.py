@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tom.errors import ConfigError
-from tom.netlab.__main__ import build_parser, make_schedule, normalize
-from tom.netlab.bpf import random_drop_program
-from tom.netlab.schedule import Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, Schedule
+from tom.tools.netlab.__main__ import build_parser, make_schedule, normalize
+from tom.tools.netlab.bpf import random_drop_program
+from tom.tools.netlab.schedule import Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, Schedule
 
 
 def events(*argv: str, peers: int = 5, duration: float = 20.0) -> list[tuple[float, object]]:

@@ -11,7 +11,7 @@ from tom.core import Core, Delivery
 from tom.core.causal import CausalOrder
 from tom.core.sequencer import SequencerOrder
 from tom.errors import FrameError, UsageError
-from tom.frames import MAX_FRAME_BYTES, Ack, Message, Seq, parse_frame
+from tom.codec.frames import MAX_FRAME_BYTES, Ack, Message, Seq, parse_frame
 
 A, B, C = (f"127.0.0.1:{5000 + i}" for i in range(3))
 
@@ -82,7 +82,7 @@ def test_a_frame_of_another_order_is_refused_in_one_line(order, frame, why):
 def test_the_wire_forms_round_trip():
     for line in ("CMESSAGE@1.5-3-127.0.0.1:5000-1,0,2-a-b", "CRELAY-3-127.0.0.1:5000-0,1-x",
                  "SEQ-4-1,5,9-127.0.0.1:5001"):
-        from tom.frames import format_frame
+        from tom.codec.frames import format_frame
         assert format_frame(parse_frame(line)) == line.replace("@1.5-", "@1.500000-")
     with pytest.raises(FrameError):
         parse_frame("SEQ-0-1-127.0.0.1:5001")  # numbers start at 1
@@ -155,7 +155,7 @@ def test_a_minority_side_holds_and_a_majority_that_went_on_does_not_count_as_bac
     back but the others announce a newer view, it is still without a quorum (it will be told to
     rejoin), so what it holds is not multicast into the old view."""
     from tom.core import Timing
-    from tom.frames import Heartbeat, Install
+    from tom.codec.frames import Heartbeat, Install
 
     pids = [f"127.0.0.1:{5000 + i}" for i in range(5)]
     a = Core.joining(pids[0], 1, Timing())

@@ -5,7 +5,7 @@ import json
 from hypothesis import given, strategies as st
 
 from tom.core import Delivery, ViewDelivery
-from tom.output import OutputFile, record
+from tom.peer.output import OutputFile, record
 
 PEER = "127.0.0.1:5000"
 

@@ -3,10 +3,10 @@ pending message waits for in it (Lamport: the missing ACKs, as always)."""
 
 from rich.console import Console
 
-from tom import snapshot
+from tom.web import snapshot
 from tom.core import Core, Mode, PendingStatus, Status, View
-from tom.frames import Message
-from tom.ui import render_status
+from tom.codec.frames import Message
+from tom.peer.ui import render_status
 
 A, B, C = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"
 

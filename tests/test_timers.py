@@ -5,10 +5,10 @@ import json
 import trio
 
 from tom.core import Core, Timing
-from tom.events import Connected, FramesIn
-from tom.frames import Heartbeat, Install, Join, Propose
-from tom.output import OutputFile
-from tom.processor import processor, ticker
+from tom.peer.events import Connected, FramesIn
+from tom.codec.frames import Heartbeat, Install, Join, Propose
+from tom.peer.output import OutputFile
+from tom.peer.processor import processor, ticker
 
 A, B = "127.0.0.1:5000", "127.0.0.1:5001"
 

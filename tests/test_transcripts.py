@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from tom.core import Core, Timing
-from tom.frames import Heartbeat, Install, format_frame, parse_frame
+from tom.codec.frames import Heartbeat, Install, format_frame, parse_frame
 
 DATA = Path(__file__).parent / "testdata"
 NAMES = "ABCDEFG"

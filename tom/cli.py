@@ -190,7 +190,7 @@ def api_token_file(args: argparse.Namespace) -> Path | None:
         return args.api_token_file
     keys = getattr(args, "keys", None)  # tom peer --keys DIR (closed groups)
     if keys is not None and args.http is not None:
-        from .apitoken import token_path
+        from .web.apitoken import token_path
 
         return token_path(keys)
     return None
@@ -199,8 +199,8 @@ def api_token_file(args: argparse.Namespace) -> Path | None:
 def run_peer(args: argparse.Namespace) -> int:
     import trio
 
-    from .peer import Peer, PeerConfig, guess_host
-    from .neighbors import load_neighbors
+    from .peer.process import Peer, PeerConfig, guess_host
+    from .codec.neighbors import load_neighbors
 
     interactive = not args.no_ui and sys.stdin.isatty() and sys.stdout.isatty()
     setup_logging(str(args.port), args.verbose)
@@ -248,7 +248,7 @@ def run_peer(args: argparse.Namespace) -> int:
 
 def run_handout(args: argparse.Namespace, host: str, name: str | None, interactive: bool) -> int:
     """``tom peer --wire handout``: refuse what that wire cannot do, one line each; then run."""
-    from .handout_peer import HandoutConfig, run_handout_peer
+    from .peer.handout import HandoutConfig, run_handout_peer
 
     refused = [(args.keys is not None, "--keys (the handout's wire is plain TCP)"),
                (args.order != "lamport", f"--order {args.order} (the handout's wire runs the lamport order)"),
@@ -265,8 +265,8 @@ def run_handout(args: argparse.Namespace, host: str, name: str | None, interacti
 
 
 def run_keys(args: argparse.Namespace) -> int:
-    from .keys import create_keys, file_stem
-    from .neighbors import load_neighbors
+    from .net.keys import create_keys, file_stem
+    from .codec.neighbors import load_neighbors
 
     if not 1 <= args.days <= 36500:
         raise ConfigError(f"--days must be 1..36500, got {args.days}")

@@ -217,7 +217,7 @@ def test_chaos_run_of_real_peers_verifies(spark, tmp_path):
     ports = free_ports(5)
     nb = tmp_path / "nb.txt"
     nb.write_text("".join(f"127.0.0.1:{p}\n" for p in ports))
-    cmd = [sys.executable, "-m", "tom.launch", str(nb), "--messages", "150", "--rate", "40",
+    cmd = [sys.executable, "-m", "tom.tools.launch", str(nb), "--messages", "150", "--rate", "40",
            "--delay", "0.01", "--runs", str(tmp_path / "runs"), "--deadline", "90",
            "--kill", str(ports[2]), "--join-late", str(ports[4]), "--leave", str(ports[3]), "--no-verify"]
     launched = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from ..core import Core, Delivery, Timing, ViewDelivery
 from ..errors import FrameError, UsageError
-from ..frames import Heartbeat, Install, format_frame, parse_frame
+from ..codec.frames import Heartbeat, Install, format_frame, parse_frame
 
 BASE_PORT = 5000
 TIMING = Timing(heartbeat=1.0, suspect_after=5.0, verify_after=1.0, form_after=2.5, admit_after=1e9)

@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..errors import FrameError
-from ..frames import Frame, Message, Relay, Seq, trusted_message
-from ..pid import pid_key
+from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
+from ..codec.pid import pid_key
 from .marks import HeldBy
 from .queue import Entry
 

@@ -1,6 +1,6 @@
 """The running digest of the messages a peer delivered in its current view.
 
-Invariant: after ``count`` messages of a view, `DigestChain.digest` is `tom.frames.delivery_digest`
+Invariant: after ``count`` messages of a view, `DigestChain.digest` is `tom.codec.frames.delivery_digest`
 folded over them in delivery order, from 0 at the view's start; `at(k)` gives the digest after the
 k-th one for the last `MAX_KEPT` positions. Peers that delivered the same sequence have the same
 digest at every position; the heartbeat carries ``(count, digest, last)`` for others to compare.

@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import FrameError, UsageError
-from ..frames import (
+from ..codec.frames import (
     MAX_FRAME_BYTES,
     Ack,
     Acks,
@@ -66,7 +66,7 @@ from ..frames import (
     message_frame_bytes,
     WIRE_VERSION,
 )
-from ..pid import pid_key, sorted_pids
+from ..codec.pid import pid_key, sorted_pids
 from .clock import LamportClock
 from .digest import DigestChain
 from .modes import TRANSITIONS, Mode

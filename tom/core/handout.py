@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from ..handout_frames import HAck, HandoutFrame, HHeartbeat, HJoin, HLeave, HMessage, origin_pid
+from ..codec.handout import HAck, HandoutFrame, HHeartbeat, HJoin, HLeave, HMessage, origin_pid
 
 STALE_LATE_ACK = "late-ack"  # an ACK for a key at or below the last delivery (counted, dropped)
 STALE_LATE_MESSAGE = "late-message"  # a MESSAGE that arrived after a later one was delivered

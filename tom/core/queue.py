@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from collections.abc import Iterator
 
-from ..pid import pid_key
+from ..codec.pid import pid_key
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..frames import Frame
+from ..codec.frames import Frame
 from .modes import Mode
 
 

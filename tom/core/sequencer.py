@@ -30,8 +30,8 @@ from collections import OrderedDict
 from collections.abc import Iterator
 
 from ..errors import FrameError
-from ..frames import Frame, Message, Relay, Seq, trusted_message
-from ..pid import pid_key
+from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
+from ..codec.pid import pid_key
 from .queue import Entry
 
 

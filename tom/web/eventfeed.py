@@ -25,9 +25,9 @@ from typing import Any
 
 import trio
 
-from .core import Delivery, Divergence, ViewDelivery
-from .events import Event, FramesIn
-from .frames import Ack, Acks, Frame, Marks, Message, Seq
+from ..core import Delivery, Divergence, ViewDelivery
+from ..peer.events import Event, FramesIn
+from ..codec.frames import Ack, Acks, Frame, Marks, Message, Seq
 
 QUEUE_ITEMS = 2048
 FRAMES_PER_SECOND = 2000

@@ -52,7 +52,7 @@ import re
 from dataclasses import dataclass
 from zlib import crc32
 
-from .errors import FrameError
+from ..errors import FrameError
 from .pid import is_pid
 
 MAX_FRAME_BYTES = 65536

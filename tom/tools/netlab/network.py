@@ -29,7 +29,7 @@ import signal
 import subprocess
 import time
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 from .bpf import random_drop_program
 
 TOOLS = ("ip", "tc", "unshare", "nsenter", "setpriv", "sleep")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 from .pid import parse_pid, sorted_pids
 
 

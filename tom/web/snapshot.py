@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .core import Core, PendingStatus
-from .links import Link
-from .pid import pid_key
+from ..core import Core, PendingStatus
+from ..net.links import Link
+from ..codec.pid import pid_key
 
 PENDING_SHOWN = 100
 """At most this many pending entries are listed (the head first); ``pending_count`` has them all."""

@@ -15,14 +15,14 @@ from collections.abc import Callable
 
 import trio
 
-from .core import Core, Delivery, Divergence, ViewDelivery
-from .errors import FrameError, OutputError, UsageError
-from .eventfeed import EventFeed
+from ..core import Core, Delivery, Divergence, ViewDelivery
+from ..errors import FrameError, OutputError, UsageError
+from ..web.eventfeed import EventFeed
 from .events import Connected, Disconnected, Event, FramesIn, LeaveGroup, SendTexts, Tick
 from .output import OutputFile
-from .ratelimit import LogLimiter, held_back
+from ..net.ratelimit import LogLimiter, held_back
 
-log = logging.getLogger("tom.processor")
+log = logging.getLogger("tom.peer.processor")
 
 MAX_EVENTS_PER_STEP = 64
 REJECTED = LogLimiter()  # frames the core rejects, per sender

@@ -20,9 +20,9 @@ from collections import deque
 
 import trio
 
-from .frames import MAX_FRAME_BYTES, FrameError, Received, encode_frame, parse_frame
+from ..codec.frames import MAX_FRAME_BYTES, FrameError, Received, encode_frame, parse_frame
 
-log = logging.getLogger("tom.links")
+log = logging.getLogger("tom.net.links")
 
 WRITE_BATCH_BYTES = 256 * 1024
 CONFIRM_EVERY = 256

@@ -14,7 +14,7 @@ import os
 import secrets
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 TOKEN_FILE = "api-token"
 

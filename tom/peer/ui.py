@@ -17,13 +17,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .core import Delivery, Status, ViewDelivery, check_text
-from .errors import UsageError
-from .pid import pid_key
+from ..core import Delivery, Status, ViewDelivery, check_text
+from ..errors import UsageError
+from ..codec.pid import pid_key
 from .events import SendTexts
 from .processor import divergence_line
-from .links import Link
-from .snapshot import waits_line
+from ..net.links import Link
+from ..web.snapshot import waits_line
 
 MENU = "Choose what to do:\n1. Send a new message\n2. Print status\n3. Quit\n(or: send TEXT | status | quit | help)"
 HELP_LINE = "Commands: 1 or send TEXT, 2 or status, 3 or quit, help."

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import trio
 
-from .handout_frames import MAX_LINE_BYTES
-from .pid import split_pid
+from ..codec.handout import MAX_LINE_BYTES
+from ..codec.pid import split_pid
 from .ratelimit import LogLimiter, held_back
 
 log = logging.getLogger("tom.handout")

@@ -35,8 +35,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from .errors import ConfigError
-from .pid import parse_pid
+from ..errors import ConfigError
+from ..codec.pid import parse_pid
 
 CA_CERT, CA_KEY = "ca.pem", "ca.key"
 URI_PREFIX = "tom://"

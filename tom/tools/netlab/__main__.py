@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import ConfigError, TomError
+from ...errors import ConfigError, TomError
 from .network import LabNetwork, check_available
 from .run import LabConfig, LabRun, console
 from .schedule import Schedule

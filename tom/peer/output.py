@@ -18,9 +18,9 @@ from json.encoder import encode_basestring, encode_basestring_ascii  # what json
 from collections.abc import Iterable
 from pathlib import Path
 
-from .core import Delivery, ViewDelivery
-from .core.handout import HandoutDelivery
-from .errors import ConfigError, OutputError
+from ..core import Delivery, ViewDelivery
+from ..core.handout import HandoutDelivery
+from ..errors import ConfigError, OutputError
 
 SCHEMA_VERSION = 2
 _LINE_BREAKS = "\x85\u2028\u2029"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import ConfigError, FrameError
+from ..errors import ConfigError, FrameError
 from .pid import parse_pid
 
 MAX_LINE_BYTES = 1 << 20
@@ -123,7 +123,7 @@ def parse_line(line: str) -> HandoutFrame:
 
 def origin_pid(origin: str) -> str | None:
     """The ``host:port`` a ``from`` names, for membership and the output's ``pid``: the part after the
-    last ``/`` (Java's ``name/ip``), canonical (`tom.pid.parse_pid`); ``localhost`` is ``127.0.0.1``.
+    last ``/`` (Java's ``name/ip``), canonical (`tom.codec.pid.parse_pid`); ``localhost`` is ``127.0.0.1``.
     None if it names no valid address."""
     tail = origin.rpartition("/")[2]
     try:

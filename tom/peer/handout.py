@@ -16,15 +16,15 @@ from pathlib import Path
 
 import trio
 
-from .core.handout import HandoutCore, HandoutDelivery, HandoutStatus
-from .errors import ConfigError, FrameError, OutputError
+from ..core.handout import HandoutCore, HandoutDelivery, HandoutStatus
+from ..errors import ConfigError, FrameError, OutputError
 from .events import SendTexts
-from .handout_frames import format_frame, java_from, origin_pid, parse_line
-from .handout_net import LineIn, send_lines, serve_lines
-from .listener import open_listener
-from .neighbors import load_neighbors
+from ..codec.handout import format_frame, java_from, origin_pid, parse_line
+from ..net.handout import LineIn, send_lines, serve_lines
+from ..net.listener import open_listener
+from ..codec.neighbors import load_neighbors
 from .output import OutputFile
-from .ratelimit import LogLimiter, held_back
+from ..net.ratelimit import LogLimiter, held_back
 
 log = logging.getLogger("tom.handout")
 

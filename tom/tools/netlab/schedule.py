@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 Link = frozenset  # an unordered pair of peer numbers
 

@@ -4,9 +4,9 @@ the dashboard page.
 Built from libraries made for it, on the peer's own trio loop: Starlette (an ASGI framework that runs
 on trio through anyio) for routing, requests and responses; hypercorn's trio worker as the server (it
 parses HTTP, we do not); prometheus_client for the exposition format. The dashboard is static files
-(`tom/dashboard/`), no build step, nothing fetched from elsewhere.
+(`tom/web/dashboard/`), no build step, nothing fetched from elsewhere.
 
-Contract with the peer (`PeerHandle`): the API reads state only through ``status()`` (`tom.snapshot`),
+Contract with the peer (`PeerHandle`): the API reads state only through ``status()`` (`tom.web.snapshot`),
 sends through ``send()`` (a SendTexts event to the processor, the core's only caller) and watches
 through the `EventFeed`. It never touches the core, the links or a task's internals.
 
@@ -45,10 +45,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .apitoken import token_matches
-from .errors import ConfigError, UsageError
+from ..errors import ConfigError, UsageError
 from .eventfeed import LATENCY_BUCKETS, EventFeed, event_dicts
-from .core import check_text
-from .frames import Message
+from ..core import check_text
+from ..codec.frames import Message
 
 log = logging.getLogger("tom.http")
 
@@ -64,7 +64,7 @@ class PeerHandle:
     """What the HTTP side may do with its peer."""
 
     me: str
-    status: Callable[[], dict[str, Any]]  # a fresh snapshot (tom.snapshot.snapshot)
+    status: Callable[[], dict[str, Any]]  # a fresh snapshot (tom.web.snapshot.snapshot)
     send: Callable[[str], Awaitable[Message | None | UsageError]]  # multicast one text
     busy: Callable[[], bool]  # too much undelivered: refuse new messages for now
     feed: EventFeed

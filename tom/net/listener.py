@@ -1,6 +1,6 @@
 """The listener task: accepts connections from neighbors with smaller pids and reads their frames.
 
-Each accepted connection must pass `tom.handshake.accept` (a HELLO from a neighbor whose pid is smaller
+Each accepted connection must pass `tom.net.handshake.accept` (a HELLO from a neighbor whose pid is smaller
 than ours, the smaller pid dials; inside mutual TLS when the group is secured); anything else is
 logged (rate-limited) and closed, and the peer goes on serving everyone else.
 """
@@ -13,15 +13,15 @@ from functools import partial
 
 import trio
 
-from .errors import ConfigError, FrameError
-from .events import Connected, Disconnected, FramesIn
-from .frames import Received
+from ..errors import ConfigError, FrameError
+from ..peer.events import Connected, Disconnected, FramesIn
+from ..codec.frames import Received
 from .handshake import HANDSHAKE_TIMEOUT, MAX_PENDING, OrderMismatch, TlsNotConfigured, accept
 from .keys import GroupKeys
 from .links import Link, LineReader, decode
 from .ratelimit import LogLimiter, held_back
 
-log = logging.getLogger("tom.listener")
+log = logging.getLogger("tom.net.listener")
 
 FAULTS = LogLimiter()  # link faults, per neighbor
 REJECTS = LogLimiter()  # rejected connections, per claimed pid or reason
@@ -123,7 +123,7 @@ async def listener(
     task_status=trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections on ``listeners`` for ever; report the bound port through ``task_status``.
-    With ``keys``, only mutual-TLS connections from members (see `tom.handshake`); only from peers
+    With ``keys``, only mutual-TLS connections from members (see `tom.net.handshake`); only from peers
     whose group runs ``order``."""
     pending = 0
 

@@ -12,16 +12,16 @@ import random
 
 import trio
 
-from .errors import FrameError, RefusedError
-from .frames import encode_frame
+from ..errors import FrameError, RefusedError
+from ..codec.frames import encode_frame
 from .handshake import HANDSHAKE_TIMEOUT, OrderMismatch, connect
 from .keys import GroupKeys
 from .links import Link, backoff
 from .listener import run_link
-from .pid import pid_key, socket_host, split_pid
+from ..codec.pid import pid_key, socket_host, split_pid
 from .ratelimit import LogLimiter, held_back
 
-log = logging.getLogger("tom.sender")
+log = logging.getLogger("tom.net.sender")
 
 CONNECT_TIMEOUT = 3.0
 REFUSALS = LogLimiter()  # refused or failed handshakes, per neighbor

@@ -17,20 +17,20 @@ from pathlib import Path
 
 import trio
 
-from .core import Core, Timing
+from ..core import Core, Timing
 from .events import LeaveGroup, SendTexts
-from .errors import ConfigError, OutputError
-from .keys import load_group_keys
-from .links import MAX_BACKOFF, Link
-from .listener import listener, open_listener
-from .neighbors import load_neighbors
+from ..errors import ConfigError, OutputError
+from ..net.keys import load_group_keys
+from ..net.links import MAX_BACKOFF, Link
+from ..net.listener import listener, open_listener
+from ..codec.neighbors import load_neighbors
 from .output import OutputFile
-from .pid import make_pid, pid_key, split_pid
+from ..codec.pid import make_pid, pid_key, split_pid
 from .processor import processor, ticker
-from .sender import sender
+from ..net.sender import sender
 from .ui import TerminalUI, headless
 
-log = logging.getLogger("tom.peer")
+log = logging.getLogger("tom.peer.process")
 
 CHANNEL_SIZE = 256
 MAX_BACKLOG = 4096  # undelivered messages above which stdin is not read (headless)
@@ -57,7 +57,7 @@ class PeerConfig:
     timeout: float = 5.0
     leave_timeout: float = 15.0
     jitter: float = 0.0
-    keys: Path | None = None  # the group's keys folder: every link is mutual TLS (see tom.keys)
+    keys: Path | None = None  # the group's keys folder: every link is mutual TLS (see tom.net.keys)
     http: tuple[str, int] | None = None  # --http: serve the API and dashboard on (host, port)
     api_token: Path | None = None  # require the bearer token kept in this file (created if missing)
     order: str = "lamport"  # the group's delivery order (`tom.core.ORDERS`); every member runs the same
@@ -189,10 +189,10 @@ class Peer:
     def _open_http(self):
         """Bind the --http socket (a ConfigError line if impossible) and build the app; return the
         task that serves it. Imported here: a peer without --http loads none of it."""
-        from . import snapshot
-        from .apitoken import load_or_create_token
-        from .eventfeed import EventFeed
-        from .httpapi import PeerHandle, make_app, open_http_socket, serve_http, url_host
+        from ..web import snapshot
+        from ..web.apitoken import load_or_create_token
+        from ..web.eventfeed import EventFeed
+        from ..web.api import PeerHandle, make_app, open_http_socket, serve_http, url_host
 
         host, port = self.cfg.http  # type: ignore[misc]
         token = load_or_create_token(self.cfg.api_token) if self.cfg.api_token is not None else None

@@ -24,11 +24,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .apitoken import load_or_create_token, token_path
-from .errors import ConfigError, TomError
-from .keys import create_keys
-from .neighbors import load_neighbors
-from .pid import split_pid
+from ..web.apitoken import load_or_create_token, token_path
+from ..errors import ConfigError, TomError
+from ..net.keys import create_keys
+from ..codec.neighbors import load_neighbors
+from ..codec.pid import split_pid
 
 console = Console(stderr=True, highlight=False)
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "0.0.0.0"}
@@ -417,7 +417,7 @@ def run_verifier(run_dir: Path, files: list[Path]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .core import ORDERS
+    from ..core import ORDERS
 
     p = argparse.ArgumentParser(prog="launch", description="Start every local peer of a neighbors file.")
     p.add_argument("neighbors", type=Path)

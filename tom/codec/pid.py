@@ -12,7 +12,7 @@ import functools
 import ipaddress
 import re
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 PID_PATTERN = re.compile(r"(?:\[[0-9a-f:.]+\]|[a-z0-9._-]+):(?:[1-9][0-9]{0,4})\Z")
 """The one pid grammar, used by the neighbors file (`make_pid`) and the wire codec: a host — a

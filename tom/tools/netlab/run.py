@@ -19,8 +19,8 @@ from typing import BinaryIO
 
 from rich.console import Console
 
-from ..errors import ConfigError
-from ..keys import create_keys
+from ...errors import ConfigError
+from ...net.keys import create_keys
 from ..launch import make_workload, peer_command
 from .network import LabNetwork
 from .schedule import Event, Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, describe

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import UsageError
-from .frames import Frame, Message
+from ..errors import UsageError
+from ..codec.frames import Frame, Message
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,16 +3,16 @@
 Plain (the course's wire format): the dialler sends ``HELLO-pid-incarnation``, the listener answers
 with its own HELLO and ``RESUME-n``, the dialler with ``RESUME-n``; then frames flow.
 
-Both HELLOs name the order the speaker's group runs (`tom.frames.Hello.order`; the plain HELLO means
+Both HELLOs name the order the speaker's group runs (`tom.codec.frames.Hello.order`; the plain HELLO means
 lamport). Peers of different orders never link: the listener answers a HELLO of another order with
 its own HELLO (so the dialler learns the listener's order) and a REFUSED, and each side raises
 `OrderMismatch`, whose message is the one line a user sees on either side, e.g.
 ``127.0.0.1:5001 runs the sequencer order, this peer the lamport order: connection refused``.
-The HELLOs also name the wire protocol (`tom.frames.wire_of`): peers of one order but another wire
+The HELLOs also name the wire protocol (`tom.codec.frames.wire_of`): peers of one order but another wire
 (a TOM from before cumulative ACKs) are refused the same way (`WireMismatch`); an older TOM, which
 reads the v2 word as another order, refuses with its order-mismatch line.
 
-Secured (``--keys``): the same, inside mutual TLS 1.3 (`tom.tlsstream` on sockets, `trio.SSLStream`
+Secured (``--keys``): the same, inside mutual TLS 1.3 (`tom.net.tlsstream` on sockets, `trio.SSLStream`
 on other streams). Invariants of `accept` (listener side):
 
 * nothing a connection sends is parsed before its TLS handshake completed with a certificate that
@@ -37,11 +37,11 @@ import ssl
 
 import trio
 
-from .errors import ConfigError, FrameError, RefusedError
-from .frames import Hello, Refused, Resume, encode_frame, wire_of
+from ..errors import ConfigError, FrameError, RefusedError
+from ..codec.frames import Hello, Refused, Resume, encode_frame, wire_of
 from .keys import GroupKeys, cert_pid
 from .links import Link, LineReader, decode
-from .pid import pid_key
+from ..codec.pid import pid_key
 from .tlsstream import TlsSocketStream
 
 HANDSHAKE_TIMEOUT = 5.0
@@ -142,7 +142,7 @@ async def _tls(stream: trio.abc.Stream, keys: GroupKeys, server_side: bool
     ctx = keys.server if server_side else keys.client
     tls: TlsSocketStream | trio.SSLStream
     if isinstance(stream, trio.SocketStream):
-        tls = TlsSocketStream.wrap(stream, ctx, server_side)  # the fast path, see tom.tlsstream
+        tls = TlsSocketStream.wrap(stream, ctx, server_side)  # the fast path, see tom.net.tlsstream
     else:
         tls = trio.SSLStream(stream, ctx, server_side=server_side)
     try:
@@ -257,7 +257,7 @@ async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, inc
     if old is not None:  # the neighbor reconnected (authenticated, when secured): the new one wins
         link.detach(old)
         await trio.aclose_forcefully(old)
-        logging.getLogger("tom.listener").info("%s: replaced an older connection", hello.pid)
+        logging.getLogger("tom.net.listener").info("%s: replaced an older connection", hello.pid)
     mine = link.meet(hello.incarnation)
     await stream.send_all(hello_bytes(me, incarnation, order) + resume_bytes(mine))
     resume = await expect(reader, Resume)
