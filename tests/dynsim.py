@@ -206,7 +206,7 @@ class Sim:
                              and n.core.mode != "joining" and n.core.no_quorum is None})
             if rivals:
                 self.rival_groups.append(f"{self.now:.2f} {node.pid} founded {view.group} beside {rivals}")
-        for notice in ready.notices:
+        for notice in (n.tag for n in ready.notices):
             if notice in ("left", "removed"):
                 node.alive, node.gone = False, notice
                 self.log.append(f"{self.now:.2f} {node.pid} {notice}")
@@ -538,7 +538,7 @@ def _check_leaves_and_liveness(sim: Sim, seqs: dict, where: str, liveness: bool 
     assert len(final) == 1 and None not in final, f"live peers end in views {final}; {where}"
     for n in live:
         assert n.core.mode == "normal", f"{n.pid} ends in mode {n.core.mode}; {where}"
-        assert len(n.core.queue) == 0, f"{n.pid} ends with {len(n.core.queue)} pending; {where}"
+        assert len(n.core.order) == 0, f"{n.pid} ends with {len(n.core.order)} pending; {where}"
         assert not n.core._held_texts, f"{n.pid} ends with unsent texts; {where}"
     for n in live:
         # (a peer that rejoined after a partition delivers from its new join on: what it entered

@@ -110,8 +110,7 @@ def test_a_relay_is_acknowledged_explicitly_not_by_a_mark():
     """A mark speaks for what came from the origin itself (its link is FIFO); a relayed message
     comes on another link, so it gets an explicit ACK and no mark moves."""
     core = Core(B, GROUP)
-    core.flush = None
-    core._on_message(C, Relay(4, A, "relayed"), relayed=True)
+    core._on_relay(C, Relay(4, A, "relayed"))
     assert core.ready().sends == [((A, C), Ack(4, A))]
 
 
@@ -180,7 +179,7 @@ def test_duplicate_message_is_ignored():
     core.ready()
     core.receive(A, Message(1, A, "x"))
     assert core.ready().sends == []
-    assert len(core.queue) == 1
+    assert len(core.order) == 1
 
 
 def test_stale_frames_after_delivery_reserve_nothing():
@@ -190,7 +189,7 @@ def test_stale_frames_after_delivery_reserve_nothing():
     assert texts(core.ready()) == ["x"]
     core.receive(C, Ack(1, A))
     core.receive(A, Message(1, A, "x"))
-    assert len(core.queue) == 0
+    assert len(core.order) == 0
     assert core.ready().sends == []
 
 
@@ -215,7 +214,7 @@ def test_frames_from_non_members_are_rejected_without_state_change():
         core.receive(C, Ack(1, "127.0.0.1:6000"))
     with pytest.raises(FrameError):
         core.receive(C, Message(1, A, "relayed"))
-    assert len(core.queue) == 0 and core.clock.time == 0
+    assert len(core.order) == 0 and core.clock.time == 0
 
 
 def test_core_requires_itself_in_the_group():

@@ -305,7 +305,7 @@ def test_a_lone_peer_founds_no_group_of_its_own_and_says_why():
     sim.run(until=20)
     node = sim.nodes[sim.pids[0]]
     assert node.core.view is None and node.delivered == []
-    assert node.core.founding == (1, 3)
+    assert node.core.founding.short == (1, 3)
 
 
 def test_a_majority_of_the_expected_peers_founds_the_group_and_the_rest_join_it():

@@ -5,6 +5,8 @@ never admitted says so, a full disk loses nothing already recorded."""
 import json
 
 import pytest
+
+from tom.core.notices import Left, NotAdmitted
 import trio
 import trio.testing
 from hypothesis import given, settings, strategies as st
@@ -33,7 +35,7 @@ def test_a_text_whose_frame_is_over_the_byte_limit_is_refused_and_nothing_is_sen
     core = Core(A, GROUP)
     with pytest.raises(UsageError, match="over the limit of 65,536"):
         core.broadcast(emoji)
-    assert not core.ready() and len(core.queue) == 0 and core.clock.time == 0
+    assert not core.ready() and len(core.order) == 0 and core.clock.time == 0
 
 
 def test_the_longest_text_the_sender_takes_is_a_frame_the_receiver_takes():
@@ -318,10 +320,10 @@ def test_a_joiner_never_admitted_is_told_so_and_keeps_its_messages():
     for k in range(1, 41):
         d.tick(k * 0.5)
         notices += d.ready().notices
-    assert notices == ["not-admitted", "not-admitted"]  # at 10 s and 20 s
+    assert notices == [NotAdmitted(), NotAdmitted()]  # at 10 s and 20 s
     assert d.mode == "joining" and d.undelivered_own() == 1
     d.leave()
-    assert d.ready().notices == ["left"] and d.undelivered_own() == 1
+    assert d.ready().notices == [Left()] and d.undelivered_own() == 1
 
 
 # -- 2. output write errors ----------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tom.core.notices import NoQuorum
+
 from dynsim import check, random_scenario
 from orders import check_causal
 from tom.core import Core, Delivery
@@ -76,7 +78,7 @@ def test_a_frame_of_another_order_is_refused_in_one_line(order, frame, why):
     core = Core(A, [A, B, C], order=order)
     with pytest.raises(FrameError, match=why):
         core.receive(B, frame)
-    assert not core.ready() and len(core.queue) == 0
+    assert not core.ready() and len(core.order) == 0
 
 
 def test_the_wire_forms_round_trip():
@@ -170,7 +172,7 @@ def test_a_minority_side_holds_and_a_majority_that_went_on_does_not_count_as_bac
         for p in pids[1:2]:
             a.receive(p, Heartbeat(1))
         a.tick(float(t))
-    assert a.no_quorum == (2, 5) and "no-quorum" in a.ready().notices
+    assert a.no_quorum == (2, 5) and NoQuorum(2, 5) in a.ready().notices
     assert a.broadcast("held") is None and a.backlog() == 1
     for p in pids[2:]:  # the network is back; the majority went on to view 2
         a.receive(p, Heartbeat(2))

@@ -37,7 +37,7 @@ def run_seed(seed: int, order: str = "lamport") -> None:
     if order == "sequencer":
         check_same_numbers(net.delivered, where)
     for core in net.cores.values():
-        assert len(core.queue) == 0, f"{where}: entries left pending"
+        assert len(core.order) == 0, f"{where}: entries left pending"
         assert core.stats["divergence_alarms"] == 0, f"{where}: a false divergence alarm {core.alarms}"
 
 
@@ -63,6 +63,6 @@ def test_simulation_detects_a_non_fifo_network():
         random_workload(net, messages=30, span=1.0)
         net.run()
         seqs = [[(d.clock, d.pid) for d in ds] for ds in net.delivered.values()]
-        if any(s != seqs[0] for s in seqs) or any(len(c.queue) for c in net.cores.values()):
+        if any(s != seqs[0] for s in seqs) or any(len(c.order) for c in net.cores.values()):
             failures += 1
     assert failures > 0

@@ -123,7 +123,7 @@ class Transcript:
                 lines.append(f"{me} delivers #{d.index} ({d.clock}, {named(d.pid)}) {d.text}{extra}")
             else:
                 lines.append(f"{me} delivers #{d.index} view {d.view} {' '.join(map(named, d.members))}")
-        lines += [f"{me} notice {n}" for n in ready.notices]
+        lines += [f"{me} notice {n.tag}" for n in ready.notices]
         lines += [f"{me} ALARM {named(repr(a))}" for a in ready.alarms]
         return lines or ["ok"]
 

@@ -151,10 +151,7 @@ def freeze(core: Core) -> tuple[bytes, bytes]:
     decides what it does next. Caches are emptied and counters zeroed first, so two cores that
     differ only there are one state (dict and set orders may still differ between two equal cores,
     which only costs a merge, never a missed state)."""
-    core._fast = None
-    order = core.order
-    if getattr(order, "_blocker", None) is not None:
-        order._blocker = None
+    core.drop_caches()
     stats = core.stats
     for k in stats:
         stats[k] = 0

@@ -1,20 +1,30 @@
 """The pure, sans-IO core of a peer: frames and elapsed time in, frames to send and events to deliver
 out. Read it a file at a time:
 
-* `modes` — where a peer stands in its group (joining, normal, flushing, ...) and the legal changes;
-* `clock` — the Lamport clock;
-* `queue` — the pending queue, in ``(clock, pid)`` order;
-* `records` — what the core hands out: deliveries, view events, status, divergence alarms, `Ready`;
-* `group` — `Core`: the delivery rule, views and the flush, failure detection, the divergence check.
+* `group` — `Core`, the orchestrator: inputs, the mode, the (mode, frame kind) -> handler table
+  (`HANDLERS`), the view; it drives the parts below;
+* `order` — the `Order` Protocol, and the orders: `lamport`, `sequencer`, `causal` (with `queue`, the
+  pending queue in ``(clock, pid)`` order, and `marks`, wire v2's cumulative ACKs as received);
+* `outbox` — the step's frames, deliveries and notices, and this peer's marks;
+* `detector` — failure detection; `quorum` — the quorum and coordinator rules (pure functions);
+* `viewchange` — the flush under way; `founding` — the founding handshake of a first group;
+* `divergence` — digests of what was delivered, compared with the others' (`digest`);
+* `modes` — where a peer stands in its group and the legal changes; `clock` — the Lamport clock;
+* `records` and `notices` — what the core hands out: deliveries, view events, status, alarms,
+  notices, `Ready`;
+* `handout` — the handout's own delivery rule (`HandoutCore`), for its wire.
 """
 
 from .clock import LamportClock
-from .group import NO_INCARNATION, ORDERS, QUORUMS, Core, check_text, has_quorum
+from . import notices
+from .group import HANDLERS, NO_INCARNATION, QUORUMS, Core, check_text
 from .modes import TRANSITIONS, Mode
+from .order import ORDERS, Order
+from .quorum import has_quorum
 from .queue import Entry, PendingQueue
 from .records import Delivery, Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
 
 __all__ = [
-    "NO_INCARNATION", "ORDERS", "QUORUMS", "TRANSITIONS", "Core", "Delivery", "Divergence", "Entry", "LamportClock", "Mode",
+    "HANDLERS", "Order", "notices", "NO_INCARNATION", "ORDERS", "QUORUMS", "TRANSITIONS", "Core", "Delivery", "Divergence", "Entry", "LamportClock", "Mode",
     "PendingQueue", "PendingStatus", "Ready", "Status", "Timing", "View", "ViewDelivery", "check_text", "has_quorum",
 ]

@@ -26,6 +26,7 @@ This order is not uniform: a member that crashes may have delivered a message no
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
@@ -37,9 +38,10 @@ from .queue import Entry
 class CausalOrder:
     """Pending messages, the delivered counts ``V``, and the history a flush may need."""
 
-    name = "causal"
-    total = False
-    acknowledged = True
+    name: ClassVar[str] = "causal"
+    total: ClassVar[bool] = False
+    acknowledged: ClassVar[bool] = True
+    gives_numbers: ClassVar[bool] = False
     __slots__ = ("me", "stats", "members", "index", "counts", "pending", "by_count", "history",
                  "last_clock", "floor", "required", "own_sent", "held")
 
@@ -154,6 +156,19 @@ class CausalOrder:
             entry.acks.add(src)
         return False, top
 
+    def head(self) -> Entry | None:
+        """(Only a total order with ACKs has a head that waits for them.)"""
+        return None
+
+    def start_numbering(self) -> None:
+        """(No numbers in this order.)"""
+
+    def stop_numbering(self) -> None:
+        """(No numbers in this order.)"""
+
+    def take_numbered(self) -> list[tuple[int, int, str]]:
+        return []
+
     def settles(self, required: frozenset[str]) -> bool:
         """The last step of a flush leaves nothing pending in this order (it drops what waits)."""
         return True
@@ -187,7 +202,7 @@ class CausalOrder:
                     if entry is None:
                         break
                     vc = entry.vc
-                    if any(vc[k] > counts[k] for k in range(n) if k != i):  # type: ignore[index]
+                    if vc is None or any(vc[k] > counts[k] for k in range(n) if k != i):
                         break
                     del waiting[counts[i] + 1]
                     counts[i] += 1
@@ -216,10 +231,9 @@ class CausalOrder:
 
     def relays(self, removed: frozenset[str]) -> list[Frame]:
         """The texts of removed origins this peer holds, pending or delivered but maybe not by all."""
-        entries = [e for e in list(self.history.values()) + list(self.pending.values())
-                   if e.text is not None and e.pid in removed]
-        entries.sort(key=lambda e: (e.clock, pid_key(e.pid)))
-        return [Relay(e.clock, e.pid, e.text, e.sent_at, e.vc) for e in entries]
+        entries = sorted((e for e in list(self.history.values()) + list(self.pending.values())
+                          if e.pid in removed), key=lambda e: (e.clock, pid_key(e.pid)))
+        return [Relay(e.clock, e.pid, e.text, e.sent_at, e.vc) for e in entries if e.text is not None]
 
     def waits(self, entry: Entry, members: list[str]) -> str:
         if entry.vc is None:

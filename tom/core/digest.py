@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Iterable
 from zlib import crc32
 
-from .records import Delivery
+from .records import Delivery, ViewDelivery
 
 
 class DigestChain:
@@ -29,7 +29,7 @@ class DigestChain:
         self._kept = array("I")
         self._base = 0  # _kept[k] is the digest after message _base + k + 1
 
-    def extend(self, deliveries: Iterable) -> None:
+    def extend(self, deliveries: Iterable[Delivery | ViewDelivery]) -> None:
         """Chain the messages among ``deliveries`` (view events are skipped), in order."""
         digest, kept, n, last = self.digest, self._kept, 0, None
         for d in deliveries:

@@ -1,103 +1,69 @@
-"""The group: one peer's membership and delivery state, around an order (`LamportOrder`).
+"""The group: one peer's membership and delivery state, driving its parts (`Core`).
 
 No I/O, no clock reads, no randomness, no printing. The shell feeds in frames (`Core.receive`),
 connections (`Core.connected`), local sends (`Core.broadcast`, `Core.leave`) and elapsed time
 (`Core.tick`), then takes what to send and what to deliver with `Core.ready`.
 
-The order (`tom/core/lamport.py`) holds the pending messages and says what is deliverable; this
-module numbers the deliveries, acknowledges, and runs everything about membership.
+`Core` owns the inputs, the mode and the view, and hands each frame to the handler that the table
+`HANDLERS[(static, mode)][frame kind]` names for the mode it is in; the state lives in parts it holds:
 
-Acknowledging (wire v2, orders with ACKs): a call of `Core.ready` ends a step. What this peer received
-from each member itself in the step is acknowledged then, once, by its marks (`tom.core.marks`): on
-its own message if that is the step's last frame to the others, else in a MARKS frame — and before a
-heartbeat (which names the last delivery) or a view change, so no frame that claims a delivery
-overtakes the acknowledgement it rests on. The step is the linger: the shell calls `ready` after each
-batch of events, so an acknowledgement waits for one batch at most, never for a timer. Relays are
-acknowledged explicitly (ACK/ACKS), as every message is in wire 1 (``Core(wire=1)``).
+* the order (`tom.core.order`): the pending messages and what is deliverable;
+* `Outbox`: the step's frames, deliveries and notices, and this peer's marks (what it acknowledges);
+* `FailureDetector`: who was heard when, who is suspected, who is dead;
+* `ViewChange`: the flush under way, the attempts reported, the frames of members cut off;
+* `Founding`: the founding handshake of the first group;
+* `DivergenceCheck`: the digests of what this peer delivered, and the claims of others;
+* `tom.core.quorum`: the quorum and coordinator rules, as pure functions.
 
+Acknowledging (wire v2, orders with ACKs): a call of `Core.ready` ends a step. What this peer
+received from each member itself in the step is acknowledged then, once, by its marks — before a
+heartbeat (which names the last delivery) or a view change too, so no frame that claims a delivery
+overtakes the acknowledgement it rests on. Relays are acknowledged explicitly (ACK/ACKS), as every
+message is in wire 1 (``Core(wire=1)``).
 
-Views (virtual synchrony): the group changes only through a *flush* run by the coordinator, the
-smallest member not suspected and not leaving. It sends PROPOSE(v+1); every old member that is not being removed
-stops multicasting, forwards (RELAY) the pending messages of removed members, and sends a FLUSH
-marker to the others. Once a member holds the markers of all of them it holds every message of view
-v that any of them holds, so the rest of view v is what it holds, needing only their ACKs (entries
-whose body none of them holds are dropped): the flush's *last step*, the same at every survivor. A
-member works it out on a copy of its order (`Accepted`) and reports FLUSHED; when all have, the
-coordinator sends INSTALL(v+1, attempt, clock C), and only that INSTALL makes the last step real:
-every member delivers it, then the view event at ``(C + 1, coordinator)`` — after all of view v and
-before all of view v+1 — and every joiner the view event; each forwards INSTALL once so that a
-coordinator crash cannot leave it half known. Nothing irrevocable happens before the decision, so a
-member may follow a newer attempt with other members (after a heal, one taking back members an
-earlier one removed) — but having reported FLUSHED for an attempt, it delivers nothing and reports
-for no other until that attempt is known dead: its coordinator runs or follows a newer one, or is
-found dead outside the new flush set (`Core._open_accepted`). A member announces each view it installs with a
-HEARTBEAT on every link before any frame of that view, so a frame is always attributed to the
-right view. A new attempt (a higher ``attempt``) replaces a flush stalled by a further failure.
+Views (virtual synchrony, `tom.core.viewchange`): the group changes only through a flush run by the
+coordinator (`tom.core.quorum.coordinator`). Nothing irrevocable happens before the INSTALL of the
+attempt: a member may follow a newer attempt (after a heal, one taking back members an earlier one
+removed) — but having reported FLUSHED for an attempt, it delivers nothing and reports for no other
+until that attempt is known dead. Every member delivers the INSTALL's view event at
+``(C + 1, coordinator)`` — after all of view v and before all of view v+1 — and forwards the INSTALL
+once, so that a coordinator crash cannot leave it half known. A member announces each view it
+installs with a HEARTBEAT on every link before any frame of that view, so a frame is always
+attributed to the right view.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from ..errors import FrameError, UsageError
 from ..codec.frames import (
-    MAX_FRAME_BYTES,
-    Ack,
-    Acks,
-    Flush,
-    Flushed,
-    Frame,
-    Heartbeat,
-    Install,
-    Join,
-    Leave,
-    Marks,
-    Message,
-    Propose,
-    Relay,
-    Removed,
-    Seq,
-    trusted_ack,
-    trusted_acks,
-    trusted_marks,
-    trusted_message,
-    message_frame_bytes,
-    WIRE_VERSION,
+    MAX_FRAME_BYTES, WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
+    Marks, Message, Propose, Relay, Removed, Seq, message_frame_bytes,
 )
-from ..codec.pid import pid_key, sorted_pids
+from ..codec.pid import pid_key as _key, sorted_pids
+from ..errors import FrameError, UsageError
+from . import notices
 from .clock import LamportClock
-from .digest import DigestChain
+from .detector import FailureDetector
+from .divergence import DivergenceCheck
+from .founding import Founding, Members
 from .modes import TRANSITIONS, Mode
-from .causal import CausalOrder
-from .lamport import LamportOrder
-from .sequencer import SeqRun, SequencerOrder
-from .records import Delivery, Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
-
+from .order import ORDER_CLASSES, ORDERS, Order
+from .outbox import Outbox
+from .quorum import coordinator, has_quorum, may_change_without
+from .records import Delivery, PendingStatus, Ready, Status, Timing, View, ViewDelivery
+from .viewchange import Flushing, Outcome, ViewChange, proposal
 
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
     Mode.JOINING, Mode.NORMAL, Mode.FLUSHING, Mode.FLUSHED, Mode.LEFT, Mode.REMOVED)
 
-ORDERS = ("lamport", "sequencer", "causal")
-"""The orders a group can run (`Core`'s ``order``); every member of a group runs the same."""
-
 QUORUMS = ("majority", "none")
 """What a group does when a view change would leave fewer than a primary component of the view:
-``majority`` (the default) waits for one (see `has_quorum`); ``none`` goes on, so two sides of a
+``majority`` (the default) waits for one (`has_quorum`); ``none`` goes on, so two sides of a
 partition may each go on as a group."""
-
-
-def has_quorum(members: frozenset[str], reachable: Iterable[str]) -> bool:
-    """Whether ``reachable`` is a primary component of a view of ``members``: a strict majority, or
-    exactly half holding the view's smallest pid (the tie-breaker)."""
-    reachable = set(reachable) & members
-    twice = 2 * len(reachable)
-    return twice > len(members) or (twice == len(members) and min(members, key=pid_key) in reachable)
-
-
-_ORDER_CLASSES = {"lamport": LamportOrder, "sequencer": SequencerOrder, "causal": CausalOrder}
 
 PROGRESS_EVERY = 256
 """In an order without ACKs (sequencer), a member also sends a heartbeat after this many deliveries:
@@ -106,62 +72,15 @@ its delivered count lets the others drop what every member delivered (`Sequencer
 NO_INCARNATION = 0
 """Incarnation of a static member: any incarnation is accepted."""
 
-PIGGYBACK_TEXT = 12_000
-"""Marks ride on a message of at most this many characters (a longer one could pass the frame limit
-with them): after a longer one they go in a MARKS frame of their own."""
-
-
-class _AckRun:
-    """ACKs queued back to back for the same destinations, sent as one frame per origin (`Acks`).
-
-    Only ACKs with no other frame between them share a run, so batching never moves an ACK ahead of
-    a frame sent before it (or behind one sent after it): the FIFO argument is untouched."""
-
-    __slots__ = ("clocks",)
-
-    def __init__(self, clock: int, pid: str) -> None:
-        self.clocks: dict[str, list[int]] = {pid: [clock]}
-
-    def add(self, clock: int, pid: str) -> None:
-        clocks = self.clocks.get(pid)
-        if clocks is None:
-            self.clocks[pid] = [clock]
-        else:
-            clocks.append(clock)
-
-    def frames(self) -> list[Frame]:
-        return [trusted_ack(c[0], pid) if len(c) == 1 else trusted_acks(tuple(c), pid)
-                for pid, c in self.clocks.items()]
-
-
-@dataclass(slots=True)
-class Accepted:
-    """The outcome of a flush's last step, worked out on a copy of the order and kept until the view
-    change is decided: ``order`` after it, and ``out``, what it delivers (in order). Only an INSTALL
-    of that very attempt makes it real (`Core._install`); until then the peer's own order is untouched,
-    so it can still follow another attempt."""
-
-    order: object
-    out: list
-
-
-@dataclass(slots=True)
-class Flushing:
-    """The view change under way: ``proposal`` and the FLUSH markers / FLUSHED reports seen so far."""
-
-    proposal: Propose
-    flush_set: frozenset[str]
-    removed: frozenset[str]
-    markers: set[str] = field(default_factory=set)
-    flushed: dict[str, int] = field(default_factory=dict)
-    done: bool = False
+MAX_EARLY_FRAMES = 1_000_000
+"""Frames of a view not installed yet, kept at most (more: the link is refused)."""
 
 
 class Core:
     """One peer's ordering and membership state.
 
-    `Core.static` starts as a member of a fixed group (the handout's mode: no joins, no failure
-    detection); `Core.joining` starts outside any group and joins (or forms) one.
+    `Core(me, members)` starts as a member of a fixed group (static: the handout's mode, no joins,
+    no failure detection); `Core.joining` starts outside any group and joins (or founds) one.
     """
 
     def __init__(self, me: str, members: Iterable[str] = (), *, incarnation: int = NO_INCARNATION,
@@ -174,93 +93,57 @@ class Core:
             raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
         if quorum not in QUORUMS:
             raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
-        self.quorum = quorum == "majority"
-        self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
-        # the peers a first group is founded among (the neighbors file): with a quorum, only a primary
-        # component of them founds one (`_maybe_form`); empty: any peer may found a group of its own
-        self.expected = frozenset(expected)
-        self.founding: tuple[int, int] | None = None  # (here, expected) while too few are here to found
-        # founding with expected peers (a handshake, `_maybe_form`): this founder's proposal of view 1,
-        # the founders that promised, and when it was sent; and this joiner's promise to a founder
-        self._proposing: tuple[Propose, dict[str, int], float] | None = None
-        self._promise: tuple[str, str, int, float] | None = None  # (founder, group, attempt, until)
-        # the members of the last founding this peer promised: it may have been installed without
-        # this peer hearing of it (a partition), so until it knows better this peer founds, or
-        # promises, only with a primary component of them
-        self._possible: tuple[str, int, frozenset[str]] | None = None  # (founder, its incarnation, members)
-        self._found_attempts = 0
-        self.marks: dict[str, int] = {}  # origin -> clock of its last message delivered here (any view)
-        self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
-        self._rejoining = False
-        self._cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
         self.me = me
         self.incarnation = incarnation
         self.static = static
         self.timing = timing
-        self.clock = LamportClock()
-        self.delivered = 0
+        self.quorum = quorum == "majority"
+        self.wire = wire
         self.now = now
         self.started_at = now
-        self._ready = Ready()
-        self._runs = False  # some of _ready.sends are runs, _AckRun or SeqRun (made frames by `ready`)
+        self.clock = LamportClock()
+        self.delivered = 0
         self.stats = {"premature_acks": 0, "released_behind_head": 0, "divergence_alarms": 0}
-        self.order = _ORDER_CLASSES[order](me, self.stats)
-        self.queue = getattr(self.order, "queue", self.order)  # the pending entries (for inspection and tests)
-        self._numbered = order == "sequencer"  # the order hands out `SeqRun`s to send
-        # wire v2: a message received from its origin is acknowledged by a mark, `_holding[i]` = the
-        # clock of the last message of the view's i-th member received from it (0: none); the marks
-        # go out once per step (`_send_marks`), riding on this peer's last message if it ends the step
-        self.wire = wire
+        self.order: Order = ORDER_CLASSES[order](me, self.stats)
+        # wire v2: a message received from its origin is acknowledged by a mark (`Outbox.hold`)
         self._cumulative = wire == 2 and self.order.acknowledged
-        self._index: dict[str, int] = {}  # the view's members -> their position (pid order)
-        self._holding: list[int] = []
-        self._marks_due = False  # a mark grew since the marks were last sent
-        self._since_beat = 0  # deliveries since the last heartbeat (see PROGRESS_EVERY)
-        self.view: View | None = None
-        self._fast = None  # see _fast_sources
+        self.out = Outbox()
+        self.detector = FailureDetector(timing.verify_after)
+        self.change = ViewChange()
+        self.founding = Founding(expected, timing.suspect_after)
+        self.divergence = DivergenceCheck(self.stats)
         self.mode = JOINING
-        members = frozenset(members)
-        self.everyone: tuple[str, ...] = ()  # the other members of the view: where multicasts go
-        if static:
-            if me not in members:
-                raise UsageError(f"{me} is not a member of the group")
-            self._set_view(View(1, members, {p: NO_INCARNATION for p in members}))
-            self.order.install(tuple(sorted_pids(members)), 0, me)
-            self._set_mode(NORMAL)
-            if self._numbered:
-                self.order.start_numbering()
+        self._handlers = HANDLERS[(static, JOINING)]
+        self.view: View | None = None
+        self._trusted: frozenset[str] | None = None  # see `_trusted_sources`
+        self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
+        self.last_delivered: dict[str, int] = {}  # origin -> clock of its last message delivered (any view)
+        self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
+        self._rejoining = False
+        self._cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
+        self._since_beat = 0  # deliveries since the last heartbeat (see PROGRESS_EVERY)
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
         self._known_inc: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
         self.peer_view: dict[str, int] = {}  # view each peer last announced on its link
-        self.last_heard: dict[str, float] = {}
-        self.suspected: dict[str, float] = {}  # pid -> since when
         self.joins: dict[str, tuple[int, float]] = {}  # join requests: pid -> (incarnation, when)
-        self.leaves: dict[str, float] = {}
-        self.flush: Flushing | None = None
-        self._early_markers: dict[tuple[int, int, str], set[str]] = {}
-        self._max_attempt = -1  # highest attempt seen for the next view
-        self._cut: set[str] = set()  # members whose frames are no longer taken in this view change
-        # attempts (attempt, coordinator) this peer reported FLUSHED for, with their last step's
-        # outcome: each may still be installed until its coordinator is known to have dropped it
-        self._accepted: dict[tuple[int, str], Accepted] = {}
-        self._cut_frames: list[tuple[str, Frame]] = []  # what they sent since: dropped at the install,
-        # or taken after all if a newer attempt keeps them (competing coordinators after a partition)
+        self.leaves: dict[str, float] = {}  # leave requests: pid -> when
         self.last_install: Install | None = None
         self.leaving = False
-        self._held_texts: list[tuple[str, float | None]] = []
-        self._early: list[tuple[str, Frame]] = []
+        self._held_texts: list[tuple[str, float | None]] = []  # the users' texts, held outside a view
+        self._early: list[tuple[str, Frame]] = []  # frames of a view not installed yet
         self._last_heartbeat = float("-inf")
         self._proposed_at = float("-inf")
         self._installed_at = now
         self._removed_told: dict[str, float] = {}
         self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
-        # divergence check: messages delivered in this view, their running digest, and the digest
-        # after each of the last positions (bounded; `_check_digest`)
-        self._chain = DigestChain()
-        self._digested_upto = 0  # deliveries of _ready already chained into the digest
-        self._claims: dict[str, tuple[int, int]] = {}  # peer -> (count, digest) in this view, not yet reached
-        self._alarmed: set[tuple[str, int]] = set()
-        self.alarms: list[Divergence] = []
+        if static:
+            members = frozenset(members)
+            if me not in members:
+                raise UsageError(f"{me} is not a member of the group")
+            self._set_view(View(1, members, {p: NO_INCARNATION for p in members}))
+            self.order.install(tuple(sorted_pids(members)), 0, me)
+            self._set_mode(NORMAL)
+            self.order.start_numbering()
 
     @classmethod
     def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0,
@@ -271,6 +154,60 @@ class Core:
         them (`has_quorum`), so that peers cut off from each other at the start never found two."""
         return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order,
                    quorum=quorum, wire=wire, expected=expected)
+
+    # -- what the shell and tools read -----------------------------------------------------------
+
+    @property
+    def suspected(self) -> dict[str, float]:
+        """Members suspected (-> since when)."""
+        return self.detector.suspected
+
+    @property
+    def last_heard(self) -> dict[str, float]:
+        return self.detector.last_heard
+
+    @property
+    def flush(self) -> Flushing | None:
+        """The view change this peer follows, if any."""
+        return self.change.flush
+
+    @property
+    def others(self) -> tuple[str, ...]:
+        """The view's other members: where multicasts go."""
+        return self.out.others
+
+    @property
+    def member_order(self) -> tuple[str, ...]:
+        """The view's members in pid order: what the positions of marks name (empty outside a view)."""
+        return tuple(self.out.index) if self.view is not None else ()
+
+    @property
+    def alarms(self) -> list[Any]:
+        return self.divergence.alarms
+
+    @property
+    def to_resubmit(self) -> int:
+        """This peer's messages cut off with a rejoin, to be sent again unless the group delivered them."""
+        return len(self._resubmit)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Plain data only (for copies and `tom check`'s fingerprints): the handler table is the
+        mode's, and the trusted sources are recomputed on use."""
+        state = self.__dict__.copy()
+        del state["_handlers"]
+        state["_trusted"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._handlers = HANDLERS[(self.static, self.mode)]
+
+    def drop_caches(self) -> None:
+        """Forget what is recomputed on use (for tools that compare states: `tom check`)."""
+        self._trusted = None
+        blocker = getattr(self.order, "_blocker", None)
+        if blocker is not None:
+            setattr(self.order, "_blocker", None)
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -287,60 +224,13 @@ class Core:
             return None
         return self._multicast(text, sent_at)
 
-    def _multicast(self, text: str, sent_at: float | None) -> Message:
-        msg = self.order.own(self.clock.tick(), text, None if sent_at is None else round(sent_at, 6))
-        self._ready.sends.append((self.everyone, msg))
-        if self._numbered:
-            self._send_numbers()
-        self._deliver_ready()
-        return msg
-
-    def _send_numbers(self) -> None:
-        """Send the sequence numbers the sequencer gave, as runs (frames made by `ready`): a number
-        joins the last run queued if it follows it for the same origin — only the last frame grows,
-        so nothing moves ahead of a frame."""
-        numbered = self.order.take_numbered()  # type: ignore[attr-defined]
-        if not (numbered and self.everyone):
-            return
-        sends = self._ready.sends
-        for seq, clock, pid in numbered:
-            last = sends[-1][1] if sends else None
-            if type(last) is SeqRun and last.pid == pid and last.first + len(last.clocks) == seq:
-                last.clocks.append(clock)
-            else:
-                sends.append((self.everyone, SeqRun(seq, clock, pid)))  # type: ignore[arg-type]
-        self._runs = True
-
-    def _send_held(self) -> None:
-        """Multicast what was held while no view was installed, a flush ran or the quorum was lost."""
-        held, self._held_texts = self._held_texts, []
-        for text, sent_at in held:
-            self._multicast(text, sent_at)
-
-    def _set_mode(self, mode: Mode) -> None:
-        """Change the mode, by `TRANSITIONS` only (anything else is a bug); `_fast_sources` depends
-        on it, so its cache goes too."""
-        if mode not in TRANSITIONS[self.mode]:
-            raise RuntimeError(f"{self.me}: illegal mode change {self.mode} -> {mode}")
-        self.mode = mode
-        self._fast = None
-
-    def _set_view(self, view: View) -> None:
-        self.view = view
-        self._fast = None
-        members = sorted_pids(view.members)
-        self.everyone = tuple(p for p in members if p != self.me)
-        self._index = {p: i for i, p in enumerate(members)}
-        self._holding = [0] * len(members)
-        self._marks_due = False
-
     def leave(self) -> None:
-        """Ask to leave; the peer stays until its leave is delivered (notice ``"left"``)."""
+        """Ask to leave; the peer stays until its leave is delivered (notice `notices.Left`)."""
         if self.mode in (LEFT, REMOVED) or self.leaving:
             return
         if self.static or self.view is None:
             self._set_mode(LEFT)
-            self._ready.notices.append("left")
+            self.out.notice(notices.Left())
             return
         self.leaving = True
         if self.mode == NORMAL:
@@ -350,13 +240,12 @@ class Core:
     def connected(self, pid: str, incarnation: int) -> None:
         """A connection to ``pid`` (running as ``incarnation``) is up."""
         self.links[pid] = incarnation
-        self.last_heard[pid] = self.now
-        self._fast = None
+        self.detector.heard(pid, self.now)
+        self._trusted = None
         if self._known_inc.get(pid) != incarnation:  # a new incarnation: what the old one said is void
             self._known_inc[pid] = incarnation
             self.peer_view.pop(pid, None)
-            if self._possible is not None and self._possible[0] == pid and self._possible[1] != incarnation:
-                self._possible = None  # its founding, installed or not, died with it
+            self.founding.restarted(pid, incarnation)
         elif self.mode == JOINING:
             # what it said before the connection broke may be stale (it joined a group meanwhile):
             # not heard on this connection yet, it neither founds a group with this peer nor is
@@ -366,16 +255,15 @@ class Core:
         view = self.view
         if (view is not None and not self.static and pid in view.members
                 and view.incarnations[pid] not in (incarnation, NO_INCARNATION)):
-            # a restart: the member's old incarnation is certainly gone
-            self.suspected[pid] = self.now - self.timing.verify_after
+            self.detector.dead_now(pid, self.now)  # a restart: the member's old incarnation is gone
             self._maybe_propose()
         if self.mode == JOINING:
-            self._ready.sends.append(((pid,), Join(self.me, self.incarnation)))
+            self.out.send((pid,), Join(self.me, self.incarnation))
 
     def disconnected(self, pid: str) -> None:
         """The connection to ``pid`` is down (it may come back: silence decides, not this)."""
         self.links.pop(pid, None)
-        self._fast = None
+        self._trusted = None
 
     def tick(self, now: float) -> None:
         """Time passed: send heartbeats, suspect silent members, drive joins and view changes."""
@@ -384,12 +272,12 @@ class Core:
         if (self.mode == JOINING and not self.static
                 and now - max(self.started_at, self._not_admitted_at) >= t.admit_after):
             self._not_admitted_at = now
-            self._ready.notices.append("not-admitted")
+            self.out.notice(notices.NotAdmitted())
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now
             self._send_heartbeats()
             if self.mode == JOINING and self.links:
-                self._ready.sends.append((tuple(self.links), Join(self.me, self.incarnation)))
+                self.out.send(tuple(self.links), Join(self.me, self.incarnation))
             elif self.leaving and self.mode == NORMAL:
                 self._request_leave()
         if self.static:
@@ -403,321 +291,273 @@ class Core:
         view = self.view
         if view is None or self.mode in (LEFT, REMOVED):
             return
+        suspected, last_heard = self.detector.suspected, self.detector.last_heard
         for pid in view.members:
-            if pid != self.me and pid not in self.suspected:
+            if pid != self.me and pid not in suspected:
                 if not self._member_link(pid):
-                    # connected as another incarnation: this member restarted, its old self is gone
-                    self.suspected[pid] = now - t.verify_after
-                elif now - self.last_heard.get(pid, self.started_at) >= t.suspect_after:
-                    self.suspected[pid] = now
+                    self.detector.dead_now(pid, now)  # connected as another incarnation: it restarted
+                elif now - last_heard.get(pid, self.started_at) >= t.suspect_after:
+                    suspected[pid] = now
                 elif self.peer_view.get(pid, -1) < view.id and now - self._installed_at >= t.suspect_after:
-                    self.suspected[pid] = now  # alive, but it never installed this view (another group?)
+                    suspected[pid] = now  # alive, but it never installed this view (another group?)
         self._check_quorum()
-        if self._accepted and self.mode == FLUSHING:
-            self._deliver_ready()  # an attempt it flushed may be found dead by now (`_open_accepted`)
+        if self.change.outcomes and self.mode == FLUSHING:
+            self._deliver_ready()  # an attempt it flushed may be found dead by now (`open_outcome`)
         self._maybe_propose()
 
     def receive(self, src: str, frame: Frame) -> None:
-        """Handle ``frame`` from connected peer ``src``; raise FrameError (state untouched) if bad."""
-        fast = self._fast
-        if fast is None:
-            fast = self._fast = self._fast_sources()
-        t = type(frame)
-        if src in fast and (t is Message or t is Marks or t is Ack or t is Acks or t is Seq) and not self.suspected:
-            # the common case, with every check of the slow path already known to pass for src
-            self.last_heard[src] = self.now
-            if t is Marks:
-                self._on_marks(src, frame.marks)  # type: ignore[attr-defined]
-            elif t is Ack:
-                self._on_acks(src, frame.pid, (frame.clock,))  # type: ignore[attr-defined]
-            elif t is Acks:
-                self._on_acks(src, frame.pid, frame.clocks)  # type: ignore[attr-defined]
-            elif t is Seq:
-                self._on_seq(src, frame)  # type: ignore[arg-type]
-            elif frame.pid == src:  # type: ignore[attr-defined]
-                self._on_message(src, frame, relayed=False)  # type: ignore[arg-type]
-            else:
-                raise FrameError(f"{src} relayed a message of {frame.pid} outside a flush")  # type: ignore[attr-defined]
+        """Handle ``frame`` from connected peer ``src``: by `HANDLERS` of this peer's mode. FrameError
+        for a frame no mode takes, or a frame that breaks the protocol."""
+        handler = self._handlers.get(type(frame))
+        trusted = self._trusted
+        if trusted is None:
+            trusted = self._trusted = self._trusted_sources()
+        if src in trusted and type(handler) is Ordered and not self.detector.suspected:
+            # the common case: every check of the slow path is known to pass for src
+            self.detector.last_heard[src] = self.now
+            handler.take(self, src, frame)
             return
         if src == self.me:
             raise FrameError("frame from this peer's own pid")
         if src not in self.links and not self.static:
             raise FrameError(f"frame from {src}, which is not connected")
-        self.last_heard[src] = self.now
-        if (src in self.suspected and self._member_link(src)
-                and self.peer_view.get(src, self._unannounced) >= self.view.id):  # type: ignore[union-attr]
+        self.detector.heard(src, self.now)
+        view = self.view
+        if (view is not None and src in self.detector.suspected and self._member_link(src)
+                and self.peer_view.get(src, self._unannounced) >= view.id):
             # (a new incarnation speaking does not clear its old one; nor does a member still in an
             # older view: it missed an install — a partition — and must be removed to join again)
-            del self.suspected[src]
-        handler = _HANDLERS.get(t)
+            del self.detector.suspected[src]
         if handler is None:
-            raise FrameError(f"unexpected {t.__name__} from {src}")
+            raise FrameError(f"unexpected {type(frame).__name__} from {src}")
         handler(self, src, frame)
-
-    def _on_heartbeat(self, src: str, frame: Heartbeat) -> None:
-        if frame.view > self.peer_view.get(src, -1):
-            self.peer_view[src] = frame.view
-            self._fast = None
-        if (self.quorum and frame.view > 0 and self.view is not None and self.mode == NORMAL
-                and not self._member_link(src)):
-            # a peer in a group, but not in our view: cut off by a partition and removed meanwhile
-            # (it cannot know: it hears nothing else from us): tell it, so that it joins again
-            self._tell_removed(src)
-        if (frame.count is not None and self.view is not None and frame.view == self.view.id
-                and self._member_link(src)):  # (a view 2 of another group is not ours)
-            order = self.order
-            order.progress(src, frame.count)
-            if order.total:  # (in the causal order, peers may deliver one set in different orders)
-                self._check_digest(src, frame.count, frame.digest)
-            if order.acknowledged and order.total:
-                self._check_skipped(src, frame.last)  # type: ignore[arg-type]
-
-    def _on_leave(self, src: str, frame: Leave) -> None:
-        if frame.pid != src:
-            raise FrameError(f"{src} asked to remove {frame.pid}")
-        if not self.static:
-            self.leaves[src] = self.now
-            self._maybe_propose()
 
     def ready(self) -> Ready:
         """Take everything to send, to deliver and to notice since the last call. A step ends here:
         the marks of what this peer received in it go out now (wire v2), so no member waits for this
         peer's acknowledgement longer than one step of it."""
-        if self._marks_due:
-            self._send_marks()
+        if self.out.marks_due:
+            self.out.send_marks()
         self._chain_digests()
-        out, self._ready = self._ready, Ready()
-        self._digested_upto = 0
-        if self._runs:
-            self._runs = False
-            sends: list[tuple[tuple[str, ...], Frame]] = []
-            for dests, frame in out.sends:
-                if type(frame) is _AckRun or type(frame) is SeqRun:
-                    sends.extend([(dests, f) for f in frame.frames()])
-                else:
-                    sends.append((dests, frame))  # type: ignore[arg-type]
-            out.sends = sends
+        alarms = self.divergence.step_ended()
+        out = self.out.take()
+        out.alarms = alarms
         return out
 
-    # -- ordered traffic -----------------------------------------------------------------------
+    # -- modes and views -------------------------------------------------------------------------
 
-    def _fast_sources(self) -> frozenset[str]:
-        """Peers whose ACKs and MESSAGEs pass every check of `_on_ordered` as things stand now.
+    def _set_mode(self, mode: Mode) -> None:
+        """Change the mode, by `TRANSITIONS` only (anything else is a bug), and with it the handlers."""
+        if mode not in TRANSITIONS[self.mode]:
+            raise RuntimeError(f"{self.me}: illegal mode change {self.mode} -> {mode}")
+        self.mode = mode
+        self._handlers = HANDLERS[(self.static, mode)]
+        self._trusted = None
+
+    def _set_view(self, view: View) -> None:
+        self.view = view
+        self._trusted = None
+        self.out.new_view(self.me, sorted_pids(view.members))
+
+    @property
+    def _current(self) -> View:
+        """The installed view (where a handler runs only in one)."""
+        view = self.view
+        assert view is not None
+        return view
+
+    def _trusted_sources(self) -> frozenset[str]:
+        """Peers whose ordered frames pass every check of `Core._admit` as things stand now.
 
         Reset to None (recomputed on use) by everything that changes one of those checks: the view,
-        the mode, connections, announced views, the cut.
-        """
+        the mode, connections, announced views, the cut."""
         view = self.view
         if view is None or self.mode not in (NORMAL, FLUSHING):
             return frozenset()
+        cut = self.change.cut
         return frozenset(src for src in view.members
                          if src != self.me and self.peer_view.get(src, self._unannounced) == view.id
-                         and self._member_link(src) and src not in self._cut
+                         and self._member_link(src) and src not in cut
                          and (self.static or src in self.links))
 
     @property
     def _unannounced(self) -> int:
         """The view a peer is taken to be in before it announced one: ours in a static group (views
         are never announced there); -1 otherwise, since a member announces every view it installs
-        before sending any frame of it, so a frame before any announcement is of an older view (say,
-        one re-sent after a partition healed, reaching a peer that rejoined)."""
+        before sending any frame of it, so a frame before any announcement is of an older view."""
         return self.view.id if self.static and self.view is not None else -1
 
     def _member_link(self, src: str) -> bool:
+        """Whether ``src`` is a member of the view, connected as the incarnation the view holds."""
         view = self.view
         if view is None or src not in view.members:
             return False
         inc = view.incarnations[src]
         return inc == NO_INCARNATION or self.links.get(src, inc) == inc
 
-    def _on_ordered(self, src: str, frame: Frame) -> None:
-        t = type(frame)
+    # -- ordered traffic -----------------------------------------------------------------------
+
+    def _admit(self, src: str, frame: Frame) -> bool:
+        """Whether an ordered frame is taken now: from a member of this view, connected as its
+        incarnation, not cut off. A frame of a view not installed yet waits; one of an older view is
+        stale."""
         view = self.view
         if view is None:
             self._hold(src, frame)
-            return
+            return False
         announced = self.peer_view.get(src, self._unannounced)
         if announced > view.id:
-            self._hold(src, frame)  # a frame of a view this peer has not installed yet
-            return
-        if announced < view.id or self.mode in (LEFT, REMOVED):
-            return  # the sender is behind: what it still sends of an old view is stale
+            self._hold(src, frame)
+            return False
+        if announced < view.id:
+            return False
         if not self._member_link(src):
             if self.static:
                 raise FrameError(f"frame from {src}, which is not a member")
             self._tell_removed(src)
-            return
-        if src in self._cut:
+            return False
+        if src in self.change.cut:
             # cut off: what a removed member sends after the flush started is not delivered (kept
             # only until the install, in case a newer proposal keeps it after all)
-            if len(self._cut_frames) >= 1_000_000:
-                raise FrameError("too many frames of removed members waiting")
-            self._cut_frames.append((src, frame))
-            return
-        if t is Marks:
-            self._on_marks(src, frame.marks)  # type: ignore[attr-defined]
-        elif t is Ack:
-            self._on_acks(src, frame.pid, (frame.clock,))  # type: ignore[attr-defined]
-        elif t is Acks:
-            self._on_acks(src, frame.pid, frame.clocks)  # type: ignore[attr-defined]
-        elif t is Message:
-            if frame.pid != src:  # type: ignore[attr-defined]
-                raise FrameError(f"{src} relayed a message of {frame.pid} outside a flush")  # type: ignore[attr-defined]
-            self._on_message(src, frame, relayed=False)  # type: ignore[arg-type]
-        elif t is Seq:
-            self._on_seq(src, frame)  # type: ignore[arg-type]
-        else:
-            # A relay is safe whenever it comes: had this peer delivered anything after it, it would
-            # hold it already (it had the origin's ACK for that, and links are FIFO).
-            if frame.pid not in view.members:  # type: ignore[attr-defined]
-                raise FrameError(f"RELAY from {src} of {frame.pid}, which is not a member")  # type: ignore[attr-defined]
-            self._on_message(src, frame, relayed=True)  # type: ignore[arg-type]
+            self.change.keep_cut_frame(src, frame)
+            return False
+        return True
 
     def _hold(self, src: str, frame: Frame) -> None:
-        if len(self._early) >= 1_000_000:
+        if len(self._early) >= MAX_EARLY_FRAMES:
             raise FrameError("too many frames waiting for a view")
         self._early.append((src, frame))
 
-    @property
-    def member_order(self) -> tuple[str, ...]:
-        """The view's members in pid order: what the positions of marks name (empty outside a view)."""
-        return tuple(self._index) if self.view is not None else ()
+    def _on_message(self, src: str, msg: Message) -> None:
+        if msg.pid != src:
+            raise FrameError(f"{src} relayed a message of {msg.pid} outside a flush")
+        self._take_message(src, msg, msg.marks, False)
 
-    @property
-    def delivered_key(self) -> tuple[int, tuple[str, int]]:
-        """The key of the last event delivered: everything at or below it is final."""
-        return self.order.final_key
+    def _on_relay(self, src: str, msg: Relay) -> None:
+        # A relay is safe whenever it comes: had this peer delivered anything after it, it would hold
+        # it already (it had the origin's ACK for that, and links are FIFO).
+        if msg.pid not in self._current.members:
+            raise FrameError(f"RELAY from {src} of {msg.pid}, which is not a member")
+        self._take_message(src, msg, None, True)
 
-    def _on_message(self, src: str, msg: Message | Relay, relayed: bool) -> None:
+    def _take_message(self, src: str, msg: Message | Relay, marks: tuple[int, ...] | None, relayed: bool) -> None:
         order = self.order
-        if not relayed and msg.marks is not None and (  # type: ignore[union-attr]
-                len(msg.marks) != len(self._holding) or not order.acknowledged):  # type: ignore[union-attr]
-            raise FrameError(f"{src} sent a message with {len(msg.marks)} ACK marks in a "  # type: ignore[union-attr]
-                             f"{order.name} group of {len(self._holding)}")
+        if marks is not None and (len(marks) != len(self.out.holding) or not order.acknowledged):
+            raise FrameError(f"{src} sent a message with {len(marks)} ACK marks in a "
+                             f"{order.name} group of {len(self.out.holding)}")
         entry = order.message(src, msg)
         if self._cumulative and not relayed:
             # from its origin, in its order: held, with every earlier message of it (even if stale or
             # a duplicate); acknowledged by the marks at the end of this step
-            holding, i = self._holding, self._index[src]
-            if msg.clock > holding[i]:
-                holding[i] = msg.clock
-                self._marks_due = True
+            self.out.hold(src, msg.clock)
             if entry is not None:
                 self.clock.observe(msg.clock)
                 if order.may_release(entry):
                     self._deliver_ready()
-            if msg.marks is not None:  # type: ignore[union-attr]
-                self._on_marks(src, msg.marks)  # type: ignore[union-attr]
+            if marks is not None:
+                self._take_marks(src, marks)
             return
         if entry is None:
-            if not relayed and msg.marks is not None:  # type: ignore[union-attr]
-                self._on_marks(src, msg.marks)  # type: ignore[union-attr]
+            if marks is not None:
+                self._take_marks(src, marks)
             return  # stale, or a duplicate
         self.clock.observe(msg.clock)
         if order.acknowledged:  # wire 1, or a relay: an explicit ACK
-            sends = self._ready.sends
-            last = sends[-1] if sends else None
-            if last is not None and last[0] is self.everyone and type(last[1]) is _AckRun:
-                last[1].add(msg.clock, msg.pid)  # type: ignore[attr-defined]
-            else:
-                sends.append((self.everyone, _AckRun(msg.clock, msg.pid)))  # type: ignore[arg-type]
-                self._runs = True
-        elif self._numbered:
-            self._send_numbers()
+            self.out.ack(msg.clock, msg.pid)
+        elif order.gives_numbers:
+            self.out.numbers(order.take_numbered())
         if order.may_release(entry):
             self._deliver_ready()
-        if not relayed and msg.marks is not None:  # type: ignore[union-attr]
-            self._on_marks(src, msg.marks)  # type: ignore[union-attr]
+        if marks is not None:
+            self._take_marks(src, marks)
 
-    def _on_marks(self, src: str, marks: tuple[int, ...]) -> None:
+    def _on_marks(self, src: str, frame: Marks) -> None:
+        self._take_marks(src, frame.marks)
+
+    def _take_marks(self, src: str, marks: tuple[int, ...]) -> None:
         """``src``'s cumulative ACKs (wire v2, `tom.core.marks`)."""
         order = self.order
         if not order.acknowledged:
             raise FrameError(f"{src} sent ACK marks in a {order.name} group")
-        touched_head, top = order.marks(src, marks)  # type: ignore[attr-defined]
+        touched_head, top = order.marks(src, marks)
         if top >= 0:
             self.clock.observe(top)
-            holding, me = self._holding, self._index.get(self.me)
+            holding, me = self.out.holding, self.out.index.get(self.me)
             if any(m > h for i, (m, h) in enumerate(zip(marks, holding)) if i != me):
                 # it overtook a message on its way here (it reserves nothing: it counts on arrival)
                 self.stats["premature_acks"] += 1
-        if touched_head or (top >= 0 and self.flush is not None and not self.flush.done):
+        if touched_head or (top >= 0 and self.change.settling):
             self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
 
-    def _send_marks(self) -> None:
-        """Send this peer's marks to every other member: on its last message if that is the last frame
-        queued (a mark on an earlier frame could pass a message stamped before the mark's clock was
-        seen — the FIFO argument needs it after all of them), in a MARKS frame otherwise."""
-        self._marks_due = False
-        everyone = self.everyone
-        if not everyone:
-            return
-        marks = tuple(self._holding)
-        sends = self._ready.sends
-        if sends:
-            dests, last = sends[-1]
-            if dests is everyone and type(last) is Message and len(last.text) <= PIGGYBACK_TEXT:  # type: ignore[attr-defined]
-                sends[-1] = (everyone, trusted_message(last.clock, last.pid, last.text, last.sent_at,  # type: ignore[attr-defined]
-                                                       last.vc, marks))  # type: ignore[attr-defined]
-                return
-        sends.append((everyone, trusted_marks(marks)))
+    def _on_ack(self, src: str, frame: Ack) -> None:
+        self._take_acks(src, frame.pid, (frame.clock,))
+
+    def _on_acks(self, src: str, frame: Acks) -> None:
+        self._take_acks(src, frame.pid, frame.clocks)
+
+    def _take_acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> None:
+        """``src`` holds the messages ``(c, pid)`` for each ``c`` in ``clocks`` (one ACK, or an ACKS)."""
+        if pid not in self._current.members:
+            raise FrameError(f"{src} acknowledged a message of {pid}, which is not a member")
+        touched_head, top = self.order.acks(src, pid, clocks)
+        if top >= 0:
+            self.clock.observe(top)
+        if touched_head or self.change.settling:
+            self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
 
     def _on_seq(self, src: str, frame: Seq) -> None:
         """Sequence numbers: from the sequencer, or relayed by a member in a flush."""
         if self.order.sequence(src, frame):
             self._deliver_ready()
 
-    def _on_acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> None:
-        """``src`` holds the messages ``(c, pid)`` for each ``c`` in ``clocks`` (one ACK, or an ACKS):
-        each reserves its entry if absent (a premature ACK) and counts once per acker; the Lamport
-        clock observes the largest once."""
-        if pid not in self.view.members:  # type: ignore[union-attr]
-            raise FrameError(f"{src} acknowledged a message of {pid}, which is not a member")
-        touched_head, top = self.order.acks(src, pid, clocks)
-        if top >= 0:
-            self.clock.observe(top)
-        if touched_head or (self.flush is not None and not self.flush.done):
-            self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
+    def _multicast(self, text: str, sent_at: float | None) -> Message:
+        order = self.order
+        msg = order.own(self.clock.tick(), text, None if sent_at is None else round(sent_at, 6))
+        self.out.send(self.out.others, msg)
+        if order.gives_numbers:
+            self.out.numbers(order.take_numbered())
+        self._deliver_ready()
+        return msg
+
+    def _send_held(self) -> None:
+        """Multicast what was held while no view was installed, a flush ran or the quorum was lost."""
+        held, self._held_texts = self._held_texts, []
+        for text, sent_at in held:
+            self._multicast(text, sent_at)
 
     def _deliver_ready(self) -> None:
         """Deliver what the order releases now (every member of the view holds it); in a flush that
         has every survivor's marker, work out its last step (`_settle`)."""
         if self.mode not in (NORMAL, FLUSHING) or (self.no_quorum is not None and self.mode == NORMAL):
             return
-        flush = self.flush
-        if self._accepted and self._open_accepted():
+        change = self.change
+        if change.outcomes and change.open_outcome(self.detector.verified(self.now), self.me):
             return  # an attempt this peer flushed may still be installed: nothing leaves until then
         view = self.view
         assert view is not None
         released = self.order.release(view.members, False)
         if released:
             self._emit(released)
+        flush = change.flush
         if flush is not None and not flush.done and flush.markers >= flush.flush_set:
             self._settle(flush)
 
-    def _emit(self, released: list) -> None:
+    def _emit(self, released: list[Any]) -> None:
         """Number and record deliveries of messages the order released (in order)."""
-        view = self.view
         order = self.order
-        out, delivered, vid = self._ready.deliveries, self.delivered, view.id  # type: ignore[union-attr]
-        marks = self.marks
-        if order.name == "lamport":
-            for e in released:
-                delivered += 1
-                out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid))  # type: ignore[arg-type]
-                marks[e.pid] = e.clock
-        else:
-            vector = order.vector if order.name == "causal" else None  # type: ignore[attr-defined]
-            for e in released:
-                delivered += 1
-                out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid,  # type: ignore[arg-type]
-                                    e.seq, vector(e.vc) if vector is not None else None))
-                marks[e.pid] = e.clock
-            if not order.acknowledged:
-                self._since_beat += len(released)
-                if self._since_beat >= PROGRESS_EVERY:
-                    self._since_beat = 0
-                    self._send_heartbeats()
+        out, delivered, vid = self.out.deliveries, self.delivered, self._current.id
+        last = self.last_delivered
+        vector = order.vector
+        for e in released:
+            delivered += 1
+            out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid, e.seq,
+                                None if e.vc is None else vector(e.vc)))
+            last[e.pid] = e.clock
+        if not order.acknowledged:
+            self._since_beat += len(released)
+            if self._since_beat >= PROGRESS_EVERY:
+                self._since_beat = 0
+                self._send_heartbeats()
         self.delivered = delivered
         if len(released) > 1:  # entries that were complete but waited behind a blocked head
             self.stats["released_behind_head"] += len(released) - 1
@@ -725,52 +565,31 @@ class Core:
     def _settle(self, flush: Flushing) -> None:
         """The flush's last step, once it can leave nothing pending: everything a survivor holds,
         needing only the survivors' ACKs (what none of them holds is dropped). It is the same at
-        every survivor, but it is only *worked out* here, on a copy of the order: it takes effect at
-        the INSTALL of this attempt. Until then the peer may still follow another attempt (say, one
-        that takes back members this one removed, after a partition heals) with its order as it was:
-        nothing irrevocable happens before the view change is decided."""
+        every survivor, but only *worked out* here, on a copy of the order: it takes effect at the
+        INSTALL of this attempt; until then the peer may still follow another attempt."""
         if not self.order.settles(flush.flush_set):
             return
         trial = copy.deepcopy(self.order, {id(self.stats): self.stats})
         out = trial.release(flush.flush_set, True)
-        if trial:
+        if len(trial):
             return
         p = flush.proposal
-        self._accepted[(p.attempt, p.coordinator)] = Accepted(trial, out)
-        self._flushed()
+        self.change.outcomes[(p.attempt, p.coordinator)] = Outcome(trial, out)
+        flush.done = True
+        self._set_mode(FLUSHED)
+        report = Flushed(p.view, p.attempt, self.clock.time)
+        if p.coordinator == self.me:
+            self._on_flushed(self.me, report)
+        else:
+            self.out.send((p.coordinator,), report)
 
-    def _open_accepted(self) -> bool:
-        """Whether an attempt other than the current one, which this peer reported FLUSHED for, may
-        still be installed. Dropped (known dead) once its coordinator runs a newer attempt, follows
-        the current one (its marker came), or is found dead outside the current flush set."""
-        flush = self.flush
-        current = (flush.proposal.attempt, flush.proposal.coordinator) if flush is not None else None
-        verified = None
-        for key in list(self._accepted):
-            if key == current:
-                continue
-            attempt, coordinator = key
-            if flush is not None and (
-                    (coordinator == current[1] and attempt < current[0])  # type: ignore[index]
-                    or coordinator in flush.markers or coordinator == self.me):
-                del self._accepted[key]
-                continue
-            if verified is None:
-                verified = self._verified()
-            if coordinator in verified and (flush is None or coordinator not in flush.flush_set):
-                del self._accepted[key]
-                continue
-            return True
-        return False
-
-    # -- membership ----------------------------------------------------------------------------
+    # -- heartbeats and the divergence check -----------------------------------------------------
 
     def _send_heartbeats(self) -> None:
-        if self._marks_due:
+        if self.out.marks_due:
             # a heartbeat names the last event delivered here: the marks of what this peer holds go
             # first, so that a member never sees a delivery claimed before its acknowledgement
-            # (`_check_skipped` relies on it)
-            self._send_marks()
+            self.out.send_marks()
         if self.links:
             if self.view is not None and self.mode == NORMAL:
                 beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key)
@@ -780,65 +599,52 @@ class Core:
                 beat = Heartbeat(self.view.id)
             else:
                 beat = Heartbeat(0)
-            self._ready.sends.append((tuple(self.links), beat))
+            self.out.send(tuple(self.links), beat)
 
-    # -- divergence check ----------------------------------------------------------------------
+    def _on_heartbeat(self, src: str, frame: Heartbeat) -> None:
+        if frame.view > self.peer_view.get(src, -1):
+            self.peer_view[src] = frame.view
+            self._trusted = None
+        if (self.quorum and frame.view > 0 and self.view is not None and self.mode == NORMAL
+                and not self._member_link(src)):
+            # a peer in a group, but not in our view: cut off by a partition and removed meanwhile
+            # (it cannot know: it hears nothing else from us): tell it, so that it joins again
+            self._tell_removed(src)
+        view = self.view
+        if (frame.count is not None and view is not None and frame.view == view.id
+                and self._member_link(src)):  # (a view 2 of another group is not ours)
+            order = self.order
+            order.progress(src, frame.count)
+            if order.total:  # (in the causal order, peers may deliver one set in different orders)
+                self._chain_digests()
+                self.divergence.compare(src, frame.count, frame.digest, view.id)
+            if order.acknowledged and order.total and frame.last is not None:
+                self._check_skipped(src, frame.last)
 
     @property
     def view_delivered(self) -> int:
         """Messages delivered in the current view."""
         self._chain_digests()
-        return self._chain.count
+        return self.divergence.chain.count
 
     @property
     def digest(self) -> int:
         """The running digest of the messages delivered in the current view (`DigestChain`)."""
         self._chain_digests()
-        return self._chain.digest
+        return self.divergence.chain.digest
 
     def _chain_digests(self) -> None:
-        """Chain the digest over the messages delivered since the last call: in batches (at `ready`,
-        before a view event, before any use), not on the delivery path."""
-        out = self._ready.deliveries
-        start = self._digested_upto
-        if start == len(out):
-            return
-        self._chain.extend(out[start:] if start else out)
-        self._digested_upto = len(out)
-        if self._claims:
-            self._check_claims()
-
-    def _check_digest(self, src: str, count: int, digest: int) -> None:
-        """``src`` says: after ``count`` messages of our view, its digest is ``digest``. Compare it
-        with ours at the same position — now, or once we get there (`_claims`)."""
-        self._chain_digests()
-        if count > self._chain.count:
-            self._claims[src] = (count, digest)
-            return
-        mine = self._chain.at(count)
-        if mine is None or mine == digest:
-            return
-        self._alarm(src, count, mine, digest)
-
-    def _alarm(self, src: str, position: int, mine: int, theirs: int,
-               skipped: tuple[int, str] | None = None) -> None:
-        key = (src, self.view.id)  # type: ignore[union-attr]
-        self.stats["divergence_alarms"] += 1
-        if key in self._alarmed:
-            return  # once diverged, it stays so in this view: one alarm per peer and view
-        self._alarmed.add(key)
-        alarm = Divergence(src, key[1], position, mine, theirs, skipped)
-        self.alarms = (self.alarms + [alarm])[-100:]
-        self._ready.alarms.append(alarm)
+        self.divergence.chain_up(self.out.deliveries, self.view.id if self.view is not None else 0)
 
     @property
     def _last_key(self) -> tuple[int, str]:
         """The key of the last event this peer delivered in this view (its view event before any
         message; ``(0, me)`` in a static group that has delivered nothing)."""
-        if self._chain.last is not None:
-            return self._chain.last
-        last = self.last_install
-        return (last.clock + 1, last.coordinator) if last is not None else (0, self.me)
+        last = self.divergence.chain.last
+        if last is not None:
+            return last
+        install = self.last_install
+        return (install.clock + 1, install.coordinator) if install is not None else (0, self.me)
 
     def _check_skipped(self, src: str, last: tuple[int, str]) -> None:
         """``src`` says the last event it delivered is ``last``. If that is past our head, whose body we
@@ -846,24 +652,26 @@ class Core:
         its ACK would have reached us before this heartbeat (links are FIFO). A divergence, seen while
         we still wait for that ACK (a digest cannot show it: we never reach its position)."""
         head = self.order.head()
-        if (head is None or head.text is None or src in head.acks or self.mode != NORMAL or src in self._cut
-                or (head.clock, pid_key(head.pid)) > (last[0], pid_key(last[1]))):
+        if (head is None or head.text is None or src in head.acks or self.mode != NORMAL
+                or src in self.change.cut or (head.clock, _key(head.pid)) > (last[0], _key(last[1]))):
             return
-        self._alarm(src, self.view_delivered + 1, self.digest, 0, (head.clock, head.pid))
+        self.divergence.alarm(src, self._current.id, self.view_delivered + 1, self.digest, 0,
+                              (head.clock, head.pid))
 
-    def _check_claims(self) -> None:
-        """Compare the claims our chain has now reached (called as it grows; an install drops the
-        claims of the view it ends)."""
-        for src, (count, digest) in list(self._claims.items()):
-            if count <= self._chain.count:
-                del self._claims[src]
-                self._check_digest(src, count, digest)
+    # -- membership ------------------------------------------------------------------------------
+
+    def _on_leave(self, src: str, frame: Leave) -> None:
+        if frame.pid != src:
+            raise FrameError(f"{src} asked to remove {frame.pid}")
+        if not self.static:
+            self.leaves[src] = self.now
+            self._maybe_propose()
 
     def _request_leave(self) -> None:
-        """Tell every member: a leaver never coordinates (see `_coordinator`), so each must know."""
+        """Tell every member: a leaver never coordinates (`tom.core.quorum.coordinator`), so each must know."""
         self.leaves[self.me] = self.now
-        if self.everyone:
-            self._ready.sends.append((self.everyone, Leave(self.me)))
+        if self.out.others:
+            self.out.send(self.out.others, Leave(self.me))
         self._maybe_propose()
 
     def _tell_removed(self, src: str) -> None:
@@ -871,11 +679,11 @@ class Core:
             return
         if self.now - self._removed_told.get(src, float("-inf")) >= self.timing.heartbeat:
             self._removed_told[src] = self.now
-            self._ready.sends.append(((src,), Removed(self.view.id)))
+            self.out.send((src,), Removed(self.view.id))
 
     def _on_removed(self, src: str, frame: Removed) -> None:
         view = self.view
-        if view is None or self.static or not self._member_link(src) or frame.view <= view.id:
+        if view is None or not self._member_link(src) or frame.view <= view.id:
             return
         self._become_removed(f"{src} is in view {frame.view} without this peer")
 
@@ -886,10 +694,8 @@ class Core:
             self._rejoin()
             return
         self._set_mode(REMOVED)
-        self.flush = None
-        self._ready.notices.append("removed")
-
-    # -- partitions ----------------------------------------------------------------------------
+        self.change.flush = None
+        self.out.notice(notices.Removed(why))
 
     def _check_quorum(self) -> None:
         """With a quorum: note when the members not found dead stop being a primary component of
@@ -899,193 +705,137 @@ class Core:
         if not self.quorum or self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
             return
         # (a member that announces a newer view went on without us: it is not with us)
-        reachable = {p for p in view.members - self._verified() if self.peer_view.get(p, -1) <= view.id}
+        reachable = {p for p in view.members - self.detector.verified(self.now)
+                     if self.peer_view.get(p, -1) <= view.id}
         if has_quorum(view.members, reachable):
             if self.no_quorum is not None:
                 self.no_quorum = None
-                self._ready.notices.append("quorum")
+                self.out.notice(notices.QuorumBack())
                 if self.mode == NORMAL:
                     self._send_held()
                     self._deliver_ready()
             return
         if self.no_quorum is None:
-            self._ready.notices.append("no-quorum")
+            self.out.notice(notices.NoQuorum(len(reachable), len(view.members)))
         self.no_quorum = (len(reachable), len(view.members))
-
-    def _end_view_change(self) -> None:
-        """Forget the view change that just ended (an install) or that this peer left (a rejoin)."""
-        self.flush = None
-        self._early_markers.clear()
-        self._max_attempt = -1
-        self._cut = set()
-        self._cut_frames = []
-        self._accepted.clear()
 
     def _rejoin(self) -> None:
         """The primary component went on without this peer (a partition): start again as a joiner,
         in the same incarnation. Its own messages not delivered here are kept: once admitted it sends
         again those the group did not deliver (`Install.marks`), then what its users entered since."""
         self._chain_digests()
-        if self._marks_due:
-            self._send_marks()
-        self._cut_from = (self.view.group, self.view.id)  # type: ignore[union-attr]
-        self._resubmit += sorted((e.clock, e.text, e.sent_at) for e in self.order  # type: ignore[misc]
+        if self.out.marks_due:
+            self.out.send_marks()
+        self._cut_from = (self._current.group, self._current.id)
+        self._resubmit += sorted((e.clock, e.text, e.sent_at) for e in self.order
                                  if e.pid == self.me and e.text is not None)
         self._set_mode(JOINING)
         self.view = None
-        self._proposing = self._promise = self._possible = None
-        self.everyone = ()
-        self.order = type(self.order)(self.me, self.stats)
-        self.queue = getattr(self.order, "queue", self.order)
-        self._end_view_change()
+        self.founding.forget()
+        self.out.others = ()
+        self.order = ORDER_CLASSES[self.order.name](self.me, self.stats)
+        self.change.end()
         self.no_quorum = None
-        for state in (self.suspected, self.joins, self.leaves, self._claims, self._removed_told):
+        for state in (self.detector.suspected, self.joins, self.leaves, self._removed_told):
             state.clear()
         self._early = []
-        self._alarmed = set()
+        self.divergence.restart()
         self.last_install = None
-        self._chain = DigestChain()
         self.started_at = self.now
         self._not_admitted_at = float("-inf")
         self._since_beat = 0
         self._rejoining = True
-        self._ready.notices.append("rejoining")
+        self.out.notice(notices.Rejoining())
         if self.links:
-            self._ready.sends.append((tuple(self.links), Join(self.me, self.incarnation)))
+            self.out.send(tuple(self.links), Join(self.me, self.incarnation))
 
     def _on_join(self, src: str, join: Join) -> None:
-        if join.pid != src or self.links.get(src) != join.incarnation:
-            raise FrameError(f"JOIN for {join.pid}/{join.incarnation} on the link of {src}")
-        if self.static:
-            return
+        self._check_join(src, join)
         self.joins[src] = (join.incarnation, self.now)
         view = self.view
         if view is not None and not self._member_link(src) and self.peer_view.get(src, 0):
             self.peer_view[src] = 0  # it asks to join: it is in no group now (cut off and told so)
-            self._fast = None
+            self._trusted = None
         if view is not None and src in view.members and view.incarnations[src] == join.incarnation:
             # already a member: it missed the INSTALL; resend it
             if self.last_install is not None and self.mode == NORMAL:
-                self._ready.sends.append(((src,), self.last_install))
+                self.out.send((src,), self.last_install)
             return
         self._maybe_propose()
 
+    def _check_join(self, src: str, join: Join) -> None:
+        if join.pid != src or self.links.get(src) != join.incarnation:
+            raise FrameError(f"JOIN for {join.pid}/{join.incarnation} on the link of {src}")
+
+    def _on_static_leave(self, src: str, frame: Leave) -> None:
+        if frame.pid != src:
+            raise FrameError(f"{src} asked to remove {frame.pid}")
+
+    # -- founding (`tom.core.founding`) ----------------------------------------------------------
+
     def _maybe_form(self) -> None:
-        """Form a group of one if nobody with a group answered and no smaller joining peer is here."""
+        """Found a group if nobody with a group answered and no smaller joining peer is here."""
         if self.now - self.started_at < self.timing.form_after or self._rejoining:
             return  # (a peer cut off from its group joins it again; it never founds another)
         recent = self.now - self.timing.suspect_after - self.timing.verify_after
-        if any(v > 0 and self.last_heard.get(p, float("-inf")) > recent for p, v in self.peer_view.items()):
+        last_heard = self.detector.last_heard
+        if any(v > 0 and last_heard.get(p, float("-inf")) > recent for p, v in self.peer_view.items()):
             return  # a group exists (even if its link is down for a moment): keep asking to join it
         if any(p not in self.peer_view for p in self.links):
             return  # connected but not heard yet
-        if any(pid_key(p) < pid_key(self.me) for p in self.links):
+        if any(_key(p) < _key(self.me) for p in self.links):
             return  # the smallest joining peer forms the group, the others join it
         # the group starts with every connected peer that asked to join: no flush is needed, as
         # nobody has delivered anything yet
         members = {self.me: self.incarnation}
         members.update({p: inc for p, (inc, _) in self.joins.items() if self.links.get(p) == inc})
-        if self.quorum and self.expected and not has_quorum(self.expected, members):
-            # (Corosync's expected votes: a lone peer, or a minority cut off at the start, waits)
-            founding = (len(members.keys() & self.expected), len(self.expected))
-            if founding != self.founding:
-                self.founding = founding
-                self._ready.notices.append("no-founding-quorum")
+        founding = self.founding
+        short = founding.too_few(members) if self.quorum else None
+        if short is not None:
+            if short != founding.short:
+                founding.short = short
+                self.out.notice(notices.NoFoundingQuorum(*short))
             return
-        self.founding = None
-        ordered = tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0])))
-        if self._possibly_in_another(members):
+        founding.short = None
+        ordered = tuple(sorted(members.items(), key=lambda kv: _key(kv[0])))
+        if founding.possibly_in_another(members):
             return  # it may be in a group founded meanwhile: it waits to hear of it
-        if not (self.quorum and self.expected) or len(ordered) == 1:
-            self._install_founding(0, self.clock.time, ordered, f"{self.me}/{self.incarnation}")
+        group = f"{self.me}/{self.incarnation}"
+        if not (self.quorum and founding.expected) or len(ordered) == 1:
+            self._install_founding(0, self.clock.time, ordered, group)
             return
-        self._propose_founding(ordered)
+        proposal = founding.propose(self.me, group, ordered, self.clock.time, self.now)
+        if proposal is not None:
+            self.out.send(tuple(p for p, _ in ordered if p != self.me), proposal)
 
-    def _install_founding(self, attempt: int, clock: int, ordered: tuple[tuple[str, int], ...],
-                          group: str) -> None:
+    def _install_founding(self, attempt: int, clock: int, ordered: Members, group: str) -> None:
         """Install view 1 of a new group of ``ordered`` (every member joins it; nobody has delivered
         anything yet, so no flush is needed)."""
         self._install(Install(1, attempt, self.me, clock, ordered, tuple(p for p, _ in ordered), (), (),
                               group=group))
 
-    # -- founding with expected peers: a handshake -----------------------------------------------
-    #
-    # A Join may be stale (the link re-sends it after a heal, when its sender has joined a group on
-    # the other side meanwhile), so with a quorum a founder does not install on Joins alone: it
-    # proposes view 1 (PROPOSE, attempt k) to the founders it counted, each still joining answers
-    # with a promise (FLUSHED of view 1) that binds it for `Timing.suspect_after`: no INSTALL of
-    # another group is taken, no other founder is promised. The founder installs only once every
-    # founder promised, within half that time of its proposal; else it proposes again.
-
-    def _promised_elsewhere(self, founder: str, group: str) -> bool:
-        """Whether this peer holds a live promise to another founder (or another group of it)."""
-        promise = self._promise
-        return promise is not None and promise[3] > self.now and (promise[0], promise[1]) != (founder, group)
-
-    def _possibly_in_another(self, members: Iterable[str]) -> bool:
-        """Whether ``members`` lack a primary component of a founding this peer promised and may be
-        a member of (`_possible`)."""
-        possible = self._possible
-        return possible is not None and not has_quorum(possible[2], members)
-
-    def _propose_founding(self, ordered: tuple[tuple[str, int], ...]) -> None:
-        group = f"{self.me}/{self.incarnation}"
-        if self._promised_elsewhere(self.me, group):
-            return  # it promised another founder: that one founds, or the promise runs out
-        current = self._proposing
-        if (current is not None and current[0].members == ordered
-                and self.now - current[2] < self.timing.suspect_after / 2):
-            return  # under way
-        self._found_attempts += 1
-        proposal = Propose(1, self._found_attempts, self.me, ordered, (), group)
-        self._proposing = (proposal, {self.me: self.clock.time}, self.now)
-        self._ready.sends.append((tuple(p for p, _ in ordered if p != self.me), proposal))
-
     def _on_founding_proposal(self, src: str, p: Propose) -> None:
         """A founder's proposal of view 1 reaches this joining peer: promise, unless bound elsewhere."""
-        members = dict(p.members)
-        if (p.view != 1 or p.coordinator != src or self._rejoining or p.removed
-                or members.get(self.me) != self.incarnation or self._promised_elsewhere(src, p.group)):
+        if self._rejoining:
             return
-        possible = self._possible
-        if possible is not None and possible[0] != src and not has_quorum(possible[2], members):
-            return
-        self._promise = (src, p.group, p.attempt, self.now + self.timing.suspect_after)
-        self._possible = (src, members[src], frozenset(members))
-        self._ready.sends.append(((src,), Flushed(1, p.attempt, self.clock.time)))
+        promise = self.founding.on_proposal(src, p, self.me, self.incarnation, self.clock.time, self.now)
+        if promise is not None:
+            self.out.send((src,), promise)
 
     def _on_founding_promise(self, src: str, f: Flushed) -> None:
         """A founder's promise came: install view 1 once every founder promised, in time."""
-        current = self._proposing
-        if current is None or f.view != 1 or f.attempt != current[0].attempt:
-            return
-        proposal, promised, at = current
-        if src not in dict(proposal.members):
-            return
-        promised[src] = f.clock
-        if len(promised) < len(proposal.members):
-            return
-        self._proposing = None
-        if self.now - at >= self.timing.suspect_after / 2:
-            return  # too late to be sure every promise still holds: the next tick proposes again
-        self._install_founding(proposal.attempt, max(promised.values()), proposal.members, proposal.group)
+        decided = self.founding.on_promise(src, f, self.now)
+        if decided is not None:
+            proposal, clock = decided
+            self._install_founding(proposal.attempt, clock, proposal.members, proposal.group)
 
-    def _verified(self) -> set[str]:
-        """Members suspected for longer than the verification period."""
-        limit = self.now - self.timing.verify_after
-        return {p for p, since in self.suspected.items() if since <= limit}
+    # -- view changes (`tom.core.viewchange`) ----------------------------------------------------
 
     def _coordinator(self) -> str | None:
-        """The smallest member not found dead and not known to be leaving (the smallest alive if all
-        are leaving). A leaver does not coordinate its own leave: it would deliver the view it leaves
-        in and exit, and if its INSTALL died with it the others would install another view v+1. Run
-        by a remaining member, the decision is held by a survivor before the leaver delivers it."""
         view = self.view
         if view is None:
             return None
-        alive = [p for p in view.members if p not in self._verified()]
-        staying = [p for p in alive if p not in self.leaves]
-        return min(staying or alive, key=pid_key) if alive else None
+        return coordinator(view.members, self.detector.verified(self.now), self.leaves)
 
     def _maybe_propose(self) -> None:
         view = self.view
@@ -1093,8 +843,9 @@ class Core:
             return
         if self._coordinator() != self.me:
             return
-        verified = self._verified() & view.members
-        flush = self.flush
+        verified = self.detector.verified(self.now) & view.members
+        suspected = self.detector.suspected
+        flush = self.change.flush
         if flush is None:
             joins = {p: inc for p, (inc, _) in self.joins.items()
                      if p in self.links and self.links[p] == inc and view.incarnations.get(p) != inc
@@ -1108,184 +859,96 @@ class Core:
             removed = verified
             members = {p: i for p, i in view.incarnations.items() if p not in removed and p not in leaves}
             members.update(joins)
-            attempt = self._max_attempt + 1
-            if not self._primary_without(removed):
+            if not may_change_without(view.members, removed, suspected, self.quorum):
                 return  # wait: for the network, or to be told to rejoin
         else:
             p = flush.proposal
             if p.coordinator == self.me and self.now - self._proposed_at >= self.timing.heartbeat:
-                self._resend_proposal()
+                self._resend_proposal(p)
             if not (verified & flush.flush_set or p.coordinator in verified):
                 return
             removed = set(flush.removed) | verified
-            if not self._primary_without(removed):
+            if not may_change_without(view.members, removed, suspected, self.quorum):
                 # not without the members this flush removed: take back those heard from again
                 # (a partition healed meanwhile), if that makes a primary component
-                removed = verified | (set(flush.removed) & set(self.suspected))
-                if not self._primary_without(removed):
+                removed = verified | (set(flush.removed) & set(suspected))
+                if not may_change_without(view.members, removed, suspected, self.quorum):
                     return
             members = {m: i for m, i in p.members if m not in removed}
             members.update({m: view.incarnations[m] for m in flush.removed if m not in removed})
-            attempt = self._max_attempt + 1
-        proposal = Propose(
-            view.id + 1, attempt, self.me,
-            tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0]))),
-            tuple(sorted(((p, view.incarnations[p]) for p in removed), key=lambda kv: pid_key(kv[0]))),
-            view.group,
-        )
-        self._resend_proposal(proposal)  # first: the removed must hear it too, and the view may change now
-        self._on_propose(self.me, proposal)
+        new = proposal(view, self.me, self.change.highest + 1, members, removed)
+        self._resend_proposal(new)  # first: the removed must hear it too, and the view may change now
+        self._on_propose(self.me, new)
 
-    def _primary_without(self, removed: set[str]) -> bool:
-        """Whether a view change removing ``removed`` may go ahead: always without a quorum; with one,
-        if the members that stay and were heard from lately (not even suspected, so that a side cut off
-        does not count on the other before it finds it gone) are a primary component (`has_quorum`)."""
-        view = self.view
-        assert view is not None
-        return not self.quorum or has_quorum(view.members, view.members - removed - set(self.suspected))
-
-    def _resend_proposal(self, proposal: Propose | None = None) -> None:
+    def _resend_proposal(self, p: Propose) -> None:
         """(Re)send this coordinator's proposal: a member may have ignored it while it still followed
         a coordinator it had not yet found dead."""
-        view = self.view
-        if proposal is None:
-            if self.flush is None:
-                return
-            proposal = self.flush.proposal
         self._proposed_at = self.now
-        targets = (set(view.members) | {m for m, _ in proposal.members}) - {self.me}  # type: ignore[union-attr]
-        self._ready.sends.append((tuple(sorted_pids(targets)), proposal))
+        targets = (set(self._current.members) | {m for m, _ in p.members}) - {self.me}
+        self.out.send(tuple(sorted_pids(targets)), p)
 
     def _on_propose(self, src: str, p: Propose) -> None:
         view = self.view
-        if view is None and self.mode == JOINING and not self.static:
-            self._on_founding_proposal(src, p)
-            return
-        if view is None or self.static or self.mode in (LEFT, REMOVED):
-            return
+        assert view is not None
         if p.view == view.id and self.last_install is not None and src != self.me:
-            self._ready.sends.append(((src,), self.last_install))  # it missed our INSTALL: here it is
+            self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
             return
         if p.view != view.id + 1 or p.coordinator != src or p.group != view.group:
             return
-        flush = self.flush
-        self._max_attempt = max(self._max_attempt, p.attempt)
-        if flush is not None:
-            current = flush.proposal
-            if (p.attempt, p.coordinator) == (current.attempt, current.coordinator):
-                return  # the same proposal again
-            # follow a newer attempt, or whoever this peer now takes for the coordinator
-            if p.attempt <= current.attempt and not (src == self._coordinator() != current.coordinator):
-                return
-        removed = frozenset(pid for pid, _ in p.removed)
-        if self.me in removed:
+        change = self.change
+        if not change.follows(p, self._coordinator()):
+            return
+        if any(pid == self.me for pid, _ in p.removed):
             if self.quorum:
                 return  # only a proposal: if it completes, a member of the new view will say so
             self._become_removed(f"{src} removed this peer")
             return
-        flush_set = frozenset(view.members - removed)
-        if self.me not in flush_set:
+        started = change.start(p, view, self.me)
+        if started is None:
             return
-        early = self._early_markers.pop((p.view, p.attempt, p.coordinator), set())
-        kept = self._cut - removed  # cut by an earlier proposal, a member in this one
-        self._cut = set(removed)
-        self.flush = Flushing(p, flush_set, removed, {self.me} | (early & flush_set))
+        flushing, kept = started
         self._set_mode(FLUSHING)
-        if self._numbered:
-            self.order.stop_numbering()  # type: ignore[attr-defined]
-        sends = self._ready.sends
-        others = tuple(sorted_pids(flush_set - {self.me}))
-        sends.extend([(others, frame) for frame in self.order.relays(removed)])
-        sends.append((others, Flush(p.view, p.attempt, p.coordinator)))
+        self.order.stop_numbering()
+        others = tuple(sorted_pids(flushing.flush_set - {self.me}))
+        for frame in self.order.relays(flushing.removed):
+            self.out.send(others, frame)
+        self.out.send(others, Flush(p.view, p.attempt, p.coordinator))
         if kept:
-            frames = self._cut_frames
-            self._cut_frames = [(s, f) for s, f in frames if s not in kept]
-            for s, f in frames:
-                if s in kept and s in self.links:
+            for s, f in change.take_back(kept):
+                if s in self.links:
                     try:
-                        self._on_ordered(s, f)
+                        handler = self._handlers.get(type(f))
+                        if type(handler) is Ordered:
+                            handler(self, s, f)
                     except FrameError:
                         pass
         self._deliver_ready()
 
     def _on_flush(self, src: str, f: Flush) -> None:
-        flush = self.flush
-        p = flush.proposal if flush is not None else None
-        if p is None or (f.view, f.attempt, f.coordinator) != (p.view, p.attempt, p.coordinator):
-            view = self.view
-            if view is not None and f.view == view.id + 1 and len(self._early_markers) < 256:
-                # its proposal has not reached this peer yet (it came on another link)
-                self._early_markers.setdefault((f.view, f.attempt, f.coordinator), set()).add(src)
-            return
-        if src in flush.flush_set:
-            flush.markers.add(src)
+        view = self.view
+        if self.change.marker(src, f.view, f.attempt, f.coordinator, view.id if view is not None else None):
             self._deliver_ready()
 
-    def _flushed(self) -> None:
-        flush = self.flush
-        assert flush is not None
-        flush.done = True
-        self._set_mode(FLUSHED)
-        p = flush.proposal
-        report = Flushed(p.view, p.attempt, self.clock.time)
-        if p.coordinator == self.me:
-            self._on_flushed(self.me, report)
-        else:
-            self._ready.sends.append(((p.coordinator,), report))
-
     def _on_flushed(self, src: str, f: Flushed) -> None:
-        if self.view is None and self.mode == JOINING:
-            self._on_founding_promise(src, f)
-            return
-        flush = self.flush
-        if flush is None or flush.proposal.coordinator != self.me:
-            return
-        p = flush.proposal
-        if (f.view, f.attempt) != (p.view, p.attempt) or src not in flush.flush_set:
-            return
-        flush.flushed[src] = f.clock
-        if set(flush.flushed) >= flush.flush_set:
-            view = self.view
-            assert view is not None
-            new = {m for m, _ in p.members}
-            joined = {m for m, inc in p.members if view.incarnations.get(m) != inc}
-            marks = ()
-            if joined:  # (what this attempt's last step delivers counts: it is delivered before the view)
-                upto = dict(self.marks)
-                for e in self._accepted[(p.attempt, self.me)].out:
-                    upto[e.pid] = e.clock
-                # every pid's, not only the joiners': a joiner learns them all, so that a member that
-                # joined after some peer was cut off still knows, as coordinator, what the group
-                # delivered of that peer when it admits it again (else it sends it again)
-                marks = tuple(sorted(upto.items()))
-            install = Install(
-                p.view, p.attempt, self.me, max(flush.flushed.values()), p.members,
-                tuple(sorted_pids(joined)),
-                tuple(sorted_pids(view.members - new - flush.removed)),
-                tuple(sorted_pids(flush.removed)),
-                view.group,
-                marks,
-            )
-            self._install(install)
+        if self.change.report(src, f.view, f.attempt, f.clock, self.me):
+            self._install(self.change.install(self._current, self.me, self.last_delivered))
 
     def _on_install(self, src: str, i: Install) -> None:
         view = self.view
-        if self.static or self.mode in (LEFT, REMOVED):
-            return
         if view is None:
             if dict(i.members).get(self.me) != self.incarnation:
                 return
-            if self._promised_elsewhere(i.coordinator if i.view == 1 else "", i.group):
+            if self.founding.promised_elsewhere(i.coordinator if i.view == 1 else "", i.group, self.now):
                 return  # bound to another founder for now (it may install us); this group asks again
             if i.group == self._cut_from[0] and i.view <= self._cut_from[1]:
                 return  # a view from before this peer was cut off (a member that did not know yet)
-        elif i.view != view.id + 1 or i.group != view.group or self.mode not in (FLUSHING, FLUSHED):
+        elif i.view != view.id + 1 or i.group != view.group:
             return
         self._install(i)
 
     def _install(self, i: Install) -> None:
-        if self._marks_due:
-            self._send_marks()  # what was received in the old view, before anything of the next
+        if self.out.marks_due:
+            self.out.send_marks()  # what was received in the old view, before anything of the next
         old = self.view
         members = dict(i.members)
         if old is not None and self.me not in members and self.me not in i.left:
@@ -1294,73 +957,64 @@ class Core:
             self._become_removed(f"{i.coordinator} installed view {i.view} without this peer")
             return
         if old is not None:
-            accepted = self._accepted.get((i.attempt, i.coordinator))
-            if accepted is None:
+            outcome = self.change.outcomes.get((i.attempt, i.coordinator))
+            if outcome is None:
                 # an attempt this peer never flushed (or took for dead): it cannot end the old view
                 # as the others did, so it is out of this view, like a member cut off
                 self._become_removed(f"{i.coordinator} installed view {i.view} from an attempt this peer "
                                      "did not flush")
                 return
             # the flush's last step takes effect now: the old view's rest, then the view
-            self.order = accepted.order  # type: ignore[assignment]
-            self.queue = getattr(self.order, "queue", self.order)
-            if accepted.out:
-                self._emit(accepted.out)
+            self.order = outcome.order
+            if outcome.delivered:
+                self._emit(outcome.delivered)
         for pid, clock in i.marks:
-            if clock > self.marks.get(pid, -1):
-                self.marks[pid] = clock
+            if clock > self.last_delivered.get(pid, -1):
+                self.last_delivered[pid] = clock
         self._rejoining = False
         if old is None and self._resubmit:
             # admitted again after a partition: what the group delivered of ours is up to our mark
-            mark = self.marks.get(self.me, -1)
+            mark = self.last_delivered.get(self.me, -1)
             self._held_texts[:0] = [(text, sent_at) for clock, text, sent_at in self._resubmit if clock > mark]
             self._resubmit = []
         self.clock.time = max(self.clock.time, i.clock + 1)
         self.delivered += 1
-        self.order.install(tuple(sorted_pids(members)), i.clock + 1, i.coordinator)
+        ordered = tuple(sorted_pids(members))
+        self.order.install(ordered, i.clock + 1, i.coordinator)
         self._since_beat = 0
-        self._ready.deliveries.append(ViewDelivery(
-            self.delivered, i.clock + 1, i.coordinator, i.view, tuple(sorted_pids(members)),
+        self.out.deliveries.append(ViewDelivery(
+            self.delivered, i.clock + 1, i.coordinator, i.view, ordered,
             i.joined, i.left, i.removed, self.order.name))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
         self._chain_digests()  # what was delivered in the old view belongs to its chain
-        self._chain = DigestChain()
-        self._claims.clear()
+        self.divergence.new_view()
         self.last_install = i
-        self._end_view_change()
-        old_incs = old.incarnations if old is not None else {}
-        for pid in list(self.suspected):
-            if members.get(pid) != old_incs.get(pid):
-                del self.suspected[pid]  # gone, or a new incarnation: the suspicion was about another
+        self.change.end()
+        self.detector.settle(members, old.incarnations if old is not None else {}, self.now)
         for pid in members:
             self.joins.pop(pid, None)
-            self.last_heard.setdefault(pid, self.now)
-            if pid not in (old.members if old is not None else ()):
-                self.last_heard[pid] = self.now
         for pid in list(self.leaves):
             if pid not in members:
                 del self.leaves[pid]
         # forward the decision once, so that it survives the coordinator; then announce the view
         told = tuple(sorted_pids((set(members) | set(i.left)) - {self.me, i.coordinator}))
         if told:
-            self._ready.sends.append((told, i))
+            self.out.send(told, i)
         if self.me not in members:  # its leave
             self._set_mode(LEFT)
-            self._ready.notices.append(self.mode)
+            self.out.notice(notices.Left())
             return
         self._set_mode(NORMAL)
-        self.founding = None
-        self._proposing = self._promise = self._possible = None
+        self.founding.done()
         if self.no_quorum is not None:  # a view was installed: its members are a primary component
             self.no_quorum = None
-            self._ready.notices.append("quorum")
-        if self._numbered:
-            self.order.start_numbering()  # type: ignore[attr-defined]
+            self.out.notice(notices.QuorumBack())
+        self.order.start_numbering()
         # the view announcement must precede this view's frames on every link, connected or not
-        announce = tuple(sorted_pids(set(self.links) | set(self.everyone)))
+        announce = tuple(sorted_pids(set(self.links) | set(self.out.others)))
         if announce:
-            self._ready.sends.append((announce, Heartbeat(i.view, 0, 0, self._last_key)))
+            self.out.send(announce, Heartbeat(i.view, 0, 0, self._last_key))
         early, self._early = self._early, []
         for src, frame in early:
             if src in self.links:
@@ -1372,6 +1026,16 @@ class Core:
         if self.leaving:
             self._request_leave()
         self._maybe_propose()
+
+    def _ignore(self, src: str, frame: Frame) -> None:
+        """A frame this mode takes and does nothing with (see `HANDLERS`)."""
+
+    def _hold_or_drop(self, src: str, frame: Frame) -> None:
+        """An ordered frame after this peer left: one of a view it never installed waits (as ever);
+        the rest is stale."""
+        view = self.view
+        if view is None or self.peer_view.get(src, self._unannounced) > view.id:
+            self._hold(src, frame)
 
     # -- inspection ----------------------------------------------------------------------------
 
@@ -1387,16 +1051,17 @@ class Core:
     def status(self) -> Status:
         view = self.view
         members = sorted_pids(view.members) if view is not None else []
+        order = self.order
         pending = tuple(
             PendingStatus(e.clock, e.pid, e.text,
                           tuple(p for p in members if p in e.acks),
-                          tuple(p for p in members if p not in e.acks) if self.order.acknowledged else (),
-                          self.order.waits(e, members), e.seq)
-            for e in self.order
+                          tuple(p for p in members if p not in e.acks) if order.acknowledged else (),
+                          order.waits(e, members), e.seq)
+            for e in order
         )
         return Status(self.me, self.mode, self.clock.time, view, self.delivered, pending,
-                      tuple(sorted_pids(self.suspected)), dict(self.last_heard), self.now,
-                      tuple(self.alarms), self.view_delivered, self.digest, self.order.name, self.no_quorum)
+                      tuple(sorted_pids(self.detector.suspected)), dict(self.detector.last_heard), self.now,
+                      tuple(self.alarms), self.view_delivered, self.digest, order.name, self.no_quorum)
 
 
 def check_text(me: str, text: str, order: str = "lamport") -> None:
@@ -1414,19 +1079,64 @@ def check_text(me: str, text: str, order: str = "lamport") -> None:
                          f"of UTF-8 text; backslashes and line breaks count twice)")
 
 
-_HANDLERS = {  # the slow path of `Core.receive`: one handler per frame type (link frames never get here)
-    Ack: Core._on_ordered,
-    Acks: Core._on_ordered,
-    Message: Core._on_ordered,
-    Relay: Core._on_ordered,
-    Heartbeat: Core._on_heartbeat,
-    Join: Core._on_join,
-    Leave: Core._on_leave,
-    Marks: Core._on_ordered,
-    Propose: Core._on_propose,
-    Flush: Core._on_flush,
-    Flushed: Core._on_flushed,
-    Install: Core._on_install,
-    Removed: Core._on_removed,
-    Seq: Core._on_ordered,
+# -- dispatch: (static, mode) -> frame kind -> handler ---------------------------------------------
+
+Handler = Callable[[Core, str, Any], None]
+
+
+class Ordered:
+    """The handler of an ordered frame (a message, its ACKs, sequence numbers): taken only as
+    `Core._admit` allows; ``take`` handles it once admitted (the fast path of `Core.receive` calls it
+    directly for a source known to pass)."""
+
+    __slots__ = ("take",)
+
+    def __init__(self, take: Handler) -> None:
+        self.take = take
+
+    def __call__(self, core: Core, src: str, frame: Frame) -> None:
+        if core._admit(src, frame):
+            self.take(core, src, frame)
+
+
+_ORDERED: dict[type[Frame], Handler] = {
+    Message: Core._on_message, Relay: Core._on_relay, Ack: Core._on_ack, Acks: Core._on_acks,
+    Marks: Core._on_marks, Seq: Core._on_seq,
 }
+_IN_A_VIEW: dict[type[Frame], Handler | Ordered] = {
+    **{kind: Ordered(take) for kind, take in _ORDERED.items()},
+    Heartbeat: Core._on_heartbeat, Join: Core._on_join, Leave: Core._on_leave,
+    Propose: Core._on_propose, Flush: Core._on_flush, Flushed: Core._on_flushed,
+    Install: Core._on_install, Removed: Core._on_removed,
+}
+
+HANDLERS: dict[tuple[bool, Mode], dict[type[Frame], Handler | Ordered]] = {
+    # outside any group: ordered frames wait for the view they belong to; a proposal or a promise
+    # is the founding handshake's; an INSTALL may admit this peer
+    (False, JOINING): {
+        **{kind: Core._hold for kind in _ORDERED},
+        Heartbeat: Core._on_heartbeat, Join: Core._on_join, Leave: Core._on_leave,
+        Propose: Core._on_founding_proposal, Flush: Core._ignore, Flushed: Core._on_founding_promise,
+        Install: Core._on_install, Removed: Core._ignore,
+    },
+    # a member, not in a view change: an INSTALL only counts in the flush it ends
+    (False, NORMAL): {**_IN_A_VIEW, Install: Core._ignore},
+    (False, FLUSHING): _IN_A_VIEW,
+    (False, FLUSHED): _IN_A_VIEW,
+    # final: nothing changes the membership any more; heartbeats still compare what was delivered
+    (False, LEFT): {
+        **{kind: Core._hold_or_drop for kind in _ORDERED},
+        Heartbeat: Core._on_heartbeat, Join: Core._on_join, Leave: Core._on_leave,
+        Propose: Core._ignore, Flush: Core._on_flush, Flushed: Core._ignore,
+        Install: Core._ignore, Removed: Core._ignore,
+    },
+    # a static group: a fixed membership, no view changes (a JOIN or LEAVE is checked, not taken)
+    (True, NORMAL): {
+        **_IN_A_VIEW, Join: Core._check_join, Leave: Core._on_static_leave, Propose: Core._ignore,
+        Flushed: Core._ignore, Install: Core._ignore, Removed: Core._ignore,
+    },
+}
+HANDLERS[(False, REMOVED)] = HANDLERS[(False, LEFT)]
+HANDLERS[(True, LEFT)] = {**HANDLERS[(True, NORMAL)],
+                          **{kind: Core._hold_or_drop for kind in _ORDERED}}
+HANDLERS[(True, JOINING)] = {}  # (a static core is never outside its group: a transition only)

@@ -161,11 +161,10 @@ class HandoutCore:
         self.bad_lines += 1
 
     def receive(self, frame: HandoutFrame, now: float = 0.0) -> None:
-        t = type(frame)
-        if t is HMessage:
-            self._on_message(frame, now)  # type: ignore[arg-type]
-        elif t is HAck:
-            self._on_ack(frame)  # type: ignore[arg-type]
+        if isinstance(frame, HMessage):
+            self._on_message(frame, now)
+        elif isinstance(frame, HAck):
+            self._on_ack(frame)
         else:
             self._on_membership(frame, now)
         self._release()
@@ -206,7 +205,7 @@ class HandoutCore:
         if self.dynamic:
             pid = origin_pid(m.origin)
             if pid in self._heard:
-                self._heard[pid] = now  # type: ignore[index]
+                self._heard[pid] = now
         key = (m.clock, m.origin)
         # acknowledge to every neighbor, this peer included, as the handout's tool does
         self._send(HAck(m.clock, m.origin))

@@ -27,6 +27,7 @@ sequence (so digests of it compare); ``acknowledged``: members ACK every message
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
@@ -38,9 +39,10 @@ from .queue import Entry, PendingQueue
 class LamportOrder:
     """Pending messages and the delivery rule of the Lamport total order."""
 
-    name = "lamport"
-    total = True
-    acknowledged = True
+    name: ClassVar[str] = "lamport"
+    total: ClassVar[bool] = True
+    acknowledged: ClassVar[bool] = True
+    gives_numbers: ClassVar[bool] = False
     __slots__ = ("me", "queue", "final_key", "stats", "_blocker", "held")
 
     def __init__(self, me: str, stats: dict[str, int]) -> None:
@@ -190,6 +192,18 @@ class LamportOrder:
 
     def progress(self, src: str, count: int) -> None:
         """``src`` has delivered ``count`` messages of the view (nothing to do in this order)."""
+
+    def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
+        raise AssertionError("a lamport message carries no vector")
+
+    def start_numbering(self) -> None:
+        """(No numbers in this order.)"""
+
+    def stop_numbering(self) -> None:
+        """(No numbers in this order.)"""
+
+    def take_numbered(self) -> list[tuple[int, int, str]]:
+        return []
 
     def waits(self, entry: Entry, members: list[str]) -> str:
         if entry.text is None:

@@ -6,7 +6,7 @@ from bisect import insort
 from collections import deque
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
-from collections.abc import Iterator
+from collections.abc import Iterator, ValuesView
 
 from ..codec.pid import pid_key
 
@@ -54,7 +54,7 @@ class PendingQueue:
         """Entries in delivery order (a sorted copy: for status, not for the hot path)."""
         return iter(sorted(self._entries.values(), key=lambda e: (e.clock, pid_key(e.pid))))
 
-    def unordered(self):
+    def unordered(self) -> ValuesView[Entry]:
         """The entries in no particular order (cheap: for checks that look at all of them)."""
         return self._entries.values()
 

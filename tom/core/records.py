@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..codec.frames import Frame
 from .modes import Mode
+from .notices import Notice
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,18 +65,12 @@ class Divergence:
 
 @dataclass(slots=True)
 class Ready:
-    """What the shell must do: send ``sends`` (to each pid of the tuple), persist ``deliveries``,
-    act on ``notices`` (``"left"``: this peer's leave is delivered; ``"removed"``: the group went on
-    without this peer; ``"rejoining"``: the same, with a quorum: it joins again as a new member;
-    ``"no-quorum"``/``"quorum"``: fewer than a primary component of the view is reachable (the peer
-    stops delivering and holds its users' messages), and again enough; ``"no-founding-quorum"``: no
-    group answered and the peers here are too few of the expected ones to found one (`Core.founding`,
-    said again when their number changes); ``"not-admitted"``: joining for longer than
-    `Timing.admit_after`), and report ``alarms``."""
+    """What the shell must do after a step: send ``sends`` (to each pid of the tuple, in order),
+    persist ``deliveries``, act on ``notices`` (`tom.core.notices`) and report ``alarms``."""
 
     sends: list[tuple[tuple[str, ...], Frame]] = field(default_factory=list)
     deliveries: list[Delivery | ViewDelivery] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
     alarms: list[Divergence] = field(default_factory=list)
 
     def __bool__(self) -> bool:

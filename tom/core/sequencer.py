@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import ClassVar
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
@@ -50,9 +51,10 @@ class SeqRun:
 class SequencerOrder:
     """Pending messages, their numbers, and the history a flush may need."""
 
-    name = "sequencer"
-    total = True
-    acknowledged = False
+    name: ClassVar[str] = "sequencer"
+    total: ClassVar[bool] = True
+    acknowledged: ClassVar[bool] = False
+    gives_numbers: ClassVar[bool] = True
     __slots__ = ("me", "stats", "members", "sequencer", "numbering", "pending", "by_seq", "next_seq",
                  "top_seq", "history", "reported", "last_clock", "floor", "numbered")
 
@@ -164,6 +166,16 @@ class SequencerOrder:
 
     def acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> tuple[bool, int]:
         raise FrameError(f"{src} sent an ACK in a sequencer group")
+
+    def marks(self, src: str, marks: tuple[int, ...]) -> tuple[bool, int]:
+        raise FrameError(f"{src} sent ACK marks in a sequencer group")
+
+    def head(self) -> Entry | None:
+        """(Only a total order with ACKs has a head that waits for them.)"""
+        return None
+
+    def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
+        raise AssertionError("a sequencer message carries no vector")
 
     def settles(self, required: frozenset[str]) -> bool:
         """The last step of a flush leaves nothing pending in this order (it numbers the rest)."""

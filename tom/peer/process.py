@@ -17,7 +17,8 @@ from pathlib import Path
 
 import trio
 
-from ..core import Core, Timing
+from ..core import Core, Timing, notices
+from ..core.notices import Notice
 from .events import LeaveGroup, SendTexts
 from ..errors import ConfigError, OutputError
 from ..net.keys import load_group_keys
@@ -259,42 +260,41 @@ class Peer:
         if not self._leave_requested:
             self._nursery.start_soon(self.leave)
 
-    def _on_notice(self, notice: str) -> None:
-        if notice == "not-admitted":
+    def _on_notice(self, notice: Notice) -> None:
+        if type(notice) is notices.NotAdmitted:
             log.warning("%s", self.not_admitted_line())
             return
-        if notice == "no-founding-quorum":
+        if type(notice) is notices.NoFoundingQuorum:
             log.warning("%s", self.founding_line())
             return
-        if notice == "no-quorum":
-            reachable, members = self.core.no_quorum or (0, 0)
+        if type(notice) is notices.NoQuorum:
             held = self.core.backlog()
             log.warning("no quorum: %d of %d members reachable; waiting (nothing is delivered here until a "
-                        "majority of the view is back; messages entered here are held%s)", reachable, members,
-                        f", {held} now" if held else "")
+                        "majority of the view is back; messages entered here are held%s)", notice.reachable,
+                        notice.members, f", {held} now" if held else "")
             return
-        if notice == "quorum":
+        if type(notice) is notices.QuorumBack:
             log.info("quorum again: delivering")
             return
-        if notice == "rejoining":
-            held = self.core.backlog() + len(self.core._resubmit)
+        if type(notice) is notices.Rejoining:
+            held = self.core.backlog() + self.core.to_resubmit
             log.warning("cut off: the group went on without this peer (a partition): joining it again as a "
                         "new member%s", f"; {held} message{'s' if held != 1 else ''} entered here will be sent "
                         "again unless the group delivered them" if held else "")
             return
-        if notice == "left":
+        if type(notice) is notices.Left:
             if self.core.view is None:
                 log.info("stopped before it was admitted to the group")
             else:
                 log.info("left the group")
-        elif notice == "removed":
+        elif type(notice) is notices.Removed:
             log.error("this peer was removed from the group (it was taken for failed): stopping")
             self.exit_code = EXIT_REMOVED
         self._nursery.start_soon(self._drain_then_stop)
 
     def founding_line(self) -> str:
         """Why no group was founded yet: too few of the neighbors file's peers are here."""
-        here, expected = self.core.founding or (1, len(self.neighbors))
+        here, expected = self.core.founding.short or (1, len(self.neighbors))
         need = f"{expected // 2 + 1}" if expected % 2 else \
             f"{expected // 2 + 1}, or {expected // 2} with {min(self.neighbors, key=pid_key)}"
         return (f"no group yet: {here} of the {expected} peers of the neighbors file here, and founding one "
@@ -318,7 +318,7 @@ class Peer:
         if silent:
             parts.append(f"never connected with {', '.join(silent)}")
         hint = f"is {self.me} in every member's neighbors file?"
-        if self.core.founding is not None:
+        if self.core.founding.short is not None:
             hint = self.founding_line()
         waiting = self.core.backlog()
         tail = f" {waiting} message{'s' if waiting != 1 else ''} entered here wait{'s' if waiting == 1 else ''}." \

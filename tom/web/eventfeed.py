@@ -138,7 +138,7 @@ class EventFeed:
                                    self._members()), frames_only=True)
 
     def step(self, sends: list[tuple[tuple[str, ...], Frame]], deliveries: list[Delivery | ViewDelivery],
-             notices: list[str], alarms: Sequence[Divergence] = ()) -> None:
+             notices: Sequence[object], alarms: Sequence[Divergence] = ()) -> None:
         """What one processor step produced: frames to send, deliveries (recorded), notices, alarms."""
         out = self.frames_out
         for dests, frame in sends:
@@ -204,7 +204,7 @@ def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
                 yield "frame", {"dir": "out", "kind": what, "clock": clock, "pid": pid, "to": list(dests),
                                 "lamport": lamport, "t": wall, **extra}
     elif kind == "notice":
-        yield "notice", {"notice": item[1], "t": item[2]}
+        yield "notice", {"notice": getattr(item[1], "tag", item[1]), "t": item[2]}
     elif kind == "alarm":
         a = item[1]
         yield "alarm", {"peer": a.peer, "view": a.view, "position": a.position, "mine": f"{a.mine:08x}",

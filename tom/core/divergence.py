@@ -1,0 +1,89 @@
+"""The divergence check: members compare, through their heartbeats, what they delivered in a view.
+
+A heartbeat says "after ``count`` messages of view v my digest is d, and the last event I delivered is
+``last``". `DivergenceCheck` chains its own digest over what this peer delivers (`DigestChain`),
+compares a claim at the same position now or once it gets there (``claims``), and raises one alarm
+per peer and view (`Divergence`): a different digest, or a delivery past a message the claimant
+never acknowledged (`DivergenceCheck.skipped`). Claims and alarms belong to one view: `new_view`
+drops the claims of the view that ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .digest import DigestChain
+from .records import Delivery, Divergence, ViewDelivery
+
+MAX_ALARMS = 100
+"""Alarms kept for status (the most recent); every alarm also goes out once in `Ready.alarms`."""
+
+
+class DivergenceCheck:
+    """This peer's chain over the current view, the claims it has not reached yet, and its alarms."""
+
+    __slots__ = ("chain", "chained", "claims", "alarmed", "alarms", "raised", "stats")
+
+    def __init__(self, stats: dict[str, int]) -> None:
+        self.stats = stats  # counts "divergence_alarms": every claim found wrong, repeats included
+        self.chain = DigestChain()
+        self.chained = 0  # deliveries of the current step already chained
+        self.claims: dict[str, tuple[int, int]] = {}  # peer -> (count, digest) not reached yet
+        self.alarmed: set[tuple[str, int]] = set()  # (peer, view) already alarmed
+        self.alarms: list[Divergence] = []  # the last MAX_ALARMS, for status
+        self.raised: list[Divergence] = []  # alarms of the step under way (to `Ready.alarms`)
+
+    def chain_up(self, step: Sequence[Delivery | ViewDelivery], view: int) -> None:
+        """Chain the messages delivered in this step since the last call: in batches (at the step's
+        end, before a view event, before any use), not on the delivery path."""
+        start = self.chained
+        if start == len(step):
+            return
+        self.chain.extend(step[start:] if start else step)
+        self.chained = len(step)
+        if self.claims:
+            for src, (count, digest) in list(self.claims.items()):
+                if count <= self.chain.count:
+                    del self.claims[src]
+                    self.compare(src, count, digest, view)
+
+    def step_ended(self) -> list[Divergence]:
+        """The step ends: the alarms it raised."""
+        self.chained = 0
+        raised, self.raised = self.raised, []
+        return raised
+
+    def compare(self, src: str, count: int, digest: int, view: int) -> None:
+        """``src`` says: after ``count`` messages of our view, its digest is ``digest``. Compare it with
+        ours at the same position — now, or once we get there."""
+        if count > self.chain.count:
+            self.claims[src] = (count, digest)
+            return
+        mine = self.chain.at(count)
+        if mine is None or mine == digest:
+            return
+        self.alarm(src, view, count, mine, digest)
+
+    def alarm(self, src: str, view: int, position: int, mine: int, theirs: int,
+              skipped: tuple[int, str] | None = None) -> bool:
+        """Raise an alarm about ``src`` in ``view``, once per peer and view. Whether it was new."""
+        self.stats["divergence_alarms"] += 1
+        key = (src, view)
+        if key in self.alarmed:
+            return False  # once diverged, it stays so in this view
+        self.alarmed.add(key)
+        alarm = Divergence(src, view, position, mine, theirs, skipped)
+        self.alarms = (self.alarms + [alarm])[-MAX_ALARMS:]
+        self.raised.append(alarm)
+        return True
+
+    def new_view(self) -> None:
+        """A view was installed: its chain starts empty; claims about the old one are void."""
+        self.chain = DigestChain()
+        self.claims.clear()
+
+    def restart(self) -> None:
+        """This peer rejoins: nothing of the old group counts any more (alarms for status stay)."""
+        self.chain = DigestChain()
+        self.claims.clear()
+        self.alarmed = set()

@@ -1,0 +1,118 @@
+"""Founding the first group among the expected peers (the neighbors file): a handshake.
+
+A Join may be stale (a link re-sends it after a heal, when its sender has joined a group on the
+other side meanwhile), so with a quorum a founder does not install on Joins alone: it proposes view 1
+(PROPOSE, attempt k) to the founders it counted; each still joining answers with a *promise*
+(FLUSHED of view 1) that binds it for `Timing.suspect_after`: no INSTALL of another group is taken,
+no other founder is promised. The founder installs only once every founder promised, within half
+that time of its proposal; else it proposes again.
+
+Invariants: a peer holds at most one live promise; ``possible`` remembers the members of the last
+founding it promised — it may have been installed without this peer hearing of it (a partition) —
+so until it knows better (a view installed, that founder restarted) it founds, or promises, only
+with a primary component of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..codec.frames import Flushed, Propose
+from .quorum import has_quorum
+
+Members = tuple[tuple[str, int], ...]
+"""(pid, incarnation) pairs in pid order."""
+
+
+class Founding:
+    """This peer's side of the founding handshake, as founder and as promiser."""
+
+    __slots__ = ("expected", "short", "proposing", "promise", "possible", "attempts", "bound_for")
+
+    def __init__(self, expected: Iterable[str], bound_for: float) -> None:
+        self.expected = frozenset(expected)  # empty: any peer may found a group of its own
+        self.short: tuple[int, int] | None = None  # (here, expected) while too few are here to found
+        # this founder's proposal of view 1, the founders that promised (-> their clock), when it went
+        self.proposing: tuple[Propose, dict[str, int], float] | None = None
+        self.promise: tuple[str, str, int, float] | None = None  # (founder, group, attempt, until)
+        self.possible: tuple[str, int, frozenset[str]] | None = None  # (founder, its incarnation, members)
+        self.attempts = 0
+        self.bound_for = bound_for  # how long a promise binds (`Timing.suspect_after`)
+
+    def done(self) -> None:
+        """A view was installed: the handshake is over."""
+        self.short = None
+        self.proposing = self.promise = self.possible = None
+
+    def forget(self) -> None:
+        """This peer starts again as a joiner (cut off): no proposal or promise of before holds."""
+        self.proposing = self.promise = self.possible = None
+
+    def restarted(self, pid: str, incarnation: int) -> None:
+        """``pid`` is now ``incarnation``: a founding it proposed, installed or not, died with its old one."""
+        possible = self.possible
+        if possible is not None and possible[0] == pid and possible[1] != incarnation:
+            self.possible = None
+
+    def too_few(self, members: Iterable[str]) -> tuple[int, int] | None:
+        """(here, expected) if ``members`` are no primary component of the expected peers (Corosync's
+        expected votes: a lone peer, or a minority cut off at the start, waits); None if they are."""
+        members = set(members)
+        if not self.expected or has_quorum(self.expected, members):
+            return None
+        return (len(members & self.expected), len(self.expected))
+
+    def promised_elsewhere(self, founder: str, group: str, now: float) -> bool:
+        """Whether this peer holds a live promise to another founder (or another group of it)."""
+        promise = self.promise
+        return promise is not None and promise[3] > now and (promise[0], promise[1]) != (founder, group)
+
+    def possibly_in_another(self, members: Iterable[str]) -> bool:
+        """Whether ``members`` lack a primary component of a founding this peer promised and may be a
+        member of."""
+        possible = self.possible
+        return possible is not None and not has_quorum(possible[2], members)
+
+    def propose(self, me: str, group: str, ordered: Members, clock: int, now: float) -> Propose | None:
+        """The proposal of view 1 to send to the other founders, or None (one is under way, or this
+        peer promised another founder)."""
+        if self.promised_elsewhere(me, group, now):
+            return None
+        current = self.proposing
+        if current is not None and current[0].members == ordered and now - current[2] < self.bound_for / 2:
+            return None
+        self.attempts += 1
+        proposal = Propose(1, self.attempts, me, ordered, (), group)
+        self.proposing = (proposal, {me: clock}, now)
+        return proposal
+
+    def on_proposal(self, src: str, p: Propose, me: str, incarnation: int, clock: int,
+                    now: float) -> Flushed | None:
+        """A founder's proposal reached this joining peer: the promise to send it, or None."""
+        members = dict(p.members)
+        if (p.view != 1 or p.coordinator != src or p.removed or members.get(me) != incarnation
+                or self.promised_elsewhere(src, p.group, now)):
+            return None
+        possible = self.possible
+        if possible is not None and possible[0] != src and not has_quorum(possible[2], members):
+            return None
+        self.promise = (src, p.group, p.attempt, now + self.bound_for)
+        self.possible = (src, members[src], frozenset(members))
+        return Flushed(1, p.attempt, clock)
+
+    def on_promise(self, src: str, f: Flushed, now: float) -> tuple[Propose, int] | None:
+        """A founder's promise came: (the proposal, the install's clock) once every founder promised in
+        time — install view 1 then; None otherwise."""
+        current = self.proposing
+        if current is None or f.view != 1 or f.attempt != current[0].attempt:
+            return None
+        proposal, promised, at = current
+        if src not in dict(proposal.members):
+            return None
+        promised[src] = f.clock
+        if len(promised) < len(proposal.members):
+            return None
+        self.proposing = None
+        if now - at >= self.bound_for / 2:
+            return None  # too late to be sure every promise still holds: the next tick proposes again
+        return proposal, max(promised.values())

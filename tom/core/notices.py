@@ -1,0 +1,71 @@
+"""What the core tells its shell besides frames and deliveries (`Ready.notices`): typed records.
+
+Each notice is a frozen record; ``tag`` is its name in logs, the event feed and the terminal. A
+shell acts on a notice by its type: `Left` and `Removed` end the peer's membership for good,
+`Rejoining` starts it again as a joiner, `NoQuorum`/`QuorumBack` bracket a time without a primary
+component (nothing is delivered in normal mode, the users' messages are held), `NoFoundingQuorum` and
+`NotAdmitted` say why a joining peer is still outside any group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class Left:
+    """This peer's leave was delivered: it is no longer a member (final)."""
+
+    tag: ClassVar[str] = "left"
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """The group went on without this peer (final; with a quorum it rejoins instead: `Rejoining`)."""
+
+    why: str = ""
+    tag: ClassVar[str] = "removed"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejoining:
+    """The primary component went on without this peer (a partition): it joins again, same incarnation."""
+
+    tag: ClassVar[str] = "rejoining"
+
+
+@dataclass(frozen=True, slots=True)
+class NoQuorum:
+    """Only ``reachable`` of the view's ``members`` are reachable: not a primary component."""
+
+    reachable: int
+    members: int
+    tag: ClassVar[str] = "no-quorum"
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumBack:
+    """A primary component of the view is reachable again (or a view was installed)."""
+
+    tag: ClassVar[str] = "quorum"
+
+
+@dataclass(frozen=True, slots=True)
+class NoFoundingQuorum:
+    """No group answered and only ``here`` of the ``expected`` peers are here: too few to found one
+    (said again when the number changes)."""
+
+    here: int
+    expected: int
+    tag: ClassVar[str] = "no-founding-quorum"
+
+
+@dataclass(frozen=True, slots=True)
+class NotAdmitted:
+    """Joining for longer than `Timing.admit_after` (said again each such period)."""
+
+    tag: ClassVar[str] = "not-admitted"
+
+
+Notice = Left | Removed | Rejoining | NoQuorum | QuorumBack | NoFoundingQuorum | NotAdmitted

@@ -1,0 +1,212 @@
+"""The view change under way (virtual synchrony's flush), as one member keeps it.
+
+The coordinator sends PROPOSE(v+1, attempt); every old member that stays stops multicasting,
+forwards the removed members' pending messages (RELAY), and sends a FLUSH marker to the others. With
+every survivor's marker, a member works out the flush's *last step* on a copy of its order (the
+same at every survivor) and reports FLUSHED; the coordinator then sends INSTALL, and only that
+INSTALL makes the last step real (`Core._install`).
+
+Invariants kept here:
+
+* ``flush`` is the one attempt this member follows; it follows a newer attempt, or the coordinator it
+  now takes for the right one, never an older one (``highest`` is the highest attempt seen);
+* ``outcomes`` holds the last step of every attempt this member reported FLUSHED for; while one other
+  than the current may still be installed (`ViewChange.open_outcome`), nothing is delivered;
+* ``cut`` are the members whose frames are no longer taken in this change (removed by it); what they
+  sent since (``cut_frames``) is dropped at the install, or taken after all if a newer attempt keeps
+  them;
+* markers that come before their proposal wait in ``early_markers`` (bounded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..codec.frames import Frame, Install, Propose
+from ..codec.pid import pid_key, sorted_pids
+from ..errors import FrameError
+from .queue import Entry
+from .records import View
+
+if TYPE_CHECKING:
+    from .order import Order
+
+MAX_CUT_FRAMES = 1_000_000
+"""Frames of removed members kept until the install, at most (more: the link is refused)."""
+
+MAX_EARLY_MARKERS = 256
+"""Attempts whose markers came before their proposal, kept at most."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """The last step of a flush, worked out on a copy of the order: ``order`` after it and
+    ``delivered``, what it delivers (in order). Real only at an INSTALL of that very attempt."""
+
+    order: Order
+    delivered: list[Entry]
+
+
+@dataclass(slots=True)
+class Flushing:
+    """The attempt followed: its proposal and the FLUSH markers / FLUSHED reports seen so far."""
+
+    proposal: Propose
+    flush_set: frozenset[str]
+    removed: frozenset[str]
+    markers: set[str] = field(default_factory=set)
+    flushed: dict[str, int] = field(default_factory=dict)
+    done: bool = False
+
+
+class ViewChange:
+    """The flush this member follows, the outcomes it reported, and the frames of removed members."""
+
+    __slots__ = ("flush", "early_markers", "highest", "cut", "outcomes", "cut_frames")
+
+    def __init__(self) -> None:
+        self.flush: Flushing | None = None
+        self.early_markers: dict[tuple[int, int, str], set[str]] = {}
+        self.highest = -1  # highest attempt seen for the next view
+        self.cut: set[str] = set()
+        self.outcomes: dict[tuple[int, str], Outcome] = {}
+        self.cut_frames: list[tuple[str, Frame]] = []
+
+    def end(self) -> None:
+        """Forget the view change that just ended (an install) or that this peer left (a rejoin)."""
+        self.flush = None
+        self.early_markers.clear()
+        self.highest = -1
+        self.cut = set()
+        self.cut_frames = []
+        self.outcomes.clear()
+
+    @property
+    def settling(self) -> bool:
+        """A flush runs whose last step is not worked out yet: any ACK may be the one it waits for."""
+        return self.flush is not None and not self.flush.done
+
+    def keep_cut_frame(self, src: str, frame: Frame) -> None:
+        if len(self.cut_frames) >= MAX_CUT_FRAMES:
+            raise FrameError("too many frames of removed members waiting")
+        self.cut_frames.append((src, frame))
+
+    def early_marker(self, src: str, view: int, attempt: int, coordinator: str) -> None:
+        """A marker of an attempt whose proposal has not come yet (it came on another link)."""
+        if len(self.early_markers) < MAX_EARLY_MARKERS:
+            self.early_markers.setdefault((view, attempt, coordinator), set()).add(src)
+
+    def follows(self, p: Propose, coordinator_now: str | None) -> bool:
+        """Whether to follow proposal ``p`` (of the right view and group, from its coordinator): a new
+        attempt, newer than the one followed or from the coordinator this member now takes for right."""
+        self.highest = max(self.highest, p.attempt)
+        flush = self.flush
+        if flush is None:
+            return True
+        current = flush.proposal
+        if (p.attempt, p.coordinator) == (current.attempt, current.coordinator):
+            return False  # the same proposal again
+        return p.attempt > current.attempt or p.coordinator == coordinator_now != current.coordinator
+
+    def start(self, p: Propose, view: View, me: str) -> tuple[Flushing, set[str]] | None:
+        """Follow ``p``: the flush, and the members cut by an earlier attempt that this one keeps
+        (their frames are taken after all); None if this member is not in the flush set."""
+        removed = frozenset(pid for pid, _ in p.removed)
+        flush_set = frozenset(view.members - removed)
+        if me not in flush_set:
+            return None
+        early = self.early_markers.pop((p.view, p.attempt, p.coordinator), set())
+        kept = self.cut - removed
+        self.cut = set(removed)
+        self.flush = Flushing(p, flush_set, removed, {me} | (early & flush_set))
+        return self.flush, kept
+
+    def take_back(self, kept: Collection[str]) -> list[tuple[str, Frame]]:
+        """The frames of ``kept`` members held since they were cut, in order (they count after all)."""
+        frames = self.cut_frames
+        self.cut_frames = [(s, f) for s, f in frames if s not in kept]
+        return [(s, f) for s, f in frames if s in kept]
+
+    def marker(self, src: str, view: int, attempt: int, coordinator: str, current_view: int | None) -> bool:
+        """A FLUSH marker from ``src``: whether it counts for the attempt followed."""
+        flush = self.flush
+        p = flush.proposal if flush is not None else None
+        if flush is None or p is None or (view, attempt, coordinator) != (p.view, p.attempt, p.coordinator):
+            if current_view is not None and view == current_view + 1:
+                self.early_marker(src, view, attempt, coordinator)
+            return False
+        if src not in flush.flush_set:
+            return False
+        flush.markers.add(src)
+        return True
+
+    def open_outcome(self, verified: Collection[str], me: str) -> bool:
+        """Whether an attempt other than the one followed, which this member reported FLUSHED for, may
+        still be installed. Dropped (known dead) once its coordinator runs a newer attempt, follows the
+        current one (its marker came), or is found dead outside the current flush set."""
+        flush = self.flush
+        current = (flush.proposal.attempt, flush.proposal.coordinator) if flush is not None else None
+        for key in list(self.outcomes):
+            if key == current:
+                continue
+            attempt, coordinator = key
+            if flush is not None and current is not None and (
+                    (coordinator == current[1] and attempt < current[0])
+                    or coordinator in flush.markers or coordinator == me):
+                del self.outcomes[key]
+                continue
+            if coordinator in verified and (flush is None or coordinator not in flush.flush_set):
+                del self.outcomes[key]
+                continue
+            return True
+        return False
+
+    def report(self, src: str, view: int, attempt: int, clock: int, me: str) -> bool:
+        """A FLUSHED report reaches this coordinator: whether every member of the flush set has now
+        reported (install then)."""
+        flush = self.flush
+        if flush is None or flush.proposal.coordinator != me:
+            return False
+        p = flush.proposal
+        if (view, attempt) != (p.view, p.attempt) or src not in flush.flush_set:
+            return False
+        flush.flushed[src] = clock
+        return set(flush.flushed) >= flush.flush_set
+
+    def install(self, view: View, me: str, delivered_marks: Mapping[str, int]) -> Install:
+        """The INSTALL of the attempt this coordinator runs, every report in. ``delivered_marks``: the
+        clock of the last message of each origin delivered here."""
+        flush = self.flush
+        assert flush is not None
+        p = flush.proposal
+        new = {m for m, _ in p.members}
+        joined = {m for m, inc in p.members if view.incarnations.get(m) != inc}
+        marks: tuple[tuple[str, int], ...] = ()
+        if joined:  # (what this attempt's last step delivers counts: it is delivered before the view)
+            upto = dict(delivered_marks)
+            for e in self.outcomes[(p.attempt, me)].delivered:
+                upto[e.pid] = e.clock
+            # every pid's, not only the joiners': a joiner learns them all, so that a member that
+            # joined after some peer was cut off still knows, as coordinator, what the group
+            # delivered of that peer when it admits it again (else it sends it again)
+            marks = tuple(sorted(upto.items()))
+        return Install(
+            p.view, p.attempt, me, max(flush.flushed.values()), p.members,
+            tuple(sorted_pids(joined)),
+            tuple(sorted_pids(view.members - new - flush.removed)),
+            tuple(sorted_pids(flush.removed)),
+            view.group,
+            marks,
+        )
+
+
+def proposal(view: View, me: str, attempt: int, members: Mapping[str, int], removed: Collection[str]) -> Propose:
+    """PROPOSE(v+1) of ``members`` removing ``removed`` (pairs in pid order)."""
+    return Propose(
+        view.id + 1, attempt, me,
+        tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0]))),
+        tuple(sorted(((p, view.incarnations[p]) for p in removed), key=lambda kv: pid_key(kv[0]))),
+        view.group,
+    )
