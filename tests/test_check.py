@@ -116,15 +116,15 @@ MUTATIONS = {
         Config("lamport", 3, 1)),
     "a flush that skips a relay": (
         lambda mp: mutate(mp, group.Core, "_on_propose",
-                          "self.order.relays(flushing.removed)", "[]"),
+                          "order.relays(flushing.removed)", "[]"),
         Config("causal", 3, 1, crash=(1,), senders=(1,))),
     "a sequencer that reuses a number": (
         lambda mp: mutate(mp, sequencer.SequencerOrder, "_number", "self.top_seq += 1",
                           "self.top_seq = 1"),
         Config("sequencer", 2, 1)),
     "a causal rule off by one": (
-        lambda mp: mutate(mp, causal.CausalOrder, "release", "if any(vc[k] > counts[k]",
-                          "if any(vc[k] > counts[k] + 1"),
+        lambda mp: mutate(mp, causal.CausalOrder, "release", "any(vc[k] > counts[k] for",
+                          "any(vc[k] > counts[k] + 1 for"),
         Config("causal", 3, 1)),
 }
 

@@ -17,11 +17,12 @@ out. Read it a file at a time:
 
 from .clock import LamportClock
 from . import notices
-from .group import HANDLERS, NO_INCARNATION, QUORUMS, Core, check_text
+from .group import HANDLERS, NO_INCARNATION, QUORUMS, Core
 from .modes import TRANSITIONS, Mode
 from .order import ORDERS, Order
 from .quorum import has_quorum
 from .queue import Entry, PendingQueue
+from .texts import check_text
 from .records import Delivery, Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
 
 __all__ = [

@@ -39,22 +39,26 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..codec.frames import (
-    MAX_FRAME_BYTES, WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
-    Marks, Message, Propose, Relay, Removed, Seq, message_frame_bytes,
+    WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
+    Marks, Message, Propose, Relay, Removed, Seq,
 )
 from ..codec.pid import pid_key as _key, sorted_pids
 from ..errors import FrameError, UsageError
 from . import notices
 from .clock import LamportClock
 from .detector import FailureDetector
+from .dispatch import TABLE, Admit
 from .divergence import DivergenceCheck
 from .founding import Founding, Members
 from .modes import TRANSITIONS, Mode
-from .order import ORDER_CLASSES, ORDERS, Order
+from .order import ORDERS, Order
 from .outbox import Outbox
-from .quorum import coordinator, has_quorum, may_change_without
-from .records import Delivery, PendingStatus, Ready, Status, Timing, View, ViewDelivery
-from .viewchange import Flushing, Outcome, ViewChange, proposal
+from .queue import Entry
+from .quorum import coordinator, has_quorum
+from .records import PendingStatus, Ready, Status, Timing, View, ViewDelivery
+from .texts import check_text
+from .traffic import Traffic
+from .viewchange import Flushing, Outcome, ViewChange, next_proposal
 
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
@@ -64,10 +68,6 @@ QUORUMS = ("majority", "none")
 """What a group does when a view change would leave fewer than a primary component of the view:
 ``majority`` (the default) waits for one (`has_quorum`); ``none`` goes on, so two sides of a
 partition may each go on as a group."""
-
-PROGRESS_EVERY = 256
-"""In an order without ACKs (sequencer), a member also sends a heartbeat after this many deliveries:
-its delivered count lets the others drop what every member delivered (`SequencerOrder.progress`)."""
 
 NO_INCARNATION = 0
 """Incarnation of a static member: any incarnation is accepted."""
@@ -101,13 +101,9 @@ class Core:
         self.wire = wire
         self.now = now
         self.started_at = now
-        self.clock = LamportClock()
-        self.delivered = 0
         self.stats = {"premature_acks": 0, "released_behind_head": 0, "divergence_alarms": 0}
-        self.order: Order = ORDER_CLASSES[order](me, self.stats)
-        # wire v2: a message received from its origin is acknowledged by a mark (`Outbox.hold`)
-        self._cumulative = wire == 2 and self.order.acknowledged
         self.out = Outbox()
+        self.traffic = Traffic(me, order, wire, self.stats, self.out)
         self.detector = FailureDetector(timing.verify_after)
         self.change = ViewChange()
         self.founding = Founding(expected, timing.suspect_after)
@@ -117,11 +113,9 @@ class Core:
         self.view: View | None = None
         self._trusted: frozenset[str] | None = None  # see `_trusted_sources`
         self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
-        self.last_delivered: dict[str, int] = {}  # origin -> clock of its last message delivered (any view)
         self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
         self._rejoining = False
         self._cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
-        self._since_beat = 0  # deliveries since the last heartbeat (see PROGRESS_EVERY)
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
         self._known_inc: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
         self.peer_view: dict[str, int] = {}  # view each peer last announced on its link
@@ -141,9 +135,9 @@ class Core:
             if me not in members:
                 raise UsageError(f"{me} is not a member of the group")
             self._set_view(View(1, members, {p: NO_INCARNATION for p in members}))
-            self.order.install(tuple(sorted_pids(members)), 0, me)
+            self.traffic.order.install(tuple(sorted_pids(members)), 0, me)
             self._set_mode(NORMAL)
-            self.order.start_numbering()
+            self.traffic.order.start_numbering()
 
     @classmethod
     def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0,
@@ -156,6 +150,20 @@ class Core:
                    quorum=quorum, wire=wire, expected=expected)
 
     # -- what the shell and tools read -----------------------------------------------------------
+
+    @property
+    def order(self) -> Order:
+        """The order of the current view: its pending messages (`Traffic`)."""
+        return self.traffic.order
+
+    @property
+    def clock(self) -> LamportClock:
+        return self.traffic.clock
+
+    @property
+    def delivered(self) -> int:
+        """Events (messages and views) delivered here so far."""
+        return self.traffic.delivered
 
     @property
     def suspected(self) -> dict[str, float]:
@@ -205,16 +213,16 @@ class Core:
     def drop_caches(self) -> None:
         """Forget what is recomputed on use (for tools that compare states: `tom check`)."""
         self._trusted = None
-        blocker = getattr(self.order, "_blocker", None)
-        if blocker is not None:
-            setattr(self.order, "_blocker", None)
+        order = self.traffic.order
+        if getattr(order, "_blocker", None) is not None:
+            setattr(order, "_blocker", None)
 
     # -- inputs --------------------------------------------------------------------------------
 
     def broadcast(self, text: str, sent_at: float | None = None) -> Message | None:
         """Multicast ``text``; held (returns None) while no view is installed or a flush runs.
         UsageError (nothing sent) if its frame could exceed MAX_FRAME_BYTES: `check_text`."""
-        check_text(self.me, text, self.order.name)
+        check_text(self.me, text, self.traffic.order.name)
         if self.mode in (LEFT, REMOVED):
             raise UsageError(f"this peer has {self.mode} the group")
         if self.leaving:
@@ -441,32 +449,7 @@ class Core:
         self._take_message(src, msg, None, True)
 
     def _take_message(self, src: str, msg: Message | Relay, marks: tuple[int, ...] | None, relayed: bool) -> None:
-        order = self.order
-        if marks is not None and (len(marks) != len(self.out.holding) or not order.acknowledged):
-            raise FrameError(f"{src} sent a message with {len(marks)} ACK marks in a "
-                             f"{order.name} group of {len(self.out.holding)}")
-        entry = order.message(src, msg)
-        if self._cumulative and not relayed:
-            # from its origin, in its order: held, with every earlier message of it (even if stale or
-            # a duplicate); acknowledged by the marks at the end of this step
-            self.out.hold(src, msg.clock)
-            if entry is not None:
-                self.clock.observe(msg.clock)
-                if order.may_release(entry):
-                    self._deliver_ready()
-            if marks is not None:
-                self._take_marks(src, marks)
-            return
-        if entry is None:
-            if marks is not None:
-                self._take_marks(src, marks)
-            return  # stale, or a duplicate
-        self.clock.observe(msg.clock)
-        if order.acknowledged:  # wire 1, or a relay: an explicit ACK
-            self.out.ack(msg.clock, msg.pid)
-        elif order.gives_numbers:
-            self.out.numbers(order.take_numbered())
-        if order.may_release(entry):
+        if self.traffic.message(src, msg, marks, relayed):
             self._deliver_ready()
         if marks is not None:
             self._take_marks(src, marks)
@@ -475,17 +458,7 @@ class Core:
         self._take_marks(src, frame.marks)
 
     def _take_marks(self, src: str, marks: tuple[int, ...]) -> None:
-        """``src``'s cumulative ACKs (wire v2, `tom.core.marks`)."""
-        order = self.order
-        if not order.acknowledged:
-            raise FrameError(f"{src} sent ACK marks in a {order.name} group")
-        touched_head, top = order.marks(src, marks)
-        if top >= 0:
-            self.clock.observe(top)
-            holding, me = self.out.holding, self.out.index.get(self.me)
-            if any(m > h for i, (m, h) in enumerate(zip(marks, holding)) if i != me):
-                # it overtook a message on its way here (it reserves nothing: it counts on arrival)
-                self.stats["premature_acks"] += 1
+        touched_head, top = self.traffic.marks(src, marks)
         if touched_head or (top >= 0 and self.change.settling):
             self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
 
@@ -496,26 +469,18 @@ class Core:
         self._take_acks(src, frame.pid, frame.clocks)
 
     def _take_acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> None:
-        """``src`` holds the messages ``(c, pid)`` for each ``c`` in ``clocks`` (one ACK, or an ACKS)."""
         if pid not in self._current.members:
             raise FrameError(f"{src} acknowledged a message of {pid}, which is not a member")
-        touched_head, top = self.order.acks(src, pid, clocks)
-        if top >= 0:
-            self.clock.observe(top)
-        if touched_head or self.change.settling:
+        if self.traffic.acks(src, pid, clocks) or self.change.settling:
             self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
 
     def _on_seq(self, src: str, frame: Seq) -> None:
         """Sequence numbers: from the sequencer, or relayed by a member in a flush."""
-        if self.order.sequence(src, frame):
+        if self.traffic.sequence(src, frame):
             self._deliver_ready()
 
     def _multicast(self, text: str, sent_at: float | None) -> Message:
-        order = self.order
-        msg = order.own(self.clock.tick(), text, None if sent_at is None else round(sent_at, 6))
-        self.out.send(self.out.others, msg)
-        if order.gives_numbers:
-            self.out.numbers(order.take_numbered())
+        msg = self.traffic.own(text, sent_at)
         self._deliver_ready()
         return msg
 
@@ -535,41 +500,25 @@ class Core:
             return  # an attempt this peer flushed may still be installed: nothing leaves until then
         view = self.view
         assert view is not None
-        released = self.order.release(view.members, False)
+        released = self.traffic.order.release(view.members, False)
         if released:
             self._emit(released)
         flush = change.flush
         if flush is not None and not flush.done and flush.markers >= flush.flush_set:
             self._settle(flush)
 
-    def _emit(self, released: list[Any]) -> None:
-        """Number and record deliveries of messages the order released (in order)."""
-        order = self.order
-        out, delivered, vid = self.out.deliveries, self.delivered, self._current.id
-        last = self.last_delivered
-        vector = order.vector
-        for e in released:
-            delivered += 1
-            out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, vid, e.seq,
-                                None if e.vc is None else vector(e.vc)))
-            last[e.pid] = e.clock
-        if not order.acknowledged:
-            self._since_beat += len(released)
-            if self._since_beat >= PROGRESS_EVERY:
-                self._since_beat = 0
-                self._send_heartbeats()
-        self.delivered = delivered
-        if len(released) > 1:  # entries that were complete but waited behind a blocked head
-            self.stats["released_behind_head"] += len(released) - 1
+    def _emit(self, released: list[Entry]) -> None:
+        if self.traffic.record(released, self._current.id):
+            self._send_heartbeats()  # (progress, in an order without ACKs)
 
     def _settle(self, flush: Flushing) -> None:
         """The flush's last step, once it can leave nothing pending: everything a survivor holds,
         needing only the survivors' ACKs (what none of them holds is dropped). It is the same at
         every survivor, but only *worked out* here, on a copy of the order: it takes effect at the
         INSTALL of this attempt; until then the peer may still follow another attempt."""
-        if not self.order.settles(flush.flush_set):
+        if not self.traffic.order.settles(flush.flush_set):
             return
-        trial = copy.deepcopy(self.order, {id(self.stats): self.stats})
+        trial = copy.deepcopy(self.traffic.order, {id(self.stats): self.stats})
         out = trial.release(flush.flush_set, True)
         if len(trial):
             return
@@ -577,7 +526,7 @@ class Core:
         self.change.outcomes[(p.attempt, p.coordinator)] = Outcome(trial, out)
         flush.done = True
         self._set_mode(FLUSHED)
-        report = Flushed(p.view, p.attempt, self.clock.time)
+        report = Flushed(p.view, p.attempt, self.traffic.clock.time)
         if p.coordinator == self.me:
             self._on_flushed(self.me, report)
         else:
@@ -613,7 +562,7 @@ class Core:
         view = self.view
         if (frame.count is not None and view is not None and frame.view == view.id
                 and self._member_link(src)):  # (a view 2 of another group is not ours)
-            order = self.order
+            order = self.traffic.order
             order.progress(src, frame.count)
             if order.total:  # (in the causal order, peers may deliver one set in different orders)
                 self._chain_digests()
@@ -651,7 +600,7 @@ class Core:
         hold and which ``src`` never acknowledged, ``src`` delivered past a message it does not hold:
         its ACK would have reached us before this heartbeat (links are FIFO). A divergence, seen while
         we still wait for that ACK (a digest cannot show it: we never reach its position)."""
-        head = self.order.head()
+        head = self.traffic.order.head()
         if (head is None or head.text is None or src in head.acks or self.mode != NORMAL
                 or src in self.change.cut or (head.clock, _key(head.pid)) > (last[0], _key(last[1]))):
             return
@@ -727,13 +676,13 @@ class Core:
         if self.out.marks_due:
             self.out.send_marks()
         self._cut_from = (self._current.group, self._current.id)
-        self._resubmit += sorted((e.clock, e.text, e.sent_at) for e in self.order
+        self._resubmit += sorted((e.clock, e.text, e.sent_at) for e in self.traffic.order
                                  if e.pid == self.me and e.text is not None)
         self._set_mode(JOINING)
         self.view = None
         self.founding.forget()
         self.out.others = ()
-        self.order = ORDER_CLASSES[self.order.name](self.me, self.stats)
+        self.traffic.restart()
         self.change.end()
         self.no_quorum = None
         for state in (self.detector.suspected, self.joins, self.leaves, self._removed_told):
@@ -743,7 +692,6 @@ class Core:
         self.last_install = None
         self.started_at = self.now
         self._not_admitted_at = float("-inf")
-        self._since_beat = 0
         self._rejoining = True
         self.out.notice(notices.Rejoining())
         if self.links:
@@ -767,7 +715,7 @@ class Core:
         if join.pid != src or self.links.get(src) != join.incarnation:
             raise FrameError(f"JOIN for {join.pid}/{join.incarnation} on the link of {src}")
 
-    def _on_static_leave(self, src: str, frame: Leave) -> None:
+    def _check_leave(self, src: str, frame: Leave) -> None:
         if frame.pid != src:
             raise FrameError(f"{src} asked to remove {frame.pid}")
 
@@ -802,9 +750,9 @@ class Core:
             return  # it may be in a group founded meanwhile: it waits to hear of it
         group = f"{self.me}/{self.incarnation}"
         if not (self.quorum and founding.expected) or len(ordered) == 1:
-            self._install_founding(0, self.clock.time, ordered, group)
+            self._install_founding(0, self.traffic.clock.time, ordered, group)
             return
-        proposal = founding.propose(self.me, group, ordered, self.clock.time, self.now)
+        proposal = founding.propose(self.me, group, ordered, self.traffic.clock.time, self.now)
         if proposal is not None:
             self.out.send(tuple(p for p, _ in ordered if p != self.me), proposal)
 
@@ -818,7 +766,7 @@ class Core:
         """A founder's proposal of view 1 reaches this joining peer: promise, unless bound elsewhere."""
         if self._rejoining:
             return
-        promise = self.founding.on_proposal(src, p, self.me, self.incarnation, self.clock.time, self.now)
+        promise = self.founding.on_proposal(src, p, self.me, self.incarnation, self.traffic.clock.time, self.now)
         if promise is not None:
             self.out.send((src,), promise)
 
@@ -838,47 +786,28 @@ class Core:
         return coordinator(view.members, self.detector.verified(self.now), self.leaves)
 
     def _maybe_propose(self) -> None:
+        """As the coordinator: (re)send the proposal under way, and propose the next view change
+        there is reason for (`tom.core.viewchange.next_proposal`)."""
         view = self.view
         if self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
             return
         if self._coordinator() != self.me:
             return
-        verified = self.detector.verified(self.now) & view.members
-        suspected = self.detector.suspected
         flush = self.change.flush
+        joins: dict[str, int] = {}
+        leaves: set[str] = set()
         if flush is None:
             joins = {p: inc for p, (inc, _) in self.joins.items()
                      if p in self.links and self.links[p] == inc and view.incarnations.get(p) != inc
                      and self.peer_view.get(p, 0) == 0}  # still joining: not in a group of its own
             leaves = set(self.leaves) & view.members
-            restarted = {p for p in joins if p in view.members}
-            if restarted - verified:
-                return  # the old incarnation of a restarted peer must be removed first (it is suspected)
-            if not (joins or leaves or verified):
-                return
-            removed = verified
-            members = {p: i for p, i in view.incarnations.items() if p not in removed and p not in leaves}
-            members.update(joins)
-            if not may_change_without(view.members, removed, suspected, self.quorum):
-                return  # wait: for the network, or to be told to rejoin
-        else:
-            p = flush.proposal
-            if p.coordinator == self.me and self.now - self._proposed_at >= self.timing.heartbeat:
-                self._resend_proposal(p)
-            if not (verified & flush.flush_set or p.coordinator in verified):
-                return
-            removed = set(flush.removed) | verified
-            if not may_change_without(view.members, removed, suspected, self.quorum):
-                # not without the members this flush removed: take back those heard from again
-                # (a partition healed meanwhile), if that makes a primary component
-                removed = verified | (set(flush.removed) & set(suspected))
-                if not may_change_without(view.members, removed, suspected, self.quorum):
-                    return
-            members = {m: i for m, i in p.members if m not in removed}
-            members.update({m: view.incarnations[m] for m in flush.removed if m not in removed})
-        new = proposal(view, self.me, self.change.highest + 1, members, removed)
-        self._resend_proposal(new)  # first: the removed must hear it too, and the view may change now
-        self._on_propose(self.me, new)
+        elif flush.proposal.coordinator == self.me and self.now - self._proposed_at >= self.timing.heartbeat:
+            self._resend_proposal(flush.proposal)
+        new = next_proposal(view, self.me, self.change, self.detector.verified(self.now) & view.members,
+                            self.detector.suspected, joins, leaves, self.quorum)
+        if new is not None:
+            self._resend_proposal(new)  # first: the removed must hear it too, and the view may change now
+            self._on_propose(self.me, new)
 
     def _resend_proposal(self, p: Propose) -> None:
         """(Re)send this coordinator's proposal: a member may have ignored it while it still followed
@@ -908,9 +837,10 @@ class Core:
             return
         flushing, kept = started
         self._set_mode(FLUSHING)
-        self.order.stop_numbering()
+        order = self.traffic.order
+        order.stop_numbering()
         others = tuple(sorted_pids(flushing.flush_set - {self.me}))
-        for frame in self.order.relays(flushing.removed):
+        for frame in order.relays(flushing.removed):
             self.out.send(others, frame)
         self.out.send(others, Flush(p.view, p.attempt, p.coordinator))
         if kept:
@@ -931,7 +861,7 @@ class Core:
 
     def _on_flushed(self, src: str, f: Flushed) -> None:
         if self.change.report(src, f.view, f.attempt, f.clock, self.me):
-            self._install(self.change.install(self._current, self.me, self.last_delivered))
+            self._install(self.change.install(self._current, self.me, self.traffic.last_delivered))
 
     def _on_install(self, src: str, i: Install) -> None:
         view = self.view
@@ -965,26 +895,28 @@ class Core:
                                      "did not flush")
                 return
             # the flush's last step takes effect now: the old view's rest, then the view
-            self.order = outcome.order
+            self.traffic.order = outcome.order
             if outcome.delivered:
                 self._emit(outcome.delivered)
+        traffic = self.traffic
+        last_delivered = traffic.last_delivered
         for pid, clock in i.marks:
-            if clock > self.last_delivered.get(pid, -1):
-                self.last_delivered[pid] = clock
+            if clock > last_delivered.get(pid, -1):
+                last_delivered[pid] = clock
         self._rejoining = False
         if old is None and self._resubmit:
             # admitted again after a partition: what the group delivered of ours is up to our mark
-            mark = self.last_delivered.get(self.me, -1)
+            mark = last_delivered.get(self.me, -1)
             self._held_texts[:0] = [(text, sent_at) for clock, text, sent_at in self._resubmit if clock > mark]
             self._resubmit = []
-        self.clock.time = max(self.clock.time, i.clock + 1)
-        self.delivered += 1
+        traffic.clock.time = max(traffic.clock.time, i.clock + 1)
+        traffic.delivered += 1
         ordered = tuple(sorted_pids(members))
-        self.order.install(ordered, i.clock + 1, i.coordinator)
-        self._since_beat = 0
+        traffic.order.install(ordered, i.clock + 1, i.coordinator)
+        traffic.since_beat = 0
         self.out.deliveries.append(ViewDelivery(
-            self.delivered, i.clock + 1, i.coordinator, i.view, ordered,
-            i.joined, i.left, i.removed, self.order.name))
+            traffic.delivered, i.clock + 1, i.coordinator, i.view, ordered,
+            i.joined, i.left, i.removed, traffic.order.name))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
         self._chain_digests()  # what was delivered in the old view belongs to its chain
@@ -1010,7 +942,7 @@ class Core:
         if self.no_quorum is not None:  # a view was installed: its members are a primary component
             self.no_quorum = None
             self.out.notice(notices.QuorumBack())
-        self.order.start_numbering()
+        traffic.order.start_numbering()
         # the view announcement must precede this view's frames on every link, connected or not
         announce = tuple(sorted_pids(set(self.links) | set(self.out.others)))
         if announce:
@@ -1041,17 +973,17 @@ class Core:
 
     def backlog(self) -> int:
         """Messages accepted but not yet delivered (pending here or held until a view is installed)."""
-        return len(self.order) + len(self._held_texts)
+        return len(self.traffic.order) + len(self._held_texts)
 
     def undelivered_own(self) -> int:
         """Messages entered at this peer and not delivered here (held, or pending): what a stop now
         would leave undelivered, as far as this peer knows."""
-        return len(self._held_texts) + sum(1 for e in self.order if e.pid == self.me and e.text is not None)
+        return len(self._held_texts) + sum(1 for e in self.traffic.order if e.pid == self.me and e.text is not None)
 
     def status(self) -> Status:
         view = self.view
         members = sorted_pids(view.members) if view is not None else []
-        order = self.order
+        order = self.traffic.order
         pending = tuple(
             PendingStatus(e.clock, e.pid, e.text,
                           tuple(p for p in members if p in e.acks),
@@ -1059,35 +991,20 @@ class Core:
                           order.waits(e, members), e.seq)
             for e in order
         )
-        return Status(self.me, self.mode, self.clock.time, view, self.delivered, pending,
+        return Status(self.me, self.mode, self.traffic.clock.time, view, self.traffic.delivered, pending,
                       tuple(sorted_pids(self.detector.suspected)), dict(self.detector.last_heard), self.now,
                       tuple(self.alarms), self.view_delivered, self.digest, order.name, self.no_quorum)
 
 
-def check_text(me: str, text: str, order: str = "lamport") -> None:
-    """UsageError, in one line, if ``text`` cannot be multicast by ``me`` in a group of ``order``: its
-    frame could exceed MAX_FRAME_BYTES (at any clock, with any vector), or it is not valid Unicode."""
-    if type(text) is not str:
-        raise UsageError("a message text must be a string")
-    try:
-        size = message_frame_bytes(me, text, vector=order == "causal")
-    except UnicodeEncodeError:
-        raise UsageError("message not sent: its text is not valid Unicode (a lone surrogate)") from None
-    if size > MAX_FRAME_BYTES:
-        raise UsageError(f"message not sent: its frame would take {size:,} bytes, over the limit of "
-                         f"{MAX_FRAME_BYTES:,} (about {MAX_FRAME_BYTES - size + len(text.encode()):,} bytes "
-                         f"of UTF-8 text; backslashes and line breaks count twice)")
-
-
-# -- dispatch: (static, mode) -> frame kind -> handler ---------------------------------------------
+# -- dispatch: `tom.core.dispatch.TABLE`, its names made handlers -----------------------------------
 
 Handler = Callable[[Core, str, Any], None]
 
 
 class Ordered:
-    """The handler of an ordered frame (a message, its ACKs, sequence numbers): taken only as
-    `Core._admit` allows; ``take`` handles it once admitted (the fast path of `Core.receive` calls it
-    directly for a source known to pass)."""
+    """The handler of an ordered frame (`tom.core.dispatch.Admit`): taken only as `Core._admit`
+    allows; ``take`` handles it once admitted (the fast path of `Core.receive` calls it directly for a
+    source known to pass)."""
 
     __slots__ = ("take",)
 
@@ -1099,44 +1016,10 @@ class Ordered:
             self.take(core, src, frame)
 
 
-_ORDERED: dict[type[Frame], Handler] = {
-    Message: Core._on_message, Relay: Core._on_relay, Ack: Core._on_ack, Acks: Core._on_acks,
-    Marks: Core._on_marks, Seq: Core._on_seq,
-}
-_IN_A_VIEW: dict[type[Frame], Handler | Ordered] = {
-    **{kind: Ordered(take) for kind, take in _ORDERED.items()},
-    Heartbeat: Core._on_heartbeat, Join: Core._on_join, Leave: Core._on_leave,
-    Propose: Core._on_propose, Flush: Core._on_flush, Flushed: Core._on_flushed,
-    Install: Core._on_install, Removed: Core._on_removed,
-}
+def _handler(entry: str | Admit) -> Handler | Ordered:
+    return Ordered(getattr(Core, entry.name)) if isinstance(entry, Admit) else getattr(Core, entry)
+
 
 HANDLERS: dict[tuple[bool, Mode], dict[type[Frame], Handler | Ordered]] = {
-    # outside any group: ordered frames wait for the view they belong to; a proposal or a promise
-    # is the founding handshake's; an INSTALL may admit this peer
-    (False, JOINING): {
-        **{kind: Core._hold for kind in _ORDERED},
-        Heartbeat: Core._on_heartbeat, Join: Core._on_join, Leave: Core._on_leave,
-        Propose: Core._on_founding_proposal, Flush: Core._ignore, Flushed: Core._on_founding_promise,
-        Install: Core._on_install, Removed: Core._ignore,
-    },
-    # a member, not in a view change: an INSTALL only counts in the flush it ends
-    (False, NORMAL): {**_IN_A_VIEW, Install: Core._ignore},
-    (False, FLUSHING): _IN_A_VIEW,
-    (False, FLUSHED): _IN_A_VIEW,
-    # final: nothing changes the membership any more; heartbeats still compare what was delivered
-    (False, LEFT): {
-        **{kind: Core._hold_or_drop for kind in _ORDERED},
-        Heartbeat: Core._on_heartbeat, Join: Core._on_join, Leave: Core._on_leave,
-        Propose: Core._ignore, Flush: Core._on_flush, Flushed: Core._ignore,
-        Install: Core._ignore, Removed: Core._ignore,
-    },
-    # a static group: a fixed membership, no view changes (a JOIN or LEAVE is checked, not taken)
-    (True, NORMAL): {
-        **_IN_A_VIEW, Join: Core._check_join, Leave: Core._on_static_leave, Propose: Core._ignore,
-        Flushed: Core._ignore, Install: Core._ignore, Removed: Core._ignore,
-    },
-}
-HANDLERS[(False, REMOVED)] = HANDLERS[(False, LEFT)]
-HANDLERS[(True, LEFT)] = {**HANDLERS[(True, NORMAL)],
-                          **{kind: Core._hold_or_drop for kind in _ORDERED}}
-HANDLERS[(True, JOINING)] = {}  # (a static core is never outside its group: a transition only)
+    key: {kind: _handler(entry) for kind, entry in row.items()} for key, row in TABLE.items()}
+"""`TABLE` with `Core`'s methods in place of their names."""

@@ -28,6 +28,7 @@ from ..codec.frames import Frame, Install, Propose
 from ..codec.pid import pid_key, sorted_pids
 from ..errors import FrameError
 from .queue import Entry
+from .quorum import may_change_without
 from .records import View
 
 if TYPE_CHECKING:
@@ -210,3 +211,37 @@ def proposal(view: View, me: str, attempt: int, members: Mapping[str, int], remo
         tuple(sorted(((p, view.incarnations[p]) for p in removed), key=lambda kv: pid_key(kv[0]))),
         view.group,
     )
+
+
+def next_proposal(view: View, me: str, change: ViewChange, verified: set[str], suspected: Collection[str],
+                  joins: Mapping[str, int], leaves: Collection[str], quorum: bool) -> Propose | None:
+    """The proposal this coordinator makes now, or None. Without a flush under way: one that admits the
+    ``joins`` (pid -> incarnation, still joining), lets the ``leaves`` go and removes the ``verified``
+    (found dead), if there is any of those and the rest is a primary component. With one under way:
+    a new attempt once a member of its flush set (or its coordinator) is found dead."""
+    flush = change.flush
+    if flush is None:
+        restarted = {p for p in joins if p in view.members}
+        if restarted - verified:
+            return None  # the old incarnation of a restarted peer must be removed first (it is suspected)
+        if not (joins or leaves or verified):
+            return None
+        removed: set[str] = verified
+        members = {p: i for p, i in view.incarnations.items() if p not in removed and p not in leaves}
+        members.update(joins)
+        if not may_change_without(view.members, removed, suspected, quorum):
+            return None  # wait: for the network, or to be told to rejoin
+    else:
+        p = flush.proposal
+        if not (verified & flush.flush_set or p.coordinator in verified):
+            return None
+        removed = set(flush.removed) | verified
+        if not may_change_without(view.members, removed, suspected, quorum):
+            # not without the members this flush removed: take back those heard from again (a
+            # partition healed meanwhile), if that makes a primary component
+            removed = verified | (set(flush.removed) & set(suspected))
+            if not may_change_without(view.members, removed, suspected, quorum):
+                return None
+        members = {m: i for m, i in p.members if m not in removed}
+        members.update({m: view.incarnations[m] for m in flush.removed if m not in removed})
+    return proposal(view, me, change.highest + 1, members, removed)

@@ -1,0 +1,132 @@
+"""The ordered traffic of a peer: its order, its Lamport clock, and what it delivered.
+
+`Traffic` takes the ordered frames `Core` admitted and this peer's own multicasts, acknowledges them
+(`Outbox`), and records what the order releases as numbered deliveries. It decides nothing about
+membership: each call returns whether something may now be deliverable, and `Core` decides whether
+to deliver (its mode, the quorum, an open view change).
+
+Invariants: the clock observes every message and ACK clock taken; ``delivered`` numbers every event
+this peer delivers (messages and view events), without gaps; ``last_delivered[p]`` is the clock of
+the last message of ``p`` delivered here (in any view).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from ..codec.frames import Message, Relay, Seq
+from ..errors import FrameError
+from .clock import LamportClock
+from .order import ORDER_CLASSES, Order
+from .outbox import Outbox
+from .queue import Entry
+from .records import Delivery
+
+PROGRESS_EVERY = 256
+"""In an order without ACKs (sequencer), a member also sends a heartbeat after this many deliveries:
+its delivered count lets the others drop what every member delivered (`SequencerOrder.progress`)."""
+
+
+class Traffic:
+    """The order of the current view, the clock, and the deliveries made so far."""
+
+    __slots__ = ("me", "order", "clock", "delivered", "last_delivered", "since_beat", "cumulative",
+                 "stats", "out")
+
+    def __init__(self, me: str, order: str, wire: int, stats: dict[str, int], out: Outbox) -> None:
+        self.me = me
+        self.stats = stats
+        self.out = out
+        self.order: Order = ORDER_CLASSES[order](me, stats)
+        self.clock = LamportClock()
+        self.delivered = 0
+        self.last_delivered: dict[str, int] = {}
+        self.since_beat = 0  # deliveries since the last heartbeat (see PROGRESS_EVERY)
+        # wire v2: a message received from its origin is acknowledged by a mark (`Outbox.hold`)
+        self.cumulative = wire == 2 and self.order.acknowledged
+
+    def restart(self) -> None:
+        """This peer rejoins: an empty order of the same kind (what it delivered stays delivered)."""
+        self.order = ORDER_CLASSES[self.order.name](self.me, self.stats)
+        self.since_beat = 0
+
+    def own(self, text: str, sent_at: float | None) -> Message:
+        """Multicast ``text``: held here, sent to the others (with the sequencer's numbers, if any)."""
+        order = self.order
+        msg = order.own(self.clock.tick(), text, None if sent_at is None else round(sent_at, 6))
+        self.out.send(self.out.others, msg)
+        if order.gives_numbers:
+            self.out.numbers(order.take_numbered())
+        return msg
+
+    def message(self, src: str, msg: Message | Relay, marks: tuple[int, ...] | None, relayed: bool) -> bool:
+        """A member's message (from its origin, or ``relayed``): held and acknowledged. Whether
+        something may now be deliverable. (The ``marks`` riding on it are checked here and taken
+        after: `marks`.)"""
+        order = self.order
+        if marks is not None and (len(marks) != len(self.out.holding) or not order.acknowledged):
+            raise FrameError(f"{src} sent a message with {len(marks)} ACK marks in a "
+                             f"{order.name} group of {len(self.out.holding)}")
+        entry = order.message(src, msg)
+        if self.cumulative and not relayed:
+            # from its origin, in its order: held, with every earlier message of it (even if stale or
+            # a duplicate); acknowledged by the marks at the end of this step
+            self.out.hold(src, msg.clock)
+            if entry is None:
+                return False
+            self.clock.observe(msg.clock)
+            return order.may_release(entry)
+        if entry is None:
+            return False  # stale, or a duplicate
+        self.clock.observe(msg.clock)
+        if order.acknowledged:  # wire 1, or a relay: an explicit ACK
+            self.out.ack(msg.clock, msg.pid)
+        elif order.gives_numbers:
+            self.out.numbers(order.take_numbered())
+        return order.may_release(entry)
+
+    def marks(self, src: str, marks: tuple[int, ...]) -> tuple[bool, int]:
+        """``src``'s cumulative ACKs (wire v2, `tom.core.marks`): whether the head may now leave, and
+        the largest mark that grew (-1: none)."""
+        order = self.order
+        if not order.acknowledged:
+            raise FrameError(f"{src} sent ACK marks in a {order.name} group")
+        touched_head, top = order.marks(src, marks)
+        if top >= 0:
+            self.clock.observe(top)
+            holding, me = self.out.holding, self.out.index.get(self.me)
+            if any(m > h for i, (m, h) in enumerate(zip(marks, holding)) if i != me):
+                # it overtook a message on its way here (it reserves nothing: it counts on arrival)
+                self.stats["premature_acks"] += 1
+        return touched_head, top
+
+    def acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> bool:
+        """``src`` holds ``(c, pid)`` for each ``c`` (one ACK, or an ACKS): whether the head may now leave."""
+        touched_head, top = self.order.acks(src, pid, clocks)
+        if top >= 0:
+            self.clock.observe(top)
+        return touched_head
+
+    def sequence(self, src: str, frame: Seq) -> bool:
+        return self.order.sequence(src, frame)
+
+    def record(self, released: list[Entry], view: int) -> bool:
+        """Number and record the deliveries of what the order released (in order). Whether a progress
+        heartbeat is due (an order without ACKs: see PROGRESS_EVERY)."""
+        order = self.order
+        out, delivered, last, vector = self.out.deliveries, self.delivered, self.last_delivered, order.vector
+        for e in released:
+            delivered += 1
+            out.append(Delivery(delivered, e.clock, e.pid, cast(str, e.text), e.sent_at, view, e.seq,
+                                None if e.vc is None else vector(e.vc)))
+            last[e.pid] = e.clock
+        self.delivered = delivered
+        if len(released) > 1:  # entries that were complete but waited behind a blocked head
+            self.stats["released_behind_head"] += len(released) - 1
+        if order.acknowledged:
+            return False
+        self.since_beat += len(released)
+        if self.since_beat < PROGRESS_EVERY:
+            return False
+        self.since_beat = 0
+        return True
