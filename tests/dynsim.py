@@ -74,7 +74,7 @@ class Sim:
     def start(self, pid: str) -> None:
         if any(pid in pair for pair in self.cut) and not self.expected:
             # not during a partition: a peer that meets none of the group founds one of its own
-            # (docs/design.md: two groups; no quorum can tell them apart), so it starts once it heals
+            # (docs/guarantees.md: two groups; no quorum can tell them apart), so it starts once it heals
             self.push(self.now + 1.0, "start", pid)
             return
         old = self.nodes.get(pid)
@@ -251,7 +251,7 @@ class Sim:
             self._backlog.setdefault((src, dst), []).append((frame, inc_src))
             return
         if self.refusals is not None and self.now >= 6.0 and self.refusals.random() < self.refuse_rate:
-            # (not while the first group forms: a partition then may leave two groups, see docs/design.md)
+            # (not while the first group forms: a partition then may leave two groups, see docs/guarantees.md)
             # the receiver cannot take this frame (say, garbled in transit): a link fault — the
             # connection closes, and the frame and everything after it come again on the next one
             self._backlog[(src, dst)] = [(frame, inc_src)]
@@ -360,7 +360,7 @@ def random_scenario(seed: int, *, faults: bool = True, batching: bool | None = N
                     # leave is; like a crash, it must never have delivered outside the rule
                     sim.push(at + forced.uniform(0.0, 2.0), "crash", pid)
         for _ in range(rng.randint(0, 3)):
-            # not while the first group forms: a partition then may leave two groups (see docs/design.md)
+            # not while the first group forms: a partition then may leave two groups (see docs/guarantees.md)
             a, b = rng.sample(pids, 2)
             sim.push(rng.uniform(6, horizon), "break", a, b)
     if partitions:

@@ -267,7 +267,7 @@ def test_a_joiner_owes_nothing_of_the_view_before_it_joined():
 
 
 def test_the_documented_view_change_gap_is_reached():
-    """The known limit of docs/design.md: a coordinator cut off just after the last FLUSHED of its attempt reached
+    """The known limit of docs/guarantees.md: a coordinator cut off just after the last FLUSHED of its attempt reached
     it installs that view on its own side, while the rest, taking it for dead, install another. Five
     peers (so that the other four minus a crashed one are a majority), peer 5 crashes, peer 1's flush
     runs until every FLUSHED is in (its INSTALL still in flight), then 1 is cut off: a depth-first

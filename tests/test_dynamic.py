@@ -11,7 +11,7 @@ from dynsim import Sim, check, random_scenario
 from tom.core import ORDERS, Core, Timing, ViewDelivery
 from tom.errors import FrameError
 
-SEEDS = int(os.environ.get("TOM_DYN_SEEDS", "500"))  # (more before a release: see docs/design.md)
+SEEDS = int(os.environ.get("TOM_DYN_SEEDS", "500"))  # (more before a release: see docs/testing.md)
 CHUNKS = 20
 
 # seeds that once failed, kept as regression cases
@@ -263,7 +263,7 @@ def test_founding_regression_seeds(order, seed):
     check(random_scenario(seed, order=order, partitions=True, founding=True))
 
 
-# what the sweep still finds, each a known limit (docs/design.md, "Assumptions and limits"): strict, so a
+# what the sweep still finds, each a known limit (docs/guarantees.md, "Assumptions and limits"): strict, so a
 # fix shows here
 FOUNDING_KNOWN = {
     ("lamport", 1488): "two view changes decided for one view: a coordinator cut off right after the "
