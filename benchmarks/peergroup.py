@@ -7,8 +7,8 @@ Invariants the scripts rely on:
 * every process a ``Group`` starts is stopped on any exit: use it as a context manager (a failed
   ``start`` stops what it had started, ``__exit__`` runs on errors and Ctrl-C, and
   ``stop_on_sigterm`` turns SIGTERM into Ctrl-C); ``stop`` sends SIGTERM, then SIGKILL to whoever is
-  left after ``stop_grace`` seconds. Peers run in their own session: a Ctrl-C at the terminal
-  reaches the script only, which then stops them;
+  left after ``stop_grace`` seconds (`tom.tools.peers`). Peers run in process groups of their own: a
+  Ctrl-C at the terminal reaches the script only, which then stops them;
 * every loop is bounded: ``start`` and ``stop`` go once over the ``n`` peers and every wait has a
   timeout (``stop`` takes at most ``stop_grace`` s plus 5 s per peer that had to be killed).
 
@@ -22,15 +22,14 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import BinaryIO, ClassVar
 
-HOST = "127.0.0.1"
+from tom.tools.peers import LOOPBACK as HOST
+from tom.tools.peers import PeerCommand, PeerGroup, PeerProcess, free_ports, write_neighbors
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -44,7 +43,7 @@ class OutputCounter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._f = None
+        self._f: BinaryIO | None = None
 
     def read(self, size: int = -1) -> bytes:
         if self._f is None:
@@ -64,20 +63,6 @@ class OutputCounter:
             self._f = None
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports that were free on 127.0.0.1 a moment ago (bound to port 0, then closed)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc); NaN when it is gone."""
     try:
@@ -87,20 +72,13 @@ def cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
-def log_tail(path: Path, n: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
-
-
 @dataclass
 class Peer:
     index: int  # position in the group (ports in increasing order)
     port: int
     output: Path
     log: Path
-    proc: subprocess.Popen
+    proc: PeerProcess
     counter: OutputCounter  # of ``output``
     sent: int = 0  # messages written by ``send``
 
@@ -112,9 +90,8 @@ class Peer:
         return cpu_seconds(self.proc.pid)
 
     def send(self, texts: list[str]) -> None:
-        """Write one message per text to the peer's stdin."""
-        self.proc.stdin.write(("\n".join(texts) + "\n").encode())
-        self.proc.stdin.flush()
+        """Write one message per text to the peer's stdin (BrokenPipeError if it reads no more)."""
+        self.proc.write(("\n".join(texts) + "\n").encode())
         self.sent += len(texts)
 
 
@@ -134,6 +111,10 @@ class Group:
     http: bool = False  # tom peer --http on a free loopback port (API and dashboard served, nobody watching)
     order: str = "lamport"  # tom peer --order
     peers: list[Peer] = field(default_factory=list)
+    processes: PeerGroup[int] = field(init=False)  # by position, as ``peers``
+
+    def __post_init__(self) -> None:
+        self.processes = PeerGroup(self.stop_grace, on_kill=lambda i: self.killed(self.peers[i]))
 
     def __enter__(self) -> Group:
         try:
@@ -149,8 +130,7 @@ class Group:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         ports = sorted(free_ports(self.n))
-        neighbors = self.workdir / "neighbors"
-        neighbors.write_text("".join(f"{HOST}:{p}\n" for p in ports))
+        neighbors = write_neighbors(self.workdir / "neighbors", (f"{HOST}:{p}" for p in ports))
         keys = self.workdir / "keys"
         if self.secure:
             from tom.net.keys import create_keys
@@ -162,60 +142,29 @@ class Group:
         for i, port in enumerate(ports):
             out = self.workdir / f"out-{port}.jsonl"
             log = self.workdir / f"peer-{port}.log"
-            cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(out), str(port),
-                   "--host", HOST, "--no-ui"]
-            if self.delay:
-                cmd += ["--delay", str(self.delay)]
-            if self.secure:
-                cmd += ["--keys", str(keys)]
-            if self.http:
-                cmd += ["--http", f"{HOST}:0"]
-            if self.order != "lamport":
-                cmd += ["--order", self.order]
+            cmd = PeerCommand(neighbors, out, port, HOST, order=self.order, keys=keys if self.secure else None,
+                              http=f"{HOST}:0" if self.http else None, delay=self.delay)
             counter = self.counter_type(out)  # before the process: nothing may fail between start and record
-            with open(log, "wb") as logf:
-                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,
-                                        cwd=self.src or None,
-                                        start_new_session=True)  # our Ctrl-C is ours to handle
+            proc = PeerProcess(cmd.argv(), log, cwd=self.src, env=env)
             self.peers.append(Peer(i, port, out, log, proc, counter))
+            self.processes.start(i, proc)
 
     def check_alive(self) -> None:
         for p in self.peers:
-            if p.proc.poll() is not None:
-                raise self.error(f"peer {p.pid} exited with code {p.proc.returncode}:\n{log_tail(p.log)}")
+            if not p.proc.running():
+                raise self.error(f"peer {p.pid} exited with code {p.proc.returncode}:\n{p.proc.log_tail()}")
 
     def killed(self, peer: Peer) -> None:
         """Called when ``peer`` is still running ``stop_grace`` s after SIGTERM, before its SIGKILL."""
 
     def stop(self) -> None:
         """SIGTERM every peer still running (it leaves the group), SIGKILL whoever is left after
-        ``stop_grace`` seconds, then close the counters and stdin pipes. Calling it again is harmless."""
-        # signal first: a feeder thread blocked writing to a stdin pipe then fails (EPIPE) instead of
-        # holding the pipe's lock while we close it
-        for p in self.peers:
-            if p.proc.poll() is None:
-                try:
-                    p.proc.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        end = time.monotonic() + self.stop_grace
-        for p in self.peers:
-            try:
-                p.proc.wait(timeout=max(0.0, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self.killed(p)
-                p.proc.kill()
-                try:
-                    p.proc.wait(timeout=5.0)
-                except subprocess.TimeoutExpired:
-                    pass
+        ``stop_grace`` seconds, then close the counters and stdin pipes. Calling it again is harmless.
+        The pipes are closed once the peers are gone: a feeder thread blocked writing to one has failed
+        (EPIPE) by then instead of holding the pipe's lock."""
+        self.processes.stop()
         for p in self.peers:
             p.counter.close()
-            try:
-                if p.proc.stdin:
-                    p.proc.stdin.close()
-            except (OSError, ValueError):
-                pass
 
 
 def source_tree(ap: argparse.ArgumentParser, src: Path | None) -> Path | None:

@@ -376,8 +376,7 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
         def feed(peer: Peer, blob: bytes) -> None:
             try:
                 if window <= 0:
-                    peer.proc.stdin.write(blob)
-                    peer.proc.stdin.flush()
+                    peer.proc.write(blob)
                     return
                 lines = blob.splitlines(keepends=True)
                 chunk = max(1, min(256, window // 2 or 1))
@@ -388,8 +387,7 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
                     if in_flight + chunk * n > window * n:
                         time.sleep(0.0005)
                         continue
-                    peer.proc.stdin.write(b"".join(lines[sent:sent + chunk]))
-                    peer.proc.stdin.flush()
+                    peer.proc.write(b"".join(lines[sent:sent + chunk]))
                     sent += chunk
             except BaseException as e:  # reported by the main thread
                 errors.append(e)

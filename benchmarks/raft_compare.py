@@ -9,15 +9,13 @@ committed (their callbacks report success); a bisection finds the highest passin
 script submits for 25 s per try and repeats the search 5 times; here a try lasts ``--seconds`` (5 by
 default) and the search runs once, so the figure is quicker and somewhat noisier.
 
-Every node is a process started here, on 127.0.0.1 ports picked free, stopped (SIGTERM, then SIGKILL)
-on any exit; every try is bounded in time.
+Every node is a process started here (`tom.tools.peers`), on 127.0.0.1 ports picked free, stopped
+(SIGTERM, then SIGKILL) on any exit; every try is bounded in time.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +23,7 @@ import time
 import venv
 from pathlib import Path
 
-from benchmarks.peergroup import free_ports
+from tom.tools.peers import PeerGroup, PeerProcess, free_ports
 
 PACKAGE = "pysyncobj==0.3.17"
 PASS = 0.9  # the share of requests that must commit
@@ -100,37 +98,31 @@ def ensure_venv(root: Path, package: str = PACKAGE) -> Path:
 
 
 def one_try(python: Path, script: Path, nodes: int, rate: int, seconds: float) -> float:
-    """The share of ``rate`` requests per second (over all nodes) that committed; 0.0 if a node failed."""
+    """The share of ``rate`` requests per second (over all nodes) that committed; 0.0 if a node failed.
+    Each node's output goes to ``node-<i>.log`` beside ``script`` (overwritten by the next try)."""
     ports = sorted(free_ports(nodes))
     addrs = [f"127.0.0.1:{p}" for p in ports]
     per_node = max(1, rate // nodes)
-    procs = []
-    try:
+    with PeerGroup[int](grace=5.0) as group:
         for i, me in enumerate(addrs):
             partners = addrs[:i] + addrs[i + 1:]
-            procs.append(subprocess.Popen([str(python), str(script), str(per_node), str(seconds), me, *partners],
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                          start_new_session=True))
+            log = script.parent / f"node-{i}.log"
+            log.unlink(missing_ok=True)
+            group.start(i, PeerProcess([str(python), str(script), str(per_node), str(seconds), me, *partners], log,
+                                       stdin=False))
+        end = time.monotonic() + seconds + 60
         shares = []
-        for p in procs:
-            out, _ = p.communicate(timeout=seconds + 60)
-            line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
+        for _, node in group.items():
+            try:
+                node.wait(max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return 0.0
+            line = next((ln for ln in node.log_text().splitlines() if ln.startswith("RESULT ")), None)
             if line is None:
                 return 0.0
             ok, sent = map(int, line.split()[1:])
             shares.append(ok / max(1, sent))
         return sum(shares) / len(shares)
-    except subprocess.TimeoutExpired:
-        return 0.0
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait(timeout=5)
 
 
 def highest_rate(root: Path, nodes: int = 3, seconds: float = 5.0, low: int = 1000, high: int = 64000,

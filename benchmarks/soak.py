@@ -146,8 +146,7 @@ class Feeder(threading.Thread):
 
     def _write(self, k0: int, k1: int) -> None:
         i = self.peer.index
-        self.peer.proc.stdin.write("".join(f"s{i}.{k}\n" for k in range(k0, k1)).encode())
-        self.peer.proc.stdin.flush()
+        self.peer.proc.write("".join(f"s{i}.{k}\n" for k in range(k0, k1)).encode())
         self.sent = k1
 
     def run(self) -> None:

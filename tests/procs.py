@@ -1,4 +1,5 @@
-"""Helpers to run real `tom peer` processes on loopback from tests; every process is stopped after.
+"""Helpers to run real `tom peer` processes on loopback from tests (through `tom.tools.peers`); every
+process is stopped after.
 
 Groups are secured (``--keys``, mutual TLS) unless a test asks for the plain protocol (``secure=False``).
 """
@@ -6,49 +7,21 @@ Groups are secured (``--keys``, mutual TLS) unless a test asks for the plain pro
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
+
+from tom.tools import peers
+from tom.tools.peers import PeerCommand, PeerGroup, PeerProcess, PeerStartError, free_ports, tom_command
+
+__all__ = ["DEADLINE", "PeerProcs", "free_ports", "make_keys", "run_tom", "tom_cmd", "write_neighbors"]
 
 DEADLINE = 40.0
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports that were free a moment ago, outside the ephemeral range: a port
-    from that range could be taken meanwhile as the local end of some outgoing connection (a peer
-    started late would then find its port in use)."""
-    import random
-
-    low, high = 20000, 32000
-    try:
-        eph_low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-        high = min(high, eph_low - 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    rng = random.Random()
-    ports: list[int] = []
-    for _ in range(1000):
-        if len(ports) == n:
-            return ports
-        port = rng.randint(low, high)
-        if port in ports:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        ports.append(port)
-    raise RuntimeError("no free ports")
-
-
 def write_neighbors(path: Path, ports: list[int]) -> Path:
-    path.write_text("".join(f"127.0.0.1:{p}\n" for p in ports))
-    return path
+    return peers.write_neighbors(path, (f"127.0.0.1:{p}" for p in ports))
 
 
 def make_keys(folder: Path, ports: list[int]) -> Path:
@@ -60,11 +33,11 @@ def make_keys(folder: Path, ports: list[int]) -> Path:
 
 
 def tom_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tom", *args]
+    return tom_command(*args)
 
 
 class PeerProcs:
-    """A group of headless peers started with Popen; use as a context manager."""
+    """A group of headless peers on loopback; a context manager (leaving it kills whoever still runs)."""
 
     def __init__(self, tmp: Path, n: int, delay: float = 0.0, secure: bool = True,
                  ports: list[int] | None = None, everyone: list[int] | None = None, http: bool = False,
@@ -83,53 +56,42 @@ class PeerProcs:
         self.outputs = [tmp / f"out-{p}.jsonl" for p in self.ports]
         self.logs = [tmp / f"log-{p}.txt" for p in self.ports]
         self.delay = delay
-        self.procs: list[subprocess.Popen] = []
+        self.group: PeerGroup[int] = PeerGroup(grace=0)  # a test's leftovers are killed at once
+        self.procs = [PeerProcess(self._cmd(i), log) for i, log in enumerate(self.logs)]
 
     def _cmd(self, i: int) -> list[str]:
-        cmd = tom_cmd("peer", str(self.neighbors), str(self.outputs[i]), str(self.ports[i]), "--host",
-                      "127.0.0.1", "--no-ui", "--delay", str(self.delay), *self.extra, *self.each[i])
-        if self.keys is not None:
-            cmd += ["--keys", str(self.keys)]
-        if self.http_ports:
-            cmd += ["--http", str(self.http_ports[i])]
-        return cmd
+        http = str(self.http_ports[i]) if self.http_ports else None
+        return PeerCommand(self.neighbors, self.outputs[i], self.ports[i], keys=self.keys, http=http,
+                           delay=self.delay, extra=(*self.extra, *self.each[i])).argv()
 
     def __enter__(self) -> "PeerProcs":
-        for i, log in enumerate(self.logs):
-            self.procs.append(subprocess.Popen(self._cmd(i), stdin=subprocess.PIPE, stdout=open(log, "wb"),
-                                               stderr=subprocess.STDOUT))
-        self.wait_listening()
+        try:
+            for i, proc in enumerate(self.procs):
+                self.group.start(i, proc)
+            self.wait_listening()
+        except BaseException:
+            self.group.stop()
+            raise
         return self
 
     def restart(self, i: int) -> None:
         """SIGKILL peer ``i`` and start it again on the same port and output file (its log goes on)."""
         self.procs[i].kill()
         self.procs[i].wait(10)
-        self.procs[i] = subprocess.Popen(self._cmd(i), stdin=subprocess.PIPE, stdout=open(self.logs[i], "ab"),
-                                         stderr=subprocess.STDOUT)
+        self.group.start(i, self.procs[i])
 
     def wait_listening(self, deadline: float = 20.0) -> None:
         """Return once every peer's log says it listens (bounded by ``deadline``)."""
-        end = time.monotonic() + deadline
-        while time.monotonic() < end:
-            if all(log.exists() and "Started to listen" in log.read_text(errors="replace") for log in self.logs):
-                return
-            if any(p.poll() is not None for p in self.procs):
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"peers did not start: {self.log_text()}")
+        try:
+            self.group.wait_ready(timeout=deadline)
+        except PeerStartError as e:
+            raise AssertionError(f"peers did not start ({e}): {self.log_text()}") from None
 
     def __exit__(self, *exc) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait(5)
+        self.group.stop()
 
     def send(self, i: int, lines: list[str]) -> None:
-        stdin = self.procs[i].stdin
-        assert stdin is not None
-        stdin.write("".join(f"{ln}\n" for ln in lines).encode())
-        stdin.flush()
+        assert self.procs[i].send(lines), f"peer {i} reads no more input"
 
     def records(self, i: int) -> list[dict]:
         """The whole records peer ``i`` wrote so far (a last line still being written is left out)."""
@@ -152,9 +114,9 @@ class PeerProcs:
         raise AssertionError(f"not all delivered {count} within {deadline}s: {got}; logs: {self.log_text()}")
 
     def terminate(self, timeout: float = 10.0) -> list[int]:
+        """SIGTERM every peer (each leaves the group); their exit statuses, each within ``timeout`` s."""
         for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+            p.send_signal(signal.SIGTERM)
         return [p.wait(timeout) for p in self.procs]
 
     def log_text(self) -> str:
@@ -162,6 +124,5 @@ class PeerProcs:
 
 
 def run_tom(*args: str, timeout: float = 20.0, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
     return subprocess.run(tom_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          stdin=subprocess.DEVNULL, env=env)
+                          stdin=subprocess.DEVNULL)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from procs import free_ports, run_tom, tom_cmd
+from procs import free_ports, run_tom
+from tom.tools.peers import PeerCommand, PeerGroup, PeerProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -24,7 +24,7 @@ class Group:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.procs: dict[int, subprocess.Popen] = {}
+        self.procs: PeerGroup[int] = PeerGroup(grace=0)  # by port
         self.logs: dict[int, Path] = {}
         self.outputs: dict[int, Path] = {}
 
@@ -34,15 +34,12 @@ class Group:
         nb.write_text("".join(f"127.0.0.1:{p}\n" for p in neighbors))
         self.outputs[port] = Path(output) if output else self.tmp / f"out-{port}.jsonl"
         self.logs[port] = self.tmp / f"log-{port}.txt"
-        cmd = tom_cmd("peer", str(nb), str(self.outputs[port]), str(port), "--host", "127.0.0.1", "--no-ui",
-                      *(FAST if fast else ()), *extra)
-        self.procs[port] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=open(self.logs[port], "wb"),
-                                            stderr=subprocess.STDOUT)
+        cmd = PeerCommand(nb, self.outputs[port], port, extra=(*(FAST if fast else ()), *extra))
+        self.logs[port].unlink(missing_ok=True)  # the log of this start only
+        self.procs.start(port, PeerProcess(cmd.argv(), self.logs[port]))
 
     def send(self, port: int, lines: list[str]) -> None:
-        stdin = self.procs[port].stdin
-        stdin.write("".join(f"{ln}\n" for ln in lines).encode())
-        stdin.flush()
+        assert self.procs[port].send(lines), f"{port} reads no more input"
 
     def log(self, port: int) -> str:
         return self.logs[port].read_text(errors="replace")
@@ -74,10 +71,7 @@ class Group:
         return self
 
     def __exit__(self, *exc) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.kill()
-            p.wait(10)
+        self.procs.stop()
 
 
 def no_traceback(text: str) -> None:
@@ -277,21 +271,14 @@ def test_a_divergent_member_is_named_within_seconds(tmp_path):
         fake, real, [f"HEARTBEAT-1-1-00000000-1-127.0.0.1:{fake}\n".encode()] * 3)))
     t.start()
     time.sleep(0.2)
-    p = subprocess.Popen(tom_cmd("peer", str(nb), str(tmp_path / "o.jsonl"), str(real), "--host", "127.0.0.1",
-                                 "--no-ui", "--static"), stdin=subprocess.PIPE, stdout=open(log, "wb"),
-                         stderr=subprocess.STDOUT)
+    p = PeerProcess(PeerCommand(nb, tmp_path / "o.jsonl", real, extra=("--static",)).argv(), log).start()
     try:
         t.join(30)
         end = time.monotonic() + 10
         while "DIVERGENCE" not in log.read_text() and time.monotonic() < end:
             time.sleep(0.1)
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(5)
+        p.stop(grace=10)
     text = log.read_text()
     lines = [x for x in text.splitlines() if "DIVERGENCE" in x]
     assert len(lines) == 1, text  # one alarm per peer and view, however often it is repeated

@@ -14,7 +14,6 @@ import random
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from ..errors import ConfigError, TomError
 from ..net.keys import create_keys
 from ..codec.neighbors import load_neighbors
 from ..codec.pid import split_pid
+from .peers import NotReady, PeerCommand, PeerExited, PeerGroup, PeerProcess
 
 console = Console(stderr=True, highlight=False)
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "0.0.0.0"}
@@ -85,25 +85,13 @@ def group_url(peers: list[str], offset: int, keys: Path | None = None) -> str:
 def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool,
                  jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0,
                  order: str = "lamport", wire: str = "tom") -> list[str]:
+    """The command line of the local peer ``pid`` of a launched group."""
     host, port = split_pid(pid)
-    cmd = [sys.executable, "-m", "tom", "peer", str(neighbors), str(output), str(port), "--host", host.strip("[]")]
-    if wire != "tom":
-        cmd += ["--wire", wire]
-    if order != "lamport":
-        cmd += ["--order", order]
-    if keys is not None:
-        cmd += ["--keys", str(keys)]
+    served = None
     http = http_address(pid, http_offset)
     if http is not None:
-        h = f"[{http[0]}]" if ":" in http[0] else http[0]
-        cmd += ["--http", f"{h}:{http[1]}"]
-    if delay:
-        cmd += ["--delay", str(delay)]
-    if jitter:
-        cmd += ["--jitter", str(jitter)]
-    if headless:
-        cmd.append("--no-ui")
-    return cmd
+        served = f"[{http[0]}]:{http[1]}" if ":" in http[0] else f"{http[0]}:{http[1]}"
+    return PeerCommand(neighbors, output, port, host, order, wire, keys, served, delay, jitter, headless).argv()
 
 
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
@@ -205,8 +193,7 @@ class HeadlessRun:
     order: str = "lamport"
     wire: str = "tom"  # tom, or handout (a static group: no view records)
     killed_at: float | None = None
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
-    stdin_open: dict[str, bool] = field(default_factory=dict)
+    processes: PeerGroup[str] = field(default_factory=PeerGroup)  # by pid; the late joiner last
 
     def output(self, pid: str) -> Path:
         return self.run_dir / f"out-{split_pid(pid)[1]}.jsonl"
@@ -217,52 +204,22 @@ class HeadlessRun:
     def start(self, pids: list[str] | None = None) -> None:
         pids = [p for p in self.peers if p != self.chaos.join_late] if pids is None else pids
         for pid in pids:
-            log = open(self.log(pid), "ab")
-            self.procs[pid] = subprocess.Popen(
-                peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter, self.keys,
-                             self.http_offset, self.order, self.wire),
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
-            self.stdin_open[pid] = True
-        end = time.monotonic() + 20
-        while time.monotonic() < end:
-            if all("Started to listen" in self.log(p).read_text(errors="replace") for p in pids):
-                return
-            dead = [p for p in pids if self.procs[p].poll() is not None]
-            if dead:
-                raise ConfigError(f"peer {dead[0]} exited at start: see {self.log(dead[0])}")
-            time.sleep(0.05)
-        raise ConfigError("peers did not start listening within 20 s")
+            command = peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter, self.keys,
+                                   self.http_offset, self.order, self.wire)
+            self.processes.start(pid, PeerProcess(command, self.log(pid)))
+        try:
+            self.processes.wait_ready(pids, timeout=20)
+        except PeerExited as e:
+            raise ConfigError(f"peer {e.key} exited at start: see {self.log(str(e.key))}") from None
+        except NotReady:
+            raise ConfigError("peers did not start listening within 20 s") from None
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        self.processes.stop(grace=20)
 
     def _feed(self, pid: str, lines: list[str]) -> None:
-        if lines and self.stdin_open.get(pid) and self.procs[pid].poll() is None:
-            stdin = self.procs[pid].stdin
-            assert stdin is not None
-            try:
-                stdin.write("".join(t + "\n" for t in lines).encode())
-                stdin.flush()
-            except BrokenPipeError:
-                self.stdin_open[pid] = False
-
-    def _close_input(self, pid: str) -> None:
-        stdin = self.procs[pid].stdin
-        if stdin is not None and self.stdin_open.get(pid):
-            self.stdin_open[pid] = False
-            try:
-                stdin.close()
-            except BrokenPipeError:
-                pass
+        if lines:
+            self.processes[pid].send(lines)  # a peer gone (killed) takes no more
 
     def drive(self) -> bool:
         """Feed the workload at the configured rate, inject the faults; True once every survivor
@@ -277,9 +234,9 @@ class HeadlessRun:
         # before would only wait for it, and their latency would measure the forming
         formed_by = time.monotonic() + (30 if self.wire == "tom" else 0)  # the handout's group is static
         while time.monotonic() < formed_by and not all(counters[p].update() >= 0 and counters[p].views
-                                                       for p in self.procs):
+                                                       for p in self.processes):
             time.sleep(0.05)
-        started_at = {pid: time.monotonic() for pid in self.procs}
+        started_at = {pid: time.monotonic() for pid in self.processes}
         done_events: set[str] = set()
         paused_until = 0.0
         span = self.messages / self.rate if self.rate > 0 else 1.0
@@ -300,24 +257,24 @@ class HeadlessRun:
             while time.monotonic() < end:
                 now = time.monotonic()
                 phase = (now - start) / span
-                for pid in list(self.procs):
+                for pid in list(self.processes):
                     n = due(pid, now)
                     if n > sent[pid]:
                         self._feed(pid, workload[pid][sent[pid]:n])
                         sent[pid] = n
                 if chaos.kill and phase >= 0.3 and "kill" not in done_events:
                     done_events.add("kill")
-                    self.procs[chaos.kill].kill()
+                    self.processes[chaos.kill].kill()
                     self.killed_at = time.time()
                     progress.console.print(f"[red]chaos[/]: SIGKILL {chaos.kill}")
                 if chaos.pause and phase >= 0.4 and "pause" not in done_events:
                     done_events.add("pause")
-                    self.procs[chaos.pause].send_signal(signal.SIGSTOP)
+                    self.processes[chaos.pause].pause()
                     paused_until = now + chaos.pause_for
                     progress.console.print(f"[yellow]chaos[/]: SIGSTOP {chaos.pause} for {chaos.pause_for:g} s")
                 if paused_until and now >= paused_until:
                     paused_until = 0.0
-                    self.procs[chaos.pause].send_signal(signal.SIGCONT)  # type: ignore[index]
+                    self.processes[chaos.pause].resume()  # type: ignore[index]
                     progress.console.print(f"[yellow]chaos[/]: SIGCONT {chaos.pause}")
                 if chaos.join_late and phase >= 0.5 and "join" not in done_events:
                     done_events.add("join")
@@ -327,13 +284,13 @@ class HeadlessRun:
                 if chaos.leave and phase >= 0.6 and "leave" not in done_events \
                         and sent[chaos.leave] >= self.messages:
                     done_events.add("leave")
-                    self._close_input(chaos.leave)  # end of input: it leaves the group
+                    self.processes[chaos.leave].close_input()  # end of input: it leaves the group
                     progress.console.print(f"[blue]chaos[/]: {chaos.leave} leaves (end of input)")
-                survivors = [p for p in self.procs if p not in (chaos.kill, chaos.leave, chaos.join_late)]
-                origins = [p for p in self.procs if p != chaos.kill]
+                survivors = [p for p in self.processes if p not in (chaos.kill, chaos.leave, chaos.join_late)]
+                origins = [p for p in self.processes if p != chaos.kill]
                 complete = all(sent[p] >= self.messages for p in origins) and \
-                    (not chaos.join_late or chaos.join_late in self.procs) and \
-                    (not chaos.leave or ("leave" in done_events and self.procs[chaos.leave].poll() is not None))
+                    (not chaos.join_late or chaos.join_late in self.processes) and \
+                    (not chaos.leave or ("leave" in done_events and not self.processes[chaos.leave].running()))
                 for pid, counter in counters.items():
                     counter.update()
                     progress.update(tasks[pid], completed=counter.messages)
@@ -348,8 +305,8 @@ class HeadlessRun:
                         for p in survivors)
                 if complete:
                     return True
-                gone = [p for p, proc in self.procs.items()
-                        if proc.poll() is not None and p not in (chaos.kill, chaos.leave)]
+                gone = [p for p, proc in self.processes.items()
+                        if not proc.running() and p not in (chaos.kill, chaos.leave)]
                 if gone:
                     progress.console.print(f"[red]peer {gone[0]} exited during the run[/]: see {self.log(gone[0])}")
                     return False
@@ -374,7 +331,7 @@ def stats_line(order: str, premature: int, released: int) -> str:
 def report_stats(run: "HeadlessRun") -> None:
     """One line on what the delay made happen, from the peers' last log lines."""
     premature = released = 0
-    for pid in run.procs:
+    for pid in run.processes:
         found = STATS.findall(run.log(pid).read_text(errors="replace"))
         if found:
             premature += int(found[-1][0])
@@ -388,7 +345,7 @@ def report_crash(run: "HeadlessRun") -> None:
     """How long the survivors took to remove the killed peer, and the longest delivery pause."""
     killed, at = run.chaos.kill, run.killed_at
     removal, pauses = [], []
-    for pid in run.procs:
+    for pid in run.processes:
         if pid in (killed, run.chaos.join_late) or not run.output(pid).exists():
             continue
         times = []
@@ -521,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             run.stop()
         report_stats(run)
-        codes = {pid: proc.returncode for pid, proc in run.procs.items()}
+        codes = run.processes.returncodes()
         if any(codes.values()):
             console.print(f"[yellow]peer exit codes: {codes}[/]")
         if args.no_verify:

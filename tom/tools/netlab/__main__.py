@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         net.destroy()
         console.print(f"workload and faults: {ran - formed:.1f} s ({how}); peers stopped and namespaces "
                       f"removed in {time.monotonic() - ran:.1f} s; load average {os.getloadavg()[0]:.2f}")
-        codes = {i: proc.returncode for i, proc in run.procs.items()}
+        codes = run.processes.returncodes()
         console.print("peer exit statuses: " + "  ".join(f"{i}:{c}" for i, c in codes.items()))
         if drops:
             console.print(f"packets dropped by the loss rules: {sum(drops.values()):,}")
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         print("netlab: stopped; peers stopped and namespaces removed", file=sys.stderr)
         return 130
     finally:
-        if run is not None and any(proc.poll() is None for proc in run.procs.values()):
+        if run is not None and run.processes.running():
             run.stop()
         if net is not None:
             net.destroy()

@@ -2,26 +2,24 @@
 paced workload on stdin (headless, as the launcher does), under a fault schedule; then stopped, the
 namespaces removed, and the output files verified with Spark.
 
-Invariants: every process started here is stopped by its pid (SIGCONT, SIGTERM, then SIGKILL after a
-bound) before the namespaces are removed, on every exit path; every wait is bounded in time.
+Invariants: every process started here is stopped by its pid (`tom.tools.peers`: SIGCONT, SIGTERM,
+then SIGKILL after a bound) before the namespaces are removed, on every exit path; every wait is bounded
+in time.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from rich.console import Console
 
 from ...errors import ConfigError
 from ...net.keys import create_keys
 from ..launch import make_workload, peer_command
+from ..peers import NotReady, PeerExited, PeerGroup, PeerProcess, write_neighbors
 from .network import LabNetwork
 from .schedule import Event, Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, describe
 
@@ -100,8 +98,7 @@ class LabRun:
         self.n = config.peers
         self.pids = {i: f"{net.address(i)}:{PORT}" for i in range(1, self.n + 1)}
         self.messages = max(1, round(config.rate * config.duration))
-        self.procs: dict[int, subprocess.Popen] = {}
-        self.logs: dict[int, BinaryIO] = {}
+        self.processes: PeerGroup[int] = PeerGroup(grace=STOP_LIMIT)
         self.pending: dict[int, bytes] = {}
         self.sent = {i: 0 for i in self.pids}
         self.fed_at: dict[int, list[float]] = {i: [] for i in self.pids}
@@ -129,31 +126,22 @@ class LabRun:
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> None:
         run_dir = self.config.run_dir
-        neighbors = run_dir / "neighbors.txt"
-        neighbors.write_text("".join(p + "\n" for p in self.pids.values()))
+        neighbors = write_neighbors(run_dir / "neighbors.txt", self.pids.values())
         if self.config.secured:
             self.keys = run_dir / "keys"
             create_keys(list(self.pids.values()), self.keys)
         for i, pid in self.pids.items():
             cmd = peer_command(neighbors, self.output(i), pid, 0.0, True, keys=self.keys) + self.config.peer_args
-            log = open(self.log(i), "ab")
-            self.logs[i] = log
-            self.procs[i] = subprocess.Popen([*self.net.enter(str(i)), *cmd], stdin=subprocess.PIPE,
-                                             stdout=log, stderr=subprocess.STDOUT, process_group=0)
-            assert self.procs[i].stdin is not None
-            os.set_blocking(self.procs[i].stdin.fileno(), False)
+            self.processes.start(i, PeerProcess(cmd, self.log(i), prefix=self.net.enter(str(i))))
             self.pending[i] = b""
-        end = time.monotonic() + START_LIMIT
-        while time.monotonic() < end:
-            for i, proc in self.procs.items():
-                if proc.poll() is not None:
-                    line = (self.log(i).read_text(errors="replace").strip().splitlines() or ["(no output)"])[-1]
-                    raise ConfigError(f"peer {i} exited at start ({proc.returncode}): {line}")
-            if all("Started to listen" in self.log(i).read_text(errors="replace") for i in self.procs):
-                break
-            time.sleep(POLL)
-        else:
-            raise ConfigError(f"the peers did not start listening within {START_LIMIT:g} s (logs in {run_dir})")
+        try:
+            self.processes.wait_ready(timeout=START_LIMIT)
+        except PeerExited as e:
+            line = (e.process.log_text().strip().splitlines() or ["(no output)"])[-1]
+            raise ConfigError(f"peer {e.key} exited at start ({e.process.returncode}): {line}") from None
+        except NotReady:
+            raise ConfigError(f"the peers did not start listening within {START_LIMIT:g} s (logs in {run_dir})") \
+                from None
         everyone = set(self.pids.values())
         end = time.monotonic() + FORM_LIMIT
         while time.monotonic() < end:
@@ -166,8 +154,7 @@ class LabRun:
 
     # -- the run ---------------------------------------------------------------------------------
     def feed(self, i: int, now: float) -> None:
-        proc = self.procs[i]
-        if i in self.killed or i in self.exited or proc.stdin is None:
+        if i in self.killed or i in self.exited:
             return
         due = min(self.messages, int((now - self.t0) * self.config.rate) + 1)
         if due > self.sent[i]:
@@ -176,11 +163,8 @@ class LabRun:
             self.fed_at[i] += [time.time()] * len(texts)
             self.sent[i] = due
         if self.pending[i]:
-            try:
-                written = os.write(proc.stdin.fileno(), self.pending[i])
-            except BlockingIOError:  # a paused peer's pipe is full: keep the rest for later
-                written = 0
-            except BrokenPipeError:
+            written = self.processes[i].write_some(self.pending[i])  # 0: a paused peer's pipe is full
+            if written is None:  # it reads no more
                 self.pending[i] = b""
                 return
             self.pending[i] = self.pending[i][written:]
@@ -197,11 +181,11 @@ class LabRun:
         elif isinstance(a, LossOff):
             self.net.loss_off(a.key)
         elif isinstance(a, Pause):
-            self.procs[a.peer].send_signal(signal.SIGSTOP)
+            self.processes[a.peer].pause()
         elif isinstance(a, Resume):
-            self.procs[a.peer].send_signal(signal.SIGCONT)
+            self.processes[a.peer].resume()
         elif isinstance(a, Kill):
-            self.procs[a.peer].kill()
+            self.processes[a.peer].kill()
             self.killed.add(a.peer)
         self.applied.append((time.time(), event))
 
@@ -247,8 +231,8 @@ class LabRun:
                 self.feed(i, now)
             while events and events[0].at <= now - self.t0:
                 self.apply(events.pop(0))
-            for i, proc in self.procs.items():
-                if i not in self.killed and i not in self.exited and proc.poll() is not None:
+            for i, proc in self.processes.items():
+                if i not in self.killed and i not in self.exited and proc.returncode is not None:
                     self.exited[i] = proc.returncode
                     self.say(f"[red]peer {i} exited with status {proc.returncode} "
                              f"({EXIT_MEANING.get(proc.returncode, '?')})[/]")
@@ -273,24 +257,7 @@ class LabRun:
     # -- stop ------------------------------------------------------------------------------------
     def stop(self) -> None:
         """Every peer stopped by its pid: SIGCONT (a paused one), SIGTERM, SIGKILL after STOP_LIMIT."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-        end = time.monotonic() + STOP_LIMIT
-        for proc in self.procs.values():
-            try:
-                proc.wait(max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-            if proc.stdin is not None:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-        for log in self.logs.values():
-            log.close()
+        self.processes.stop()
         for out in self.outputs.values():
             out.update()
 
