@@ -102,6 +102,7 @@ def test_hello_names_an_order_other_than_lamport_only():
     "MARKS-", "MARKS-1,,2", "MARKS-01", "MARKS-1,x", "MARKS--1", "MARKS-" + ",".join(["1"] * 2000),
     "MESSAGE@1.5+-1-127.0.0.1:5000-x", "MESSAGE@1.5+1,02-1-127.0.0.1:5000-x", "MESSAGE+x-1-127.0.0.1:5000-x",
     "RELAY+1-1-127.0.0.1:5000-x", "MESSAGEX-1-127.0.0.1:5000-x",
+    "PROPOSE-" + "[" * 60000, "INSTALL-" + '{"a":' * 13000, "PROPOSE-[]", "INSTALL-{}",
 ])
 def test_malformed_lines_are_rejected(line):
     with pytest.raises(FrameError):

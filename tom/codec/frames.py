@@ -649,7 +649,7 @@ def _json_body(cls: type[Frame], rest: str, optional: tuple[str, ...] = ()) -> d
     """The JSON object of a ``cls`` frame: its fields by name, each of them (but the ``optional``)."""
     try:
         body = json.loads(rest)
-    except ValueError:
+    except (ValueError, RecursionError):  # (a line of 60,000 "[" nests too deep for the decoder)
         raise FrameError("bad JSON body") from None
     names = {f.name for f in fields(cls)}
     if type(body) is not dict or set(body) - set(optional) != names - set(optional):
