@@ -113,6 +113,16 @@ def test_send_time_beyond_microseconds_is_rounded_as_when_built():
     assert parse_frame("MESSAGE@1.1234567-1-127.0.0.1:5000-x") == Message(1, "127.0.0.1:5000", "x", 1.1234567)
 
 
+@pytest.mark.parametrize("sent_at", [0, -0.0, 7, 1e-7, 99999999999.99998, 99999999999.999985])
+def test_a_message_takes_only_send_times_its_wire_form_carries(sent_at):
+    """(Before, a negative, infinite or NaN send time, or one of 1e11 or more, made a frame that
+    formatted and could not be parsed.)"""
+    for frame in (Message(1, "127.0.0.1:5000", "x", sent_at), Relay(1, "127.0.0.1:5000", "x", sent_at)):
+        assert type(frame.sent_at) is float and 0 <= frame.sent_at < 1e11
+        assert parse_frame(format_frame(frame)) == frame
+        assert not format_frame(frame).startswith(("MESSAGE@-", "RELAY@-"))
+
+
 # -- every kind validates its fields when built ---------------------------------------------------
 
 P = "127.0.0.1:5000"
@@ -120,6 +130,9 @@ BAD_BUILDS = [
     lambda: Message(-1, P, "x"), lambda: Message(1, "not a pid", "x"), lambda: Message(1, P, b"x"),
     lambda: Message(1, P, "x", vc=()), lambda: Message(1, P, "x", marks=(1, -1)),
     lambda: Message(1, P, "x" * (MAX_FRAME_BYTES + 1)),
+    lambda: Message(1, P, "x", sent_at=-1.0), lambda: Message(1, P, "x", sent_at=float("nan")),
+    lambda: Message(1, P, "x", sent_at=float("inf")), lambda: Message(1, P, "x", sent_at="1.5"),
+    lambda: Relay(1, P, "x", sent_at=1e11), lambda: Relay(1, P, "x", sent_at=99999999999.9999999),
     lambda: Relay(2**63, P, "x"), lambda: Relay(1, P, "x", vc=(True,)),
     lambda: Ack(-1, P), lambda: Ack(1, ["127.0.0.1:5000"]),
     lambda: Acks((1,), P), lambda: Acks([1, 2], P),
@@ -152,7 +165,8 @@ def test_there_is_a_bad_build_of_every_kind():
 ANY_PID = st.sampled_from(["127.0.0.1:5000", "10.0.0.2:5000", "my-host.lan:80", "[::1]:65535", "a-b-c:1"])
 CLOCK = st.integers(0, 10**6) | st.integers(10**17, 2**63 - 1)  # 18 digits and 19 (which no fast parse takes)
 COUNT = st.integers(0, 2**63 - 1)
-SENT_AT = st.none() | st.floats(0, 1e10, allow_nan=False) | st.integers(0, 2 * 10**9).map(lambda s: s + 0.123456)
+SENT_AT = (st.none() | st.floats(0, 1e11, exclude_max=True) | st.floats(0, 1e10)
+           | st.integers(0, 2 * 10**9).map(lambda s: s + 0.123456))
 
 
 def clocks(low, high):

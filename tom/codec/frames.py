@@ -132,8 +132,8 @@ def _check_marks(marks: tuple[int, ...]) -> None:
 
 
 def _check_text_frame(frame: Message | Relay) -> None:
-    """The fields a message and a relay share; ``sent_at`` is set to whole microseconds, so that its
-    decimal wire form round-trips exactly."""
+    """The fields a message and a relay share. ``sent_at`` is set to whole microseconds, so that its
+    decimal wire form round-trips exactly, and must be one the wire can carry (0 <= sent_at < 1e11)."""
     _check_clock(frame.clock)
     _check_pid(frame.pid)
     if frame.vc is not None:
@@ -143,7 +143,12 @@ def _check_text_frame(frame: Message | Relay) -> None:
     if len(frame.text) > MAX_FRAME_BYTES:  # a cheap bound (a character is at least a byte)
         raise FrameError(f"text of {len(frame.text)} characters is over the frame limit of {MAX_FRAME_BYTES} bytes")
     if frame.sent_at is not None:
-        object.__setattr__(frame, "sent_at", round(float(frame.sent_at), 6))
+        if type(frame.sent_at) is not float and type(frame.sent_at) is not int:
+            raise FrameError(f"bad send time {frame.sent_at!r}")
+        sent_at = round(frame.sent_at, 6) + 0.0  # (+ 0.0: -0.0 would be written -0.000000)
+        if not 0 <= sent_at < 1e11:  # (NaN too)
+            raise FrameError(f"bad send time {frame.sent_at!r}")
+        object.__setattr__(frame, "sent_at", sent_at)
 
 
 def _check_members(members: tuple[tuple[str, int], ...], what: str) -> None:
