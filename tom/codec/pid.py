@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+from collections.abc import Iterable
 
 from ..errors import ConfigError
 
@@ -78,6 +79,6 @@ def socket_host(pid: str) -> str:
     return host[1:-1] if host.startswith("[") else host
 
 
-def sorted_pids(pids) -> list[str]:
+def sorted_pids(pids: Iterable[str]) -> list[str]:
     """``pids`` in the documented pid order."""
     return sorted(pids, key=pid_key)
