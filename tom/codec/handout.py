@@ -100,7 +100,7 @@ def _from_ok(origin: object) -> bool:
 def format_frame(frame: HandoutFrame) -> str:
     """The frame's line, without its ``\\n``."""
     if type(frame) is HMessage:
-        return f"MESSAGE-{frame.clock}-{frame.origin}-{frame.text}"  # type: ignore[attr-defined]
+        return f"MESSAGE-{frame.clock}-{frame.origin}-{frame.text}"
     return f"{_NAMES[type(frame)]}-{frame.clock}-{frame.origin}"
 
 

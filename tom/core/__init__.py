@@ -17,9 +17,10 @@ out. Read it a file at a time:
 
 from .clock import LamportClock
 from . import notices
-from .group import HANDLERS, NO_INCARNATION, QUORUMS, Core
+from .group import HANDLERS, QUORUMS, Core
 from .modes import TRANSITIONS, Mode
 from .order import ORDERS, Order
+from .peers import NO_INCARNATION
 from .quorum import has_quorum
 from .queue import Entry, PendingQueue
 from .texts import check_text

@@ -8,7 +8,9 @@ again in the current view (`Core.receive`) or a view change settles it (`Failure
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+from .records import View
 
 
 class FailureDetector:
@@ -28,6 +30,21 @@ class FailureDetector:
         """The members suspected for at least the verification period: taken for dead."""
         limit = now - self.verify_after
         return {p for p, since in self.suspected.items() if since <= limit}
+
+    def sweep(self, view: View, me: str, now: float, suspect_after: float, started_at: float,
+              installed_at: float, connected_as_member: Callable[[str], bool], announced: Mapping[str, int]) -> None:
+        """Suspect the members of ``view`` not suspected yet that are silent for ``suspect_after``, never
+        announced the view that long after it was installed (in another group?), or are connected as
+        another incarnation (restarted: verified at once)."""
+        suspected, last_heard = self.suspected, self.last_heard
+        for pid in view.members:
+            if pid != me and pid not in suspected:
+                if not connected_as_member(pid):
+                    self.dead_now(pid, now)
+                elif now - last_heard.get(pid, started_at) >= suspect_after:
+                    suspected[pid] = now
+                elif announced.get(pid, -1) < view.id and now - installed_at >= suspect_after:
+                    suspected[pid] = now
 
     def dead_now(self, pid: str, now: float) -> None:
         """``pid``'s old incarnation is certainly gone (a restart): verified at once."""

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..codec.pid import pid_key
 from .digest import DigestChain
+from .queue import Entry
 from .records import Delivery, Divergence, ViewDelivery
 
 MAX_ALARMS = 100
@@ -76,6 +78,21 @@ class DivergenceCheck:
         self.alarms = (self.alarms + [alarm])[-MAX_ALARMS:]
         self.raised.append(alarm)
         return True
+
+    def last_key(self, view_event: tuple[int, str]) -> tuple[int, str]:
+        """The key of the last event delivered in this view: its last message, else ``view_event``."""
+        last = self.chain.last
+        return last if last is not None else view_event
+
+    def skipped(self, src: str, last: tuple[int, str], head: Entry | None, view: int) -> None:
+        """``src`` says the last event it delivered is ``last``. If that is past our ``head``, whose body
+        we hold and which ``src`` never acknowledged, ``src`` delivered past a message it does not
+        hold: its ACK would have reached us before this heartbeat (links are FIFO). A divergence, seen
+        while we still wait for that ACK (a digest cannot show it: we never reach its position)."""
+        if (head is None or head.text is None or src in head.acks
+                or (head.clock, pid_key(head.pid)) > (last[0], pid_key(last[1]))):
+            return
+        self.alarm(src, view, self.chain.count + 1, self.chain.digest, 0, (head.clock, head.pid))
 
     def new_view(self) -> None:
         """A view was installed: its chain starts empty; claims about the old one are void."""

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..codec.frames import Flushed, Propose
+from ..codec.frames import Flushed, Install, Propose
+from ..codec.pid import pid_key
+from .notices import NoFoundingQuorum
 from .quorum import has_quorum
 
 Members = tuple[tuple[str, int], ...]
@@ -54,13 +56,28 @@ class Founding:
         if possible is not None and possible[0] == pid and possible[1] != incarnation:
             self.possible = None
 
-    def too_few(self, members: Iterable[str]) -> tuple[int, int] | None:
-        """(here, expected) if ``members`` are no primary component of the expected peers (Corosync's
-        expected votes: a lone peer, or a minority cut off at the start, waits); None if they are."""
-        members = set(members)
-        if not self.expected or has_quorum(self.expected, members):
-            return None
-        return (len(members & self.expected), len(self.expected))
+    def form(self, me: str, incarnation: int, members: dict[str, int], clock: int, now: float,
+             quorum: bool) -> Install | Propose | NoFoundingQuorum | None:
+        """This peer, the smallest joining one, may found a group of ``members`` (itself and every
+        connected peer that asked to join; pid -> incarnation): the INSTALL of view 1 to install now
+        (no flush is needed: nobody delivered anything yet), or the proposal of view 1 to send (with a
+        quorum, among expected peers: the handshake), or why not (too few of the expected peers, said
+        when their number changes), or None (wait)."""
+        if quorum and self.expected and not has_quorum(self.expected, members):
+            # (Corosync's expected votes: a lone peer, or a minority cut off at the start, waits)
+            short = (len(members.keys() & self.expected), len(self.expected))
+            if short == self.short:
+                return None
+            self.short = short
+            return NoFoundingQuorum(*short)
+        self.short = None
+        if self.possibly_in_another(members):
+            return None  # it may be in a group founded meanwhile: it waits to hear of it
+        ordered = tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0])))
+        group = f"{me}/{incarnation}"
+        if not (quorum and self.expected) or len(ordered) == 1:
+            return view_one(me, 0, clock, ordered, group)
+        return self.propose(me, group, ordered, clock, now)
 
     def promised_elsewhere(self, founder: str, group: str, now: float) -> bool:
         """Whether this peer holds a live promise to another founder (or another group of it)."""
@@ -100,9 +117,8 @@ class Founding:
         self.possible = (src, members[src], frozenset(members))
         return Flushed(1, p.attempt, clock)
 
-    def on_promise(self, src: str, f: Flushed, now: float) -> tuple[Propose, int] | None:
-        """A founder's promise came: (the proposal, the install's clock) once every founder promised in
-        time — install view 1 then; None otherwise."""
+    def on_promise(self, me: str, src: str, f: Flushed, now: float) -> Install | None:
+        """A founder's promise came: the INSTALL of view 1 once every founder promised in time."""
         current = self.proposing
         if current is None or f.view != 1 or f.attempt != current[0].attempt:
             return None
@@ -115,4 +131,9 @@ class Founding:
         self.proposing = None
         if now - at >= self.bound_for / 2:
             return None  # too late to be sure every promise still holds: the next tick proposes again
-        return proposal, max(promised.values())
+        return view_one(me, proposal.attempt, max(promised.values()), proposal.members, proposal.group)
+
+
+def view_one(me: str, attempt: int, clock: int, members: Members, group: str) -> Install:
+    """The INSTALL of view 1 of a new group of ``members``, founded by ``me``: every member joins it."""
+    return Install(1, attempt, me, clock, members, tuple(p for p, _ in members), (), (), group=group)

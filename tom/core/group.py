@@ -49,10 +49,11 @@ from .clock import LamportClock
 from .detector import FailureDetector
 from .dispatch import TABLE, Admit
 from .divergence import DivergenceCheck
-from .founding import Founding, Members
+from .founding import Founding
 from .modes import TRANSITIONS, Mode
 from .order import ORDERS, Order
 from .outbox import Outbox
+from .peers import NO_INCARNATION, Peers
 from .queue import Entry
 from .quorum import coordinator, has_quorum
 from .records import PendingStatus, Ready, Status, Timing, View, ViewDelivery
@@ -68,9 +69,6 @@ QUORUMS = ("majority", "none")
 """What a group does when a view change would leave fewer than a primary component of the view:
 ``majority`` (the default) waits for one (`has_quorum`); ``none`` goes on, so two sides of a
 partition may each go on as a group."""
-
-NO_INCARNATION = 0
-"""Incarnation of a static member: any incarnation is accepted."""
 
 MAX_EARLY_FRAMES = 1_000_000
 """Frames of a view not installed yet, kept at most (more: the link is refused)."""
@@ -116,11 +114,7 @@ class Core:
         self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
         self._rejoining = False
         self._cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
-        self.links: dict[str, int] = {}  # connected peers -> their incarnation
-        self._known_inc: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
-        self.peer_view: dict[str, int] = {}  # view each peer last announced on its link
-        self.joins: dict[str, tuple[int, float]] = {}  # join requests: pid -> (incarnation, when)
-        self.leaves: dict[str, float] = {}  # leave requests: pid -> when
+        self.peers = Peers()
         self.last_install: Install | None = None
         self.leaving = False
         self._held_texts: list[tuple[str, float | None]] = []  # the users' texts, held outside a view
@@ -128,7 +122,6 @@ class Core:
         self._last_heartbeat = float("-inf")
         self._proposed_at = float("-inf")
         self._installed_at = now
-        self._removed_told: dict[str, float] = {}
         self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
         if static:
             members = frozenset(members)
@@ -164,6 +157,11 @@ class Core:
     def delivered(self) -> int:
         """Events (messages and views) delivered here so far."""
         return self.traffic.delivered
+
+    @property
+    def links(self) -> dict[str, int]:
+        """Connected peers -> their incarnation."""
+        return self.peers.links
 
     @property
     def suspected(self) -> dict[str, float]:
@@ -247,19 +245,13 @@ class Core:
 
     def connected(self, pid: str, incarnation: int) -> None:
         """A connection to ``pid`` (running as ``incarnation``) is up."""
-        self.links[pid] = incarnation
+        # joining, what it said before the connection broke may be stale (it joined a group
+        # meanwhile): not heard on this connection yet, it neither founds a group with this peer nor
+        # is founded over (`_maybe_form`); it says again what it is at once (a Join, a heartbeat)
+        if self.peers.connected(pid, incarnation, self.mode == JOINING):
+            self.founding.restarted(pid, incarnation)
         self.detector.heard(pid, self.now)
         self._trusted = None
-        if self._known_inc.get(pid) != incarnation:  # a new incarnation: what the old one said is void
-            self._known_inc[pid] = incarnation
-            self.peer_view.pop(pid, None)
-            self.founding.restarted(pid, incarnation)
-        elif self.mode == JOINING:
-            # what it said before the connection broke may be stale (it joined a group meanwhile):
-            # not heard on this connection yet, it neither founds a group with this peer nor is
-            # founded over (`_maybe_form`); it says again what it is at once (a Join, a heartbeat)
-            self.peer_view.pop(pid, None)
-            self.joins.pop(pid, None)
         view = self.view
         if (view is not None and not self.static and pid in view.members
                 and view.incarnations[pid] not in (incarnation, NO_INCARNATION)):
@@ -270,7 +262,7 @@ class Core:
 
     def disconnected(self, pid: str) -> None:
         """The connection to ``pid`` is down (it may come back: silence decides, not this)."""
-        self.links.pop(pid, None)
+        self.peers.links.pop(pid, None)
         self._trusted = None
 
     def tick(self, now: float) -> None:
@@ -284,30 +276,22 @@ class Core:
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now
             self._send_heartbeats()
-            if self.mode == JOINING and self.links:
-                self.out.send(tuple(self.links), Join(self.me, self.incarnation))
+            if self.mode == JOINING and self.peers.links:
+                self.out.send(tuple(self.peers.links), Join(self.me, self.incarnation))
             elif self.leaving and self.mode == NORMAL:
                 self._request_leave()
         if self.static:
             return
-        for pid, (_, when) in list(self.joins.items()):
-            if now - when > 3 * t.heartbeat + t.suspect_after:
-                del self.joins[pid]
+        self.peers.expire_joins(now, 3 * t.heartbeat + t.suspect_after)
         if self.mode == JOINING:
             self._maybe_form()
             return
         view = self.view
         if view is None or self.mode in (LEFT, REMOVED):
             return
-        suspected, last_heard = self.detector.suspected, self.detector.last_heard
-        for pid in view.members:
-            if pid != self.me and pid not in suspected:
-                if not self._member_link(pid):
-                    self.detector.dead_now(pid, now)  # connected as another incarnation: it restarted
-                elif now - last_heard.get(pid, self.started_at) >= t.suspect_after:
-                    suspected[pid] = now
-                elif self.peer_view.get(pid, -1) < view.id and now - self._installed_at >= t.suspect_after:
-                    suspected[pid] = now  # alive, but it never installed this view (another group?)
+        peers = self.peers
+        self.detector.sweep(view, self.me, now, t.suspect_after, self.started_at, self._installed_at,
+                            lambda pid: peers.member_link(view, pid), peers.views)
         self._check_quorum()
         if self.change.outcomes and self.mode == FLUSHING:
             self._deliver_ready()  # an attempt it flushed may be found dead by now (`open_outcome`)
@@ -327,12 +311,12 @@ class Core:
             return
         if src == self.me:
             raise FrameError("frame from this peer's own pid")
-        if src not in self.links and not self.static:
+        if src not in self.peers.links and not self.static:
             raise FrameError(f"frame from {src}, which is not connected")
         self.detector.heard(src, self.now)
         view = self.view
         if (view is not None and src in self.detector.suspected and self._member_link(src)
-                and self.peer_view.get(src, self._unannounced) >= view.id):
+                and self.peers.views.get(src, self._unannounced) >= view.id):
             # (a new incarnation speaking does not clear its old one; nor does a member still in an
             # older view: it missed an install — a partition — and must be removed to join again)
             del self.detector.suspected[src]
@@ -384,9 +368,9 @@ class Core:
             return frozenset()
         cut = self.change.cut
         return frozenset(src for src in view.members
-                         if src != self.me and self.peer_view.get(src, self._unannounced) == view.id
+                         if src != self.me and self.peers.views.get(src, self._unannounced) == view.id
                          and self._member_link(src) and src not in cut
-                         and (self.static or src in self.links))
+                         and (self.static or src in self.peers.links))
 
     @property
     def _unannounced(self) -> int:
@@ -397,11 +381,7 @@ class Core:
 
     def _member_link(self, src: str) -> bool:
         """Whether ``src`` is a member of the view, connected as the incarnation the view holds."""
-        view = self.view
-        if view is None or src not in view.members:
-            return False
-        inc = view.incarnations[src]
-        return inc == NO_INCARNATION or self.links.get(src, inc) == inc
+        return self.peers.member_link(self.view, src)
 
     # -- ordered traffic -----------------------------------------------------------------------
 
@@ -413,7 +393,7 @@ class Core:
         if view is None:
             self._hold(src, frame)
             return False
-        announced = self.peer_view.get(src, self._unannounced)
+        announced = self.peers.views.get(src, self._unannounced)
         if announced > view.id:
             self._hold(src, frame)
             return False
@@ -539,7 +519,7 @@ class Core:
             # a heartbeat names the last event delivered here: the marks of what this peer holds go
             # first, so that a member never sees a delivery claimed before its acknowledgement
             self.out.send_marks()
-        if self.links:
+        if self.peers.links:
             if self.view is not None and self.mode == NORMAL:
                 beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key)
             elif self.view is not None and self.mode != JOINING:
@@ -548,11 +528,10 @@ class Core:
                 beat = Heartbeat(self.view.id)
             else:
                 beat = Heartbeat(0)
-            self.out.send(tuple(self.links), beat)
+            self.out.send(tuple(self.peers.links), beat)
 
     def _on_heartbeat(self, src: str, frame: Heartbeat) -> None:
-        if frame.view > self.peer_view.get(src, -1):
-            self.peer_view[src] = frame.view
+        if self.peers.announced(src, frame.view):
             self._trusted = None
         if (self.quorum and frame.view > 0 and self.view is not None and self.mode == NORMAL
                 and not self._member_link(src)):
@@ -567,8 +546,9 @@ class Core:
             if order.total:  # (in the causal order, peers may deliver one set in different orders)
                 self._chain_digests()
                 self.divergence.compare(src, frame.count, frame.digest, view.id)
-            if order.acknowledged and order.total and frame.last is not None:
-                self._check_skipped(src, frame.last)
+            if (order.acknowledged and order.total and frame.last is not None and self.mode == NORMAL
+                    and src not in self.change.cut):
+                self.divergence.skipped(src, frame.last, order.head(), view.id)
 
     @property
     def view_delivered(self) -> int:
@@ -589,23 +569,9 @@ class Core:
     def _last_key(self) -> tuple[int, str]:
         """The key of the last event this peer delivered in this view (its view event before any
         message; ``(0, me)`` in a static group that has delivered nothing)."""
-        last = self.divergence.chain.last
-        if last is not None:
-            return last
         install = self.last_install
-        return (install.clock + 1, install.coordinator) if install is not None else (0, self.me)
-
-    def _check_skipped(self, src: str, last: tuple[int, str]) -> None:
-        """``src`` says the last event it delivered is ``last``. If that is past our head, whose body we
-        hold and which ``src`` never acknowledged, ``src`` delivered past a message it does not hold:
-        its ACK would have reached us before this heartbeat (links are FIFO). A divergence, seen while
-        we still wait for that ACK (a digest cannot show it: we never reach its position)."""
-        head = self.traffic.order.head()
-        if (head is None or head.text is None or src in head.acks or self.mode != NORMAL
-                or src in self.change.cut or (head.clock, _key(head.pid)) > (last[0], _key(last[1]))):
-            return
-        self.divergence.alarm(src, self._current.id, self.view_delivered + 1, self.digest, 0,
-                              (head.clock, head.pid))
+        return self.divergence.last_key((install.clock + 1, install.coordinator) if install is not None
+                                        else (0, self.me))
 
     # -- membership ------------------------------------------------------------------------------
 
@@ -613,12 +579,12 @@ class Core:
         if frame.pid != src:
             raise FrameError(f"{src} asked to remove {frame.pid}")
         if not self.static:
-            self.leaves[src] = self.now
+            self.peers.leaves[src] = self.now
             self._maybe_propose()
 
     def _request_leave(self) -> None:
         """Tell every member: a leaver never coordinates (`tom.core.quorum.coordinator`), so each must know."""
-        self.leaves[self.me] = self.now
+        self.peers.leaves[self.me] = self.now
         if self.out.others:
             self.out.send(self.out.others, Leave(self.me))
         self._maybe_propose()
@@ -626,8 +592,7 @@ class Core:
     def _tell_removed(self, src: str) -> None:
         if self.view is None or self.static:
             return
-        if self.now - self._removed_told.get(src, float("-inf")) >= self.timing.heartbeat:
-            self._removed_told[src] = self.now
+        if self.peers.may_tell_removed(src, self.now, self.timing.heartbeat):
             self.out.send((src,), Removed(self.view.id))
 
     def _on_removed(self, src: str, frame: Removed) -> None:
@@ -655,7 +620,7 @@ class Core:
             return
         # (a member that announces a newer view went on without us: it is not with us)
         reachable = {p for p in view.members - self.detector.verified(self.now)
-                     if self.peer_view.get(p, -1) <= view.id}
+                     if self.peers.views.get(p, -1) <= view.id}
         if has_quorum(view.members, reachable):
             if self.no_quorum is not None:
                 self.no_quorum = None
@@ -685,8 +650,8 @@ class Core:
         self.traffic.restart()
         self.change.end()
         self.no_quorum = None
-        for state in (self.detector.suspected, self.joins, self.leaves, self._removed_told):
-            state.clear()
+        self.detector.suspected.clear()
+        self.peers.restart()
         self._early = []
         self.divergence.restart()
         self.last_install = None
@@ -694,15 +659,16 @@ class Core:
         self._not_admitted_at = float("-inf")
         self._rejoining = True
         self.out.notice(notices.Rejoining())
-        if self.links:
-            self.out.send(tuple(self.links), Join(self.me, self.incarnation))
+        if self.peers.links:
+            self.out.send(tuple(self.peers.links), Join(self.me, self.incarnation))
 
     def _on_join(self, src: str, join: Join) -> None:
         self._check_join(src, join)
-        self.joins[src] = (join.incarnation, self.now)
+        peers = self.peers
+        peers.joins[src] = (join.incarnation, self.now)
         view = self.view
-        if view is not None and not self._member_link(src) and self.peer_view.get(src, 0):
-            self.peer_view[src] = 0  # it asks to join: it is in no group now (cut off and told so)
+        if view is not None and not self._member_link(src) and peers.views.get(src, 0):
+            peers.views[src] = 0  # it asks to join: it is in no group now (cut off and told so)
             self._trusted = None
         if view is not None and src in view.members and view.incarnations[src] == join.incarnation:
             # already a member: it missed the INSTALL; resend it
@@ -712,7 +678,7 @@ class Core:
         self._maybe_propose()
 
     def _check_join(self, src: str, join: Join) -> None:
-        if join.pid != src or self.links.get(src) != join.incarnation:
+        if join.pid != src or self.peers.links.get(src) != join.incarnation:
             raise FrameError(f"JOIN for {join.pid}/{join.incarnation} on the link of {src}")
 
     def _check_leave(self, src: str, frame: Leave) -> None:
@@ -727,40 +693,22 @@ class Core:
             return  # (a peer cut off from its group joins it again; it never founds another)
         recent = self.now - self.timing.suspect_after - self.timing.verify_after
         last_heard = self.detector.last_heard
-        if any(v > 0 and last_heard.get(p, float("-inf")) > recent for p, v in self.peer_view.items()):
+        if any(v > 0 and last_heard.get(p, float("-inf")) > recent for p, v in self.peers.views.items()):
             return  # a group exists (even if its link is down for a moment): keep asking to join it
-        if any(p not in self.peer_view for p in self.links):
+        if any(p not in self.peers.views for p in self.peers.links):
             return  # connected but not heard yet
-        if any(_key(p) < _key(self.me) for p in self.links):
+        if any(_key(p) < _key(self.me) for p in self.peers.links):
             return  # the smallest joining peer forms the group, the others join it
-        # the group starts with every connected peer that asked to join: no flush is needed, as
-        # nobody has delivered anything yet
         members = {self.me: self.incarnation}
-        members.update({p: inc for p, (inc, _) in self.joins.items() if self.links.get(p) == inc})
-        founding = self.founding
-        short = founding.too_few(members) if self.quorum else None
-        if short is not None:
-            if short != founding.short:
-                founding.short = short
-                self.out.notice(notices.NoFoundingQuorum(*short))
-            return
-        founding.short = None
-        ordered = tuple(sorted(members.items(), key=lambda kv: _key(kv[0])))
-        if founding.possibly_in_another(members):
-            return  # it may be in a group founded meanwhile: it waits to hear of it
-        group = f"{self.me}/{self.incarnation}"
-        if not (self.quorum and founding.expected) or len(ordered) == 1:
-            self._install_founding(0, self.traffic.clock.time, ordered, group)
-            return
-        proposal = founding.propose(self.me, group, ordered, self.traffic.clock.time, self.now)
-        if proposal is not None:
-            self.out.send(tuple(p for p, _ in ordered if p != self.me), proposal)
-
-    def _install_founding(self, attempt: int, clock: int, ordered: Members, group: str) -> None:
-        """Install view 1 of a new group of ``ordered`` (every member joins it; nobody has delivered
-        anything yet, so no flush is needed)."""
-        self._install(Install(1, attempt, self.me, clock, ordered, tuple(p for p, _ in ordered), (), (),
-                              group=group))
+        members.update({p: inc for p, (inc, _) in self.peers.joins.items() if self.peers.links.get(p) == inc})
+        step = self.founding.form(self.me, self.incarnation, members, self.traffic.clock.time, self.now,
+                                  self.quorum)
+        if isinstance(step, Install):
+            self._install(step)
+        elif isinstance(step, Propose):
+            self.out.send(tuple(p for p, _ in step.members if p != self.me), step)
+        elif step is not None:
+            self.out.notice(step)
 
     def _on_founding_proposal(self, src: str, p: Propose) -> None:
         """A founder's proposal of view 1 reaches this joining peer: promise, unless bound elsewhere."""
@@ -772,10 +720,9 @@ class Core:
 
     def _on_founding_promise(self, src: str, f: Flushed) -> None:
         """A founder's promise came: install view 1 once every founder promised, in time."""
-        decided = self.founding.on_promise(src, f, self.now)
-        if decided is not None:
-            proposal, clock = decided
-            self._install_founding(proposal.attempt, clock, proposal.members, proposal.group)
+        install = self.founding.on_promise(self.me, src, f, self.now)
+        if install is not None:
+            self._install(install)
 
     # -- view changes (`tom.core.viewchange`) ----------------------------------------------------
 
@@ -783,7 +730,7 @@ class Core:
         view = self.view
         if view is None:
             return None
-        return coordinator(view.members, self.detector.verified(self.now), self.leaves)
+        return coordinator(view.members, self.detector.verified(self.now), self.peers.leaves)
 
     def _maybe_propose(self) -> None:
         """As the coordinator: (re)send the proposal under way, and propose the next view change
@@ -797,10 +744,8 @@ class Core:
         joins: dict[str, int] = {}
         leaves: set[str] = set()
         if flush is None:
-            joins = {p: inc for p, (inc, _) in self.joins.items()
-                     if p in self.links and self.links[p] == inc and view.incarnations.get(p) != inc
-                     and self.peer_view.get(p, 0) == 0}  # still joining: not in a group of its own
-            leaves = set(self.leaves) & view.members
+            joins = self.peers.joiners(view)
+            leaves = set(self.peers.leaves) & view.members
         elif flush.proposal.coordinator == self.me and self.now - self._proposed_at >= self.timing.heartbeat:
             self._resend_proposal(flush.proposal)
         new = next_proposal(view, self.me, self.change, self.detector.verified(self.now) & view.members,
@@ -845,7 +790,7 @@ class Core:
         self.out.send(others, Flush(p.view, p.attempt, p.coordinator))
         if kept:
             for s, f in change.take_back(kept):
-                if s in self.links:
+                if s in self.peers.links:
                     try:
                         handler = self._handlers.get(type(f))
                         if type(handler) is Ordered:
@@ -898,25 +843,13 @@ class Core:
             self.traffic.order = outcome.order
             if outcome.delivered:
                 self._emit(outcome.delivered)
-        traffic = self.traffic
-        last_delivered = traffic.last_delivered
-        for pid, clock in i.marks:
-            if clock > last_delivered.get(pid, -1):
-                last_delivered[pid] = clock
+        self.traffic.install(i)
         self._rejoining = False
         if old is None and self._resubmit:
             # admitted again after a partition: what the group delivered of ours is up to our mark
-            mark = last_delivered.get(self.me, -1)
+            mark = self.traffic.last_delivered.get(self.me, -1)
             self._held_texts[:0] = [(text, sent_at) for clock, text, sent_at in self._resubmit if clock > mark]
             self._resubmit = []
-        traffic.clock.time = max(traffic.clock.time, i.clock + 1)
-        traffic.delivered += 1
-        ordered = tuple(sorted_pids(members))
-        traffic.order.install(ordered, i.clock + 1, i.coordinator)
-        traffic.since_beat = 0
-        self.out.deliveries.append(ViewDelivery(
-            traffic.delivered, i.clock + 1, i.coordinator, i.view, ordered,
-            i.joined, i.left, i.removed, traffic.order.name))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
         self._chain_digests()  # what was delivered in the old view belongs to its chain
@@ -924,11 +857,7 @@ class Core:
         self.last_install = i
         self.change.end()
         self.detector.settle(members, old.incarnations if old is not None else {}, self.now)
-        for pid in members:
-            self.joins.pop(pid, None)
-        for pid in list(self.leaves):
-            if pid not in members:
-                del self.leaves[pid]
+        self.peers.installed(members)
         # forward the decision once, so that it survives the coordinator; then announce the view
         told = tuple(sorted_pids((set(members) | set(i.left)) - {self.me, i.coordinator}))
         if told:
@@ -942,14 +871,14 @@ class Core:
         if self.no_quorum is not None:  # a view was installed: its members are a primary component
             self.no_quorum = None
             self.out.notice(notices.QuorumBack())
-        traffic.order.start_numbering()
+        self.traffic.order.start_numbering()
         # the view announcement must precede this view's frames on every link, connected or not
-        announce = tuple(sorted_pids(set(self.links) | set(self.out.others)))
+        announce = tuple(sorted_pids(set(self.peers.links) | set(self.out.others)))
         if announce:
             self.out.send(announce, Heartbeat(i.view, 0, 0, self._last_key))
         early, self._early = self._early, []
         for src, frame in early:
-            if src in self.links:
+            if src in self.peers.links:
                 try:
                     self.receive(src, frame)
                 except FrameError:
@@ -966,7 +895,7 @@ class Core:
         """An ordered frame after this peer left: one of a view it never installed waits (as ever);
         the rest is stale."""
         view = self.view
-        if view is None or self.peer_view.get(src, self._unannounced) > view.id:
+        if view is None or self.peers.views.get(src, self._unannounced) > view.id:
             self._hold(src, frame)
 
     # -- inspection ----------------------------------------------------------------------------

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import cast
 
-from ..codec.frames import Message, Relay, Seq
+from ..codec.frames import Install, Message, Relay, Seq
+from ..codec.pid import sorted_pids
 from ..errors import FrameError
 from .clock import LamportClock
 from .order import ORDER_CLASSES, Order
 from .outbox import Outbox
 from .queue import Entry
-from .records import Delivery
+from .records import Delivery, ViewDelivery
 
 PROGRESS_EVERY = 256
 """In an order without ACKs (sequencer), a member also sends a heartbeat after this many deliveries:
@@ -109,6 +110,21 @@ class Traffic:
 
     def sequence(self, src: str, frame: Seq) -> bool:
         return self.order.sequence(src, frame)
+
+    def install(self, i: Install) -> None:
+        """The view event of ``i`` is delivered: what the group delivered of each origin (``i.marks``,
+        for a joiner) is known, the clock passes the event, the order starts the view."""
+        last = self.last_delivered
+        for pid, clock in i.marks:
+            if clock > last.get(pid, -1):
+                last[pid] = clock
+        self.clock.time = max(self.clock.time, i.clock + 1)
+        self.delivered += 1
+        members = tuple(sorted_pids(p for p, _ in i.members))
+        self.order.install(members, i.clock + 1, i.coordinator)
+        self.since_beat = 0
+        self.out.deliveries.append(ViewDelivery(self.delivered, i.clock + 1, i.coordinator, i.view, members,
+                                                i.joined, i.left, i.removed, self.order.name))
 
     def record(self, released: list[Entry], view: int) -> bool:
         """Number and record the deliveries of what the order released (in order). Whether a progress

@@ -1,0 +1,94 @@
+"""What a peer knows of the others: its connections, their incarnations, the views they announced,
+and their requests to join and to leave.
+
+Invariants: ``links`` holds exactly the peers connected now (pid -> incarnation); ``views[p]`` is the
+highest view ``p`` announced on its link (a heartbeat), forgotten when ``p`` is seen as a new
+incarnation — what an old incarnation said is void; a join request names the incarnation that asked
+and lapses unless renewed (`Peers.expire_joins`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .records import View
+
+NO_INCARNATION = 0
+"""Incarnation of a static member: any incarnation is accepted."""
+
+
+class Peers:
+    """Connections, announced views, and join / leave requests of the other peers."""
+
+    __slots__ = ("links", "incarnations", "views", "joins", "leaves", "told_removed")
+
+    def __init__(self) -> None:
+        self.links: dict[str, int] = {}  # connected peers -> their incarnation
+        self.incarnations: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
+        self.views: dict[str, int] = {}  # the view each peer last announced on its link
+        self.joins: dict[str, tuple[int, float]] = {}  # join requests: pid -> (incarnation, when)
+        self.leaves: dict[str, float] = {}  # leave requests: pid -> when
+        self.told_removed: dict[str, float] = {}  # pid -> when it was last told it is not a member
+
+    def connected(self, pid: str, incarnation: int, joining: bool) -> bool:
+        """A connection to ``pid`` as ``incarnation`` is up: whether that is a new incarnation. A peer
+        still ``joining`` forgets what the peer said before (it may have joined a group meanwhile)."""
+        self.links[pid] = incarnation
+        if self.incarnations.get(pid) != incarnation:
+            self.incarnations[pid] = incarnation
+            self.views.pop(pid, None)
+            return True
+        if joining:
+            self.views.pop(pid, None)
+            self.joins.pop(pid, None)
+        return False
+
+    def announced(self, pid: str, view: int) -> bool:
+        """``pid`` announced ``view``: whether that is newer than what it said before."""
+        if view > self.views.get(pid, -1):
+            self.views[pid] = view
+            return True
+        return False
+
+    def member_link(self, view: View | None, pid: str) -> bool:
+        """Whether ``pid`` is a member of ``view``, connected (if at all) as the incarnation it holds."""
+        if view is None or pid not in view.members:
+            return False
+        inc = view.incarnations[pid]
+        return inc == NO_INCARNATION or self.links.get(pid, inc) == inc
+
+    def expire_joins(self, now: float, after: float) -> None:
+        for pid, (_, when) in list(self.joins.items()):
+            if now - when > after:
+                del self.joins[pid]
+
+    def joiners(self, view: View) -> dict[str, int]:
+        """The peers asking to join ``view``'s group now (pid -> incarnation): connected as the
+        incarnation that asked, not in the view as it, and in no group of their own."""
+        links = self.links
+        return {p: inc for p, (inc, _) in self.joins.items()
+                if p in links and links[p] == inc and view.incarnations.get(p) != inc
+                and self.views.get(p, 0) == 0}
+
+    def may_tell_removed(self, pid: str, now: float, period: float) -> bool:
+        """Whether to tell ``pid`` again that it is not a member (at most once a ``period``)."""
+        if now - self.told_removed.get(pid, float("-inf")) < period:
+            return False
+        self.told_removed[pid] = now
+        return True
+
+    def installed(self, members: Iterable[str]) -> None:
+        """A view of ``members`` was installed: their join requests are answered; the leave requests of
+        members no longer in it are done."""
+        members = set(members)
+        for pid in members:
+            self.joins.pop(pid, None)
+        for pid in list(self.leaves):
+            if pid not in members:
+                del self.leaves[pid]
+
+    def restart(self) -> None:
+        """This peer rejoins: requests and notes about the old group are void (connections stay)."""
+        self.joins.clear()
+        self.leaves.clear()
+        self.told_removed.clear()
