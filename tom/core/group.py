@@ -34,7 +34,6 @@ attributed to the right view.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -56,10 +55,10 @@ from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
 from .queue import Entry
 from .quorum import coordinator, has_quorum
-from .records import PendingStatus, Ready, Status, Timing, View, ViewDelivery
+from .records import Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
 from .texts import check_text
 from .traffic import Traffic
-from .viewchange import Flushing, Outcome, ViewChange, next_proposal
+from .viewchange import Flushing, ViewChange, next_proposal
 
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
@@ -173,22 +172,13 @@ class Core:
         return self.detector.last_heard
 
     @property
-    def flush(self) -> Flushing | None:
-        """The view change this peer follows, if any."""
-        return self.change.flush
-
-    @property
-    def others(self) -> tuple[str, ...]:
-        """The view's other members: where multicasts go."""
-        return self.out.others
-
-    @property
     def member_order(self) -> tuple[str, ...]:
         """The view's members in pid order: what the positions of marks name (empty outside a view)."""
         return tuple(self.out.index) if self.view is not None else ()
 
     @property
-    def alarms(self) -> list[Any]:
+    def alarms(self) -> list[Divergence]:
+        """The last divergence alarms (for status)."""
         return self.divergence.alarms
 
     @property
@@ -492,19 +482,10 @@ class Core:
             self._send_heartbeats()  # (progress, in an order without ACKs)
 
     def _settle(self, flush: Flushing) -> None:
-        """The flush's last step, once it can leave nothing pending: everything a survivor holds,
-        needing only the survivors' ACKs (what none of them holds is dropped). It is the same at
-        every survivor, but only *worked out* here, on a copy of the order: it takes effect at the
-        INSTALL of this attempt; until then the peer may still follow another attempt."""
-        if not self.traffic.order.settles(flush.flush_set):
+        """Work out the flush's last step (`ViewChange.settle`); once it is, report FLUSHED."""
+        p = self.change.settle(self.traffic.order, self.stats)
+        if p is None:
             return
-        trial = copy.deepcopy(self.traffic.order, {id(self.stats): self.stats})
-        out = trial.release(flush.flush_set, True)
-        if len(trial):
-            return
-        p = flush.proposal
-        self.change.outcomes[(p.attempt, p.coordinator)] = Outcome(trial, out)
-        flush.done = True
         self._set_mode(FLUSHED)
         report = Flushed(p.view, p.attempt, self.traffic.clock.time)
         if p.coordinator == self.me:

@@ -20,6 +20,7 @@ Invariants kept here:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -163,6 +164,25 @@ class ViewChange:
                 continue
             return True
         return False
+
+    def settle(self, order: Order, stats: dict[str, int]) -> Propose | None:
+        """The flush's last step, once it can leave nothing pending: everything a survivor holds,
+        needing only the survivors' ACKs (what none of them holds is dropped). The same at every
+        survivor, but only *worked out* here, on a copy of ``order``: it takes effect at the INSTALL
+        of this attempt (`Outcome`); until then the peer may still follow another. The proposal
+        settled (report FLUSHED for it), or None."""
+        flush = self.flush
+        assert flush is not None
+        if not order.settles(flush.flush_set):
+            return None
+        trial = copy.deepcopy(order, {id(stats): stats})
+        out = trial.release(flush.flush_set, True)
+        if len(trial):
+            return None
+        p = flush.proposal
+        self.outcomes[(p.attempt, p.coordinator)] = Outcome(trial, out)
+        flush.done = True
+        return p
 
     def report(self, src: str, view: int, attempt: int, clock: int, me: str) -> bool:
         """A FLUSHED report reaches this coordinator: whether every member of the flush set has now
