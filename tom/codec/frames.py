@@ -480,10 +480,10 @@ class Install(Frame):
     ``joined``, ``left`` and ``removed`` list the pids that changed; the view event is ordered at
     ``(clock + 1, coordinator)``, after everything of the old view and before everything of the new.
     ``group`` names the group's lineage (its founder and founder's incarnation): views of another
-    group with the same number are never mixed up with ours. ``marks`` (only when someone joins; left
-    out of the wire form when empty): for each pid, the clock of its last message the group delivered
-    (joiners learn them all) — a member cut off by a partition that rejoins sends again only what came
-    after.
+    group with the same number are never mixed up with ours. ``delivered`` (only when someone joins;
+    ``marks`` on the wire, left out when empty): for each pid, the clock of its last message the group
+    delivered (joiners learn them all) — a member cut off by a partition that rejoins sends again only
+    what came after.
     """
 
     view: int
@@ -495,7 +495,7 @@ class Install(Frame):
     left: tuple[str, ...]
     removed: tuple[str, ...]
     group: str = ""
-    marks: tuple[tuple[str, int], ...] = ()
+    delivered: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         _check_group(self.group)
@@ -504,9 +504,9 @@ class Install(Frame):
         _check_pid(self.coordinator)
         _check_clock(self.clock)
         _check_members(self.members, "members")
-        if type(self.marks) is not tuple:
+        if type(self.delivered) is not tuple:
             raise FrameError("marks must be a tuple")
-        for mark in self.marks:
+        for mark in self.delivered:
             if type(mark) is not tuple or len(mark) != 2:
                 raise FrameError(f"bad mark {mark!r}")
             _check_pid(mark[0])
@@ -650,13 +650,15 @@ def _split_pid(rest: str) -> tuple[str, str]:
     return rest[:dash], rest[dash + 1 :]
 
 
-def _json_body(cls: type[Frame], rest: str, optional: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The JSON object of a ``cls`` frame: its fields by name, each of them (but the ``optional``)."""
+def _json_body(cls: type[Frame], rest: str, optional: tuple[str, ...] = (),
+               wire_names: dict[str, str] | None = None) -> dict[str, Any]:
+    """The JSON object of a ``cls`` frame: its fields by name (``wire_names``: field -> key, where they
+    differ), each of them (but the ``optional``)."""
     try:
         body = json.loads(rest)
     except (ValueError, RecursionError):  # (a line of 60,000 "[" nests too deep for the decoder)
         raise FrameError("bad JSON body") from None
-    names = {f.name for f in fields(cls)}
+    names = {(wire_names or {}).get(f.name, f.name) for f in fields(cls)}
     if type(body) is not dict or set(body) - set(optional) != names - set(optional):
         raise FrameError(f"{cls.__name__.upper()} needs fields {sorted(names)}")
     return body
@@ -869,18 +871,22 @@ def _parse_propose(head: str, rest: str) -> Propose:
     return Propose(**body)
 
 
+_INSTALL_WIRE_NAMES = {"delivered": "marks"}
+
+
 def _format_install(i: Install) -> str:
-    body = {f.name: getattr(i, f.name) for f in fields(i)}
-    if not i.marks:
+    body = {_INSTALL_WIRE_NAMES.get(f.name, f.name): getattr(i, f.name) for f in fields(i)}
+    if not i.delivered:
         del body["marks"]  # (optional: the wire form of a view change without joiners is unchanged)
     return _json_frame(Install, body)
 
 
 def _parse_install(head: str, rest: str) -> Install:
-    body = _json_body(Install, rest, optional=("marks",))
+    body = _json_body(Install, rest, optional=("marks",), wire_names=_INSTALL_WIRE_NAMES)
     body["members"] = _pairs(body, "members")
     if "marks" in body:
-        body["marks"] = _pairs(body, "marks")
+        body["delivered"] = _pairs(body, "marks")
+        del body["marks"]
     for key in ("joined", "left", "removed"):
         if type(body[key]) is not list:
             raise FrameError(f"bad {key}")

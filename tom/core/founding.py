@@ -7,7 +7,7 @@ other side meanwhile), so with a quorum a founder does not install on Joins alon
 no other founder is promised. The founder installs only once every founder promised, within half
 that time of its proposal; else it proposes again.
 
-Invariants: a peer holds at most one live promise; ``possible`` remembers the members of the last
+Invariants: a peer holds at most one live promise; ``last_promised`` remembers the members of the last
 founding it promised — it may have been installed without this peer hearing of it (a partition) —
 so until it knows better (a view installed, that founder restarted) it founds, or promises, only
 with a primary component of them.
@@ -29,7 +29,7 @@ Members = tuple[tuple[str, int], ...]
 class Founding:
     """This peer's side of the founding handshake, as founder and as promiser."""
 
-    __slots__ = ("expected", "short", "proposing", "promise", "possible", "attempts", "bound_for")
+    __slots__ = ("expected", "short", "proposing", "promise", "last_promised", "attempts", "bound_for")
 
     def __init__(self, expected: Iterable[str], bound_for: float) -> None:
         self.expected = frozenset(expected)  # empty: any peer may found a group of its own
@@ -37,24 +37,24 @@ class Founding:
         # this founder's proposal of view 1, the founders that promised (-> their clock), when it went
         self.proposing: tuple[Propose, dict[str, int], float] | None = None
         self.promise: tuple[str, str, int, float] | None = None  # (founder, group, attempt, until)
-        self.possible: tuple[str, int, frozenset[str]] | None = None  # (founder, its incarnation, members)
+        self.last_promised: tuple[str, int, frozenset[str]] | None = None  # (founder, its incarnation, members)
         self.attempts = 0
         self.bound_for = bound_for  # how long a promise binds (`Timing.suspect_after`)
 
     def done(self) -> None:
         """A view was installed: the handshake is over."""
         self.short = None
-        self.proposing = self.promise = self.possible = None
+        self.proposing = self.promise = self.last_promised = None
 
     def forget(self) -> None:
         """This peer starts again as a joiner (cut off): no proposal or promise of before holds."""
-        self.proposing = self.promise = self.possible = None
+        self.proposing = self.promise = self.last_promised = None
 
     def restarted(self, pid: str, incarnation: int) -> None:
         """``pid`` is now ``incarnation``: a founding it proposed, installed or not, died with its old one."""
-        possible = self.possible
-        if possible is not None and possible[0] == pid and possible[1] != incarnation:
-            self.possible = None
+        last = self.last_promised
+        if last is not None and last[0] == pid and last[1] != incarnation:
+            self.last_promised = None
 
     def form(self, me: str, incarnation: int, members: dict[str, int], clock: int, now: float,
              quorum: bool) -> Install | Propose | NoFoundingQuorum | None:
@@ -87,8 +87,8 @@ class Founding:
     def possibly_in_another(self, members: Iterable[str]) -> bool:
         """Whether ``members`` lack a primary component of a founding this peer promised and may be a
         member of."""
-        possible = self.possible
-        return possible is not None and not has_quorum(possible[2], members)
+        last = self.last_promised
+        return last is not None and not has_quorum(last[2], members)
 
     def propose(self, me: str, group: str, ordered: Members, clock: int, now: float) -> Propose | None:
         """The proposal of view 1 to send to the other founders, or None (one is under way, or this
@@ -110,11 +110,11 @@ class Founding:
         if (p.view != 1 or p.coordinator != src or p.removed or members.get(me) != incarnation
                 or self.promised_elsewhere(src, p.group, now)):
             return None
-        possible = self.possible
-        if possible is not None and possible[0] != src and not has_quorum(possible[2], members):
+        last = self.last_promised
+        if last is not None and last[0] != src and not has_quorum(last[2], members):
             return None
         self.promise = (src, p.group, p.attempt, now + self.bound_for)
-        self.possible = (src, members[src], frozenset(members))
+        self.last_promised = (src, members[src], frozenset(members))
         return Flushed(1, p.attempt, clock)
 
     def on_promise(self, me: str, src: str, f: Flushed, now: float) -> Install | None:

@@ -617,7 +617,7 @@ class Core:
     def _rejoin(self) -> None:
         """The primary component went on without this peer (a partition): start again as a joiner,
         in the same incarnation. Its own messages not delivered here are kept: once admitted it sends
-        again those the group did not deliver (`Install.marks`), then what its users entered since."""
+        again those the group did not deliver (`Install.delivered`), then what its users entered since."""
         self._chain_digests()
         if self.out.marks_due:
             self.out.send_marks()

@@ -112,10 +112,10 @@ class Traffic:
         return self.order.sequence(src, frame)
 
     def install(self, i: Install) -> None:
-        """The view event of ``i`` is delivered: what the group delivered of each origin (``i.marks``,
+        """The view event of ``i`` is delivered: what the group delivered of each origin (``i.delivered``,
         for a joiner) is known, the clock passes the event, the order starts the view."""
         last = self.last_delivered
-        for pid, clock in i.marks:
+        for pid, clock in i.delivered:
             if clock > last.get(pid, -1):
                 last[pid] = clock
         self.clock.time = max(self.clock.time, i.clock + 1)

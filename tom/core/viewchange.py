@@ -204,7 +204,7 @@ class ViewChange:
         p = flush.proposal
         new = {m for m, _ in p.members}
         joined = {m for m, inc in p.members if view.incarnations.get(m) != inc}
-        marks: tuple[tuple[str, int], ...] = ()
+        delivered: tuple[tuple[str, int], ...] = ()
         if joined:  # (what this attempt's last step delivers counts: it is delivered before the view)
             upto = dict(delivered_marks)
             for e in self.outcomes[(p.attempt, me)].delivered:
@@ -212,14 +212,14 @@ class ViewChange:
             # every pid's, not only the joiners': a joiner learns them all, so that a member that
             # joined after some peer was cut off still knows, as coordinator, what the group
             # delivered of that peer when it admits it again (else it sends it again)
-            marks = tuple(sorted(upto.items()))
+            delivered = tuple(sorted(upto.items()))
         return Install(
             p.view, p.attempt, me, max(flush.flushed.values()), p.members,
             tuple(sorted_pids(joined)),
             tuple(sorted_pids(view.members - new - flush.removed)),
             tuple(sorted_pids(flush.removed)),
             view.group,
-            marks,
+            delivered,
         )
 
 
