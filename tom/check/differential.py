@@ -352,6 +352,18 @@ class PairedCore:
     backlog = _forwarded("backlog")
     undelivered_own = _forwarded("undelivered_own")
 
+    def drop_caches(self) -> None:
+        """Forget both cores' caches (`tom check`'s freeze): a core without `Core.drop_caches` (a
+        revision before it) has its two caches, ``_fast`` and its order's ``_blocker``, reset by hand."""
+        for core in (self.old, self.new):
+            drop = getattr(core, "drop_caches", None)
+            if drop is not None:
+                drop()
+                continue
+            core._fast = None
+            if getattr(core.order, "_blocker", None) is not None:
+                core.order._blocker = None
+
     def ready(self) -> Any:
         """Both cores' `Ready`, compared (sends, deliveries, notices, alarms, then the public state);
         the new core's is returned."""
