@@ -114,8 +114,8 @@ def test_the_checker_catches_a_flush_that_does_not_wait_for_the_markers(monkeypa
     original = Core._deliver_ready
 
     def eager(self):
-        if self.flush is not None and not self.flush.done:
-            self.flush.markers |= self.flush.flush_set
+        if self.change.flush is not None and not self.change.flush.done:
+            self.change.flush.markers |= self.change.flush.flush_set
         original(self)
 
     monkeypatch.setattr(Core, "_deliver_ready", eager)
