@@ -1,13 +1,15 @@
 """Dynamic groups on the seeded simulation: joins, leaves, crashes (also mid-broadcast), restarts,
-broken connections and long delays; every run is checked against the guarantees (dynsim.check)."""
+broken connections and long delays, on the seeded network (simnet.py); every run is checked against the
+guarantees (guarantees.check)."""
 
 import dataclasses
-import heapq
 import os
+import random
 
 import pytest
 
-from dynsim import Sim, check, random_scenario
+from guarantees import check
+from simnet import Network, random_scenario, scenario
 from tom.core import ORDERS, Core, Timing, ViewDelivery
 from tom.errors import FrameError
 
@@ -81,20 +83,17 @@ def test_random_schedules_with_link_faults_and_forced_stops_keep_the_guarantees(
         check(random_scenario(seed, edges=True, order=order))
 
 
-def test_the_checker_catches_a_link_that_drops_the_frame_it_refuses(monkeypatch):
-    """The old behaviour — log the refused frame and carry on — must fail the guarantees on some seed."""
-    def dropping(self, src, dst, frame, inc_src):
-        nd = self.nodes.get(dst)
-        if (self.refusals is not None and nd and nd.alive and src in nd.core.links
-                and not self._backlog.get((src, dst)) and self.refusals.random() < 0.05):
-            return  # dropped, and the link goes on
-        original(self, src, dst, frame, inc_src)
-
-    original = Sim.deliver_frame
-    monkeypatch.setattr(Sim, "deliver_frame", dropping)
+def test_the_checker_catches_a_link_that_drops_the_frame_it_refuses():
+    """The old behaviour — log the refused frame and carry on — must fail the guarantees on some seed:
+    every link drops frames (`Network.drop`, from the refusals' stream)."""
     failures = alarmed = 0
     for seed in range(100):
-        sim = random_scenario(seed, edges=True)
+        sim, until = scenario(seed, edges=True)
+        for a in sim.pids:
+            for b in sim.pids:
+                if a != b:
+                    sim.drop(a, b, 0.05, rng=sim.refusals)
+        sim.run(until=until)
         alarmed += any(n.core.stats["divergence_alarms"] for n in sim.history)
         try:
             check(sim)
@@ -128,10 +127,12 @@ def test_the_checker_catches_a_flush_that_does_not_wait_for_the_markers(monkeypa
     assert failures > 0
 
 
-def manual(n: int, seed: int = 1, delay: float = 0.01) -> Sim:
-    import random
+def manual(n: int, seed: int = 1, delay: float = 0.01) -> Network:
+    return started(Network(seed, n, random.Random(seed), max_delay=delay))
 
-    sim = Sim(seed, n, random.Random(seed), max_delay=delay)
+
+def started(sim: Network) -> Network:
+    """Every peer of ``sim`` starts at once."""
     for pid in sim.pids:
         sim.push(0.0, "start", pid)
     return sim
@@ -210,16 +211,9 @@ def test_a_leaving_coordinator_lets_the_next_member_decide_the_view_it_leaves_in
     """The smallest member leaves and everything it had not yet written when it exits is lost: the
     view it left in must still be the survivors' view (it once coordinated its own leave, and
     the survivors then installed a different view v+1 without the INSTALL that died with it)."""
-    sim = manual(3)
+    sim = started(Network.fixed(3))  # no randomness: an exit loses everything in flight
     sim.run(until=5)
     leaver = sim.nodes[sim.pids[0]]
-
-    def exit_loses_everything(node, rng=None):
-        sim._events = [e for e in sim._events
-                       if not (e[2][0] == "frame" and e[2][1] == node.pid and e[2][5] == node.incarnation)]
-        heapq.heapify(sim._events)
-
-    sim.cut_in_flight = exit_loses_everything
     sim.send(sim.pids[1], "before")
     sim.leave(leaver.pid)
     sim.run(until=30)
@@ -241,7 +235,7 @@ FOUNDING_SEEDS = int(os.environ.get("TOM_FOUNDING_SEEDS", "150"))
 def test_partitions_while_the_first_group_forms_found_one_group(chunk, order):
     """The peers know the expected pids; a partition comes 0-2 s after the starts (while the first
     group forms), peers may start during it; with crashes, restarts, joins, leaves and a second
-    partition. Never two groups at once (dynsim.check), and every guarantee as elsewhere. (Before the
+    partition. Never two groups at once (guarantees.check), and every guarantee as elsewhere. (Before the
     founding handshake, a Join re-sent after a heal let a founder count a peer already in a group:
     lamport seeds 105, 110, 124.)"""
     for seed in range(chunk, FOUNDING_SEEDS, 2):
@@ -289,12 +283,10 @@ def test_founding_known_limits(order, seed):
                 "FOUNDING_REGRESSIONS")
 
 
-def expecting(n: int, starts: dict[int, float], seed: int = 1, quorum: str = "majority") -> Sim:
+def expecting(n: int, starts: dict[int, float], seed: int = 1, quorum: str = "majority") -> Network:
     """``n`` peers that know each other's pids (as `tom peer` does from its neighbors file), peer
     ``i`` started at ``starts[i]`` (the others never)."""
-    import random
-
-    sim = Sim(seed, n, random.Random(seed), max_delay=0.01, quorum=quorum, expected=True)
+    sim = Network(seed, n, random.Random(seed), max_delay=0.01, quorum=quorum, expected=True)
     for i, at in starts.items():
         sim.push(at, "start", sim.pids[i])
     return sim

@@ -7,7 +7,8 @@ import pytest
 
 from tom.core.notices import NoQuorum
 
-from dynsim import check, random_scenario
+from guarantees import check
+from simnet import random_scenario
 from orders import check_causal
 from tom.core import Core, Delivery
 from tom.core.causal import CausalOrder

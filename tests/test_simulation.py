@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from netsim import Network, random_workload
+from simnet import Network, random_workload
 from orders import check_causal, check_same_numbers, check_sequencer_numbers
 from tom.core import ORDERS
 
@@ -18,7 +18,7 @@ def run_seed(seed: int, order: str = "lamport") -> None:
 
     rng = random.Random(seed)
     n = rng.randint(3, 7)
-    net = Network.of(n, seed, max_delay=rng.choice([0.01, 0.5, 3.0]), batching=seed % 2 == 1, order=order)
+    net = Network.static(n, seed, max_delay=rng.choice([0.01, 0.5, 3.0]), batching=seed % 2 == 1, order=order)
     sent = random_workload(net, messages=rng.randint(1, 40), span=rng.choice([0.1, 5.0, 50.0]))
     net.run()
     where = f"{order} seed {seed}"
@@ -51,15 +51,10 @@ def test_random_schedules_agree(chunk, order):
 
 def test_simulation_detects_a_non_fifo_network():
     """The checker can fail: with FIFO broken (a frame may overtake), some seed diverges or stalls."""
-    from netsim import Network as Net
-
-    class Reordering(Net):
-        def transmit(self, src, dst, frame):
-            self._push(self.now + self.rng.uniform(0, self.max_delay), ("frame", src, dst, frame))
-
     failures = 0
     for seed in range(200):
-        net = Reordering.of(4, seed, max_delay=3.0)
+        net = Network.static(4, seed, max_delay=3.0)
+        net.fifo = False
         random_workload(net, messages=30, span=1.0)
         net.run()
         seqs = [[(d.clock, d.pid) for d in ds] for ds in net.delivered.values()]

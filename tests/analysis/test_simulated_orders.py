@@ -1,5 +1,5 @@
 """The verifier on what the real core delivers: seeded dynamic-group simulations of each order
-(tests/dynsim.py: joins, leaves, crashes, restarts), written as schema-v2 files, must verify; a causal
+(tests/simnet.py: joins, leaves, crashes, restarts), written as schema-v2 files, must verify; a causal
 one tampered so that a peer delivers a message before its causal predecessor must not."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from analysis import verify
 
 pytestmark = pytest.mark.spark
-SEEDS = {"sequencer": 5, "causal": 5}  # each has a crash (dynsim seed 5); Lamport: test_dynamic_groups
+SEEDS = {"sequencer": 5, "causal": 5}  # each has a crash (simnet seed 5); Lamport: test_dynamic_groups
 
 
 def v2_record(d, peer: str) -> dict:
@@ -36,7 +36,7 @@ def v2_record(d, peer: str) -> dict:
 
 def simulated(order: str, seed: int) -> dict[str, list[dict]]:
     """Each pid's records over all its incarnations (a restarted peer appends to its file)."""
-    from dynsim import random_scenario
+    from simnet import random_scenario
 
     sim = random_scenario(seed, order=order)
     assert any(n.gone == "crashed" for n in sim.history), "the seed is meant to hold a crash"

@@ -742,8 +742,10 @@ def sweep_report(runs: list[dict]) -> int:
 def sweep_main(args: argparse.Namespace) -> int:
     trees = [Path(t).resolve() for t in args.tree]
     for t in trees:
-        if not (t / "tom" / "__init__.py").is_file() or not (t / "tests" / "dynsim.py").is_file():
-            print(f"core-diff: error: {t} is not a TOM tree (tom/ and tests/dynsim.py)", file=sys.stderr)
+        if not (t / "tom" / "__init__.py").is_file() or not any((t / "tests" / f).is_file()
+                                                                 for f in ("simnet.py", "dynsim.py")):
+            print(f"core-diff: error: {t} is not a TOM tree (tom/ and tests/simnet.py or tests/dynsim.py)",
+                  file=sys.stderr)
             return EXIT_USAGE
     started = time.perf_counter()
     print(f"# core-diff sweep: multiplier {args.multiplier:g}, trees {', '.join(map(str, trees))}, "

@@ -2,7 +2,8 @@
 (``scripts/core-diff sweep`` starts it), with ``python -P tom/check/sweeps.py TREE OUT``.
 
 It imports nothing of the tree it lives in: TREE's ``tom`` and ``tests/`` go first on ``sys.path``,
-and the sweeps are the tests' own functions (``dynsim.random_scenario`` and ``dynsim.check``,
+and the sweeps are the tests' own functions (``simnet.random_scenario`` and ``guarantees.check`` —
+in a tree from before the one network, ``dynsim.random_scenario`` and ``dynsim.check`` —, and
 ``test_simulation.run_seed``) with the tests' own seed counts (``test_dynamic.SEEDS`` and the others,
 which read ``TOM_DYN_SEEDS`` and its siblings), times a multiplier. Every seed runs, failing or not:
 OUT gets, per sweep and order, each seed's failure (if any) and a digest of what every peer delivered
@@ -51,17 +52,25 @@ def main(argv: list[str] | None = None) -> int:
     tom = importlib.import_module("tom")  # this tree's (imported by name: nothing here is tom's own)
     if Path(str(tom.__file__)).resolve().parent != tree / "tom":
         raise SystemExit(f"sweeps.py: imported {tom.__file__}, not {tree}/tom")
-    import dynsim
+    if (tree / "tests" / "simnet.py").is_file():  # one network (simnet.py), the checks beside it
+        import guarantees
+        import simnet
+
+        random_scenario, check, networks = simnet.random_scenario, guarantees.check, ["simnet"]
+    else:  # a tree of before: two simulators, the checks in dynsim.py
+        import dynsim
+
+        random_scenario, check, networks = dynsim.random_scenario, dynsim.check, ["dynsim", "netsim"]
     import test_dynamic
     import test_simulation
     from tom.core import ORDERS
 
     if args.paired:  # every core the simulations build is a pair, old and new
-        import netsim
         from tom.check import differential
 
         differential.load_old(args.paired, repo=tree)
-        dynsim.Core = netsim.Core = differential.PairedCore  # type: ignore[misc, assignment]
+        for name in networks:
+            setattr(importlib.import_module(name), "Core", differential.PairedCore)
 
     orders = [o for o in args.orders.split(",") if o] or list(ORDERS)
     m = args.multiplier
@@ -73,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def scenario(**kwargs):
         def run(seed: int, order: str) -> None:
-            sim = dynsim.random_scenario(seed, order=order, **kwargs)
+            sim = random_scenario(seed, order=order, **kwargs)
             digest[0] = _digest([(n.pid, n.incarnation, n.gone, [_plain(d) for d in n.delivered])
                                  for n in sim.history] + sim.log)
-            dynsim.check(sim)
+            check(sim)
         return run
 
     if hasattr(test_simulation, "Network"):  # to see the network `run_seed` builds (its deliveries)
