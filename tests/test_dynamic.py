@@ -17,11 +17,14 @@ SEEDS = int(os.environ.get("TOM_DYN_SEEDS", "500"))  # (more before a release: s
 CHUNKS = 20
 
 # seeds that once failed, kept as regression cases
-# (32, 45, 49: a leaving coordinator decided its own leave and its INSTALL died with it)
+# (32, 45, 49: a leaving coordinator decided its own leave and its INSTALL died with it — the story is
+# tests/testdata/leaving_coordinator.txt)
 REGRESSIONS = [9, 32, 40, 45, 49, 73, 151, 255, 273, 528, 943, 1125, 1220, 3880, 4190, 5898]
 # per order: (sequencer 3: a crashed sequencer's numbers reused by the survivors' flush, which the
 # order allows — see docs/output-format.md, "Uniformity"; 147: a frame of an older view re-sent after
-# a reconnect taken for a new message; 273, 324: two groups one after the other, both with a view 1)
+# a reconnect taken for a new message; 273, 324: two groups one after the other, both with a view 1;
+# 3, 324 told in tests/testdata/: sequencer_crashed_sequencer_numbers_reused.txt,
+# sequencer_two_groups_each_with_a_view_1.txt)
 ORDER_REGRESSIONS = [("sequencer", 3), ("sequencer", 147), ("sequencer", 273), ("sequencer", 324)]
 
 
@@ -44,7 +47,10 @@ PARTITION_SEEDS = int(os.environ.get("TOM_PARTITION_SEEDS", "150"))
 # refused the other (stalls: lamport/causal/sequencer 248, sequencer 293, lamport 654, causal 500);
 # a member that ran it and crashed had passed over a message the others then delivered (lamport
 # 871); numbers or order differing on a cut-off side (sequencer 550, 613, 886); a member that missed
-# two installs kept clearing its own suspicion by speaking (sequencer 729)
+# two installs kept clearing its own suspicion by speaking (sequencer 729). Each is told, on a
+# schedule shrunk from one of its seeds, in tests/testdata/: view_changes_race_after_heal.txt,
+# flush_last_step_then_crash.txt, sequencer_flush_beside_cut_off_sequencer.txt,
+# sequencer_message_numbered_twice.txt, missed_installs_member_removed_again.txt
 PARTITION_REGRESSIONS = [("lamport", 248), ("lamport", 654), ("lamport", 871), ("causal", 248),
                          ("causal", 500), ("sequencer", 248), ("sequencer", 293), ("sequencer", 550),
                          ("sequencer", 613), ("sequencer", 729), ("sequencer", 886)]
@@ -246,7 +252,9 @@ def test_partitions_while_the_first_group_forms_found_one_group(chunk, order):
 # counting a stale Join (lamport 2, 34, 59, 105, 110, 124); a founding installed on one side, its other
 # founder founding again on the other (lamport and sequencer 811); a coordinator that joined after a
 # member was cut off admitting it again without knowing what the group had delivered of it, which it
-# then sent again (lamport 1200, sequencer 1689)
+# then sent again (lamport 1200, sequencer 1689). Told in tests/testdata/:
+# founding_stale_join_after_heal.txt, founding_stale_joins_make_no_quorum.txt,
+# founding_promised_elsewhere_founds_no_rival.txt, readmitted_member_sends_nothing_twice.txt
 FOUNDING_REGRESSIONS = [("lamport", 2), ("lamport", 34), ("lamport", 59), ("lamport", 105), ("lamport", 110),
                         ("lamport", 124), ("lamport", 811), ("sequencer", 811), ("lamport", 1200),
                         ("sequencer", 1689)]
