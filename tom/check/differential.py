@@ -764,7 +764,6 @@ def sweep_main(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from ..core import ORDERS
-    from .sweeps import SWEEPS
 
     p = argparse.ArgumentParser(prog="scripts/core-diff", description=(
         "Prove that the working tree's core behaves as an older revision's. Exit status: 0 identical, "
@@ -791,7 +790,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a TOM tree (a worktree of the old revision, '.'); give two to compare")
     s.add_argument("--multiplier", type=float, default=1.0,
                    help="seeds as a multiple of the tests' counts (TOM_DYN_SEEDS and siblings; default 1)")
-    s.add_argument("--sweeps", default=",".join(SWEEPS), help=f"comma-separated, of {', '.join(SWEEPS)}")
+    s.add_argument("--sweeps", default="all", help="comma-separated, of dynamic, no-quorum, partition, edge, "
+                   "founding, simulation, regressions (the worker's list: tom/check/sweeps.py), or all")
     s.add_argument("--only", choices=ORDERS, action="append", help="this order only (repeatable)")
     s.add_argument("--jobs", type=int, default=1, help="trees swept at once (default 1)")
     s.add_argument("--paired", metavar="REV", help="also compare, at every step of every seed, each tree's core "

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("tree", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--multiplier", type=float, default=1.0)
-    p.add_argument("--sweeps", default=",".join(SWEEPS))
+    p.add_argument("--sweeps", default="all")
     p.add_argument("--orders", default="")
     p.add_argument("--paired", metavar="REV", help="run the sweeps on paired cores (tom.check.differential): "
                    "this tree's core against git revision REV's, compared at every step")
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         + [(o, f"founding:{s}", scenario(partitions=True, founding=True), s)
            for o, s in list(test_dynamic.FOUNDING_REGRESSIONS) + sorted(getattr(test_dynamic, "FOUNDING_KNOWN", {}))])
     out: dict = {"tree": str(tree), "sweeps": {}, "known": known, "paired": args.paired or ""}
-    chosen = [s for s in args.sweeps.split(",") if s]
+    chosen = list(SWEEPS) if args.sweeps == "all" else [s for s in args.sweeps.split(",") if s]
     for name in chosen:
         if name not in SWEEPS:
             raise SystemExit(f"sweeps.py: unknown sweep {name!r}: {', '.join(SWEEPS)}")
