@@ -409,20 +409,18 @@ class Core:
     def _on_message(self, src: str, msg: Message) -> None:
         if msg.pid != src:
             raise FrameError(f"{src} relayed a message of {msg.pid} outside a flush")
-        self._take_message(src, msg, msg.marks, False)
+        if self.traffic.message(src, msg, msg.marks, False):
+            self._deliver_ready()
+        if msg.marks is not None:
+            self._take_marks(src, msg.marks)
 
     def _on_relay(self, src: str, msg: Relay) -> None:
         # A relay is safe whenever it comes: had this peer delivered anything after it, it would hold
         # it already (it had the origin's ACK for that, and links are FIFO).
         if msg.pid not in self._current.members:
             raise FrameError(f"RELAY from {src} of {msg.pid}, which is not a member")
-        self._take_message(src, msg, None, True)
-
-    def _take_message(self, src: str, msg: Message | Relay, marks: tuple[int, ...] | None, relayed: bool) -> None:
-        if self.traffic.message(src, msg, marks, relayed):
+        if self.traffic.message(src, msg, None, True):
             self._deliver_ready()
-        if marks is not None:
-            self._take_marks(src, marks)
 
     def _on_marks(self, src: str, frame: Marks) -> None:
         self._take_marks(src, frame.marks)
@@ -478,7 +476,9 @@ class Core:
             self._settle(flush)
 
     def _emit(self, released: list[Entry]) -> None:
-        if self.traffic.record(released, self._current.id):
+        view = self.view
+        assert view is not None
+        if self.traffic.record(released, view.id):
             self._send_heartbeats()  # (progress, in an order without ACKs)
 
     def _settle(self, flush: Flushing) -> None:

@@ -12,7 +12,7 @@ the last message of ``p`` delivered here (in any view).
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any
 
 from ..codec.frames import Install, Message, Relay, Seq
 from ..codec.pid import sorted_pids
@@ -55,7 +55,8 @@ class Traffic:
         """Multicast ``text``: held here, sent to the others (with the sequencer's numbers, if any)."""
         order = self.order
         msg = order.own(self.clock.tick(), text, None if sent_at is None else round(sent_at, 6))
-        self.out.send(self.out.others, msg)
+        out = self.out
+        out.queued.append((out.others, msg))
         if order.gives_numbers:
             self.out.numbers(order.take_numbered())
         return msg
@@ -72,7 +73,11 @@ class Traffic:
         if self.cumulative and not relayed:
             # from its origin, in its order: held, with every earlier message of it (even if stale or
             # a duplicate); acknowledged by the marks at the end of this step
-            self.out.hold(src, msg.clock)
+            out = self.out
+            holding, i = out.holding, out.index[src]
+            if msg.clock > holding[i]:
+                holding[i] = msg.clock
+                out.marks_due = True
             if entry is None:
                 return False
             self.clock.observe(msg.clock)
@@ -127,13 +132,14 @@ class Traffic:
                                                 i.joined, i.left, i.removed, self.order.name))
 
     def record(self, released: list[Entry], view: int) -> bool:
-        """Number and record the deliveries of what the order released (in order). Whether a progress
-        heartbeat is due (an order without ACKs: see PROGRESS_EVERY)."""
+        """Number and record the deliveries of what the order released (in order: each with its text).
+        Whether a progress heartbeat is due (an order without ACKs: see PROGRESS_EVERY)."""
         order = self.order
         out, delivered, last, vector = self.out.deliveries, self.delivered, self.last_delivered, order.vector
-        for e in released:
+        entries: list[Any] = released  # (each has its text: `Entry.text` is a str here)
+        for e in entries:
             delivered += 1
-            out.append(Delivery(delivered, e.clock, e.pid, cast(str, e.text), e.sent_at, view, e.seq,
+            out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, view, e.seq,
                                 None if e.vc is None else vector(e.vc)))
             last[e.pid] = e.clock
         self.delivered = delivered
