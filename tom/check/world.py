@@ -370,7 +370,6 @@ class Book:
         everyone = config.everyone
         self.config = config
         self.everyone = everyone
-        self.peers = frozenset(everyone)
         self.pairs = [(a, b) for a in everyone for b in everyone if a != b]  # sorted
         parts: list[tuple] = [(kind,) for kind in ("crashed", "cut_on", "cut_done", "started", "left", "timed_out")]
         parts += [(kind, n) for n in everyone for kind in ("local", "sent", "log", "ticks")]
@@ -381,7 +380,6 @@ class Book:
         self.local_slot = {n: self.slots[("local", n)] for n in everyone}
         self.log_slot = {n: self.slots[("log", n)] for n in everyone}
         self.link_slot = {pair: self.slots[("link", pair)] for pair in self.pairs}
-        self.announced_slot = {pair: self.slots[("announced", pair)] for pair in self.pairs}
         self.logs_of = operator.itemgetter(*(self.log_slot[n] for n in everyone))  # sig -> the logs' ids
         self.ids: dict[object, int] = {}
         self.infos: dict[int, object] = {}  # log id -> invariants.LogInfo
@@ -527,9 +525,9 @@ class World:
         locals_ = self.locals
         links = self.links
         deliver = book.deliver
-        busy = [pair for pair in book.pairs if pair in links]  # sorted, as book.pairs is
-        if len(busy) != len(links):  # a link outside the peers' pairs (none is known): sort them all
-            busy = sorted(links)
+        busy = [pair for pair in book.pairs if links.get(pair)]  # sorted, as book.pairs is
+        if len(busy) != len(links):  # a link outside the peers' pairs (none is known), or an empty one
+            busy = [pair for pair in sorted(links) if links[pair]]
         if self.cut_on:
             out: list[Step] = [deliver.get(pair) or _step("deliver", *pair) for pair in busy
                                if pair[1] not in crashed and not self.blocked(*pair)]
