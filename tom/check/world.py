@@ -207,11 +207,13 @@ def _canonical_sets(root: object) -> None:
             if attrs is not None:
                 extend(attrs.values())
             for slot in kind:
-                if hasattr(obj, slot):
-                    push(getattr(obj, slot))
+                value = getattr(obj, slot, _UNSET)
+                if value is not _UNSET:
+                    push(value)
 
 
 _LEAF, _SET, _DICT, _ITEMS = "leaf", "set", "dict", "items"
+_UNSET = object()  # a slot with no value
 _KINDS: dict[type, str | tuple[str, ...]] = {  # how `_canonical_sets` walks each type (`_kind`)
     str: _LEAF, int: _LEAF, float: _LEAF, bool: _LEAF, bytes: _LEAF, type(None): _LEAF,
     set: _SET, dict: _DICT, list: _ITEMS, tuple: _ITEMS}
