@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from tom.check import invariants
 from tom.check import world as check_world
 from tom.check.explore import Found, replay, search, shrink
 from tom.check.trace import run_transcript, shiviz, transcript
@@ -76,6 +77,98 @@ def test_a_crash_is_settled_by_a_view_change():
     for n in (1, 2):
         assert [e[0] for e in world.logs[n]] == ["m", "m", "v"]
         assert world.logs[n][-1][2] == ("127.0.0.1:5000", "127.0.0.1:5001")
+
+
+# -- the search's shortcuts agree with the long way ----------------------------------------------
+SHORTCUT_CONFIGS = [
+    Config("lamport", 3, 1),
+    Config("causal", 2, 2),
+    Config("sequencer", 3, 1, crash=(3,)),
+    Config("causal", 3, 1, crash=(1,), false_suspicion=True),
+    Config("lamport", 3, 1, cut=(frozenset({1, 2}), frozenset({3}))),
+    Config("sequencer", 3, 1, cut_one_way=((3, 2),)),
+    Config("lamport", 2, 1, join=1),
+    Config("causal", 3, 1, leave=(3,)),
+    Config("lamport", 2, 0, found=True, ticks=5),
+]
+
+
+def _walk(config: Config, limit: int):
+    """The first ``limit`` worlds of a breadth-first walk, each with its step's successors."""
+    root, _ = World.initial(config)
+    invariants.check(root)
+    seen, queue, out = {root.fingerprint()}, [root], []
+    while queue and len(out) < limit:
+        world = queue.pop(0)
+        kids = []
+        for step in world.steps():
+            kid, _ = world._successor(step, False)
+            invariants.check(kid)
+            kids.append(kid)
+            if kid.fingerprint() not in seen:
+                seen.add(kid.fingerprint())
+                queue.append(kid)
+        out.append((world, kids))
+    return out
+
+
+@pytest.mark.parametrize("config", SHORTCUT_CONFIGS, ids=lambda c: c.describe())
+def test_a_worlds_signature_kept_step_by_step_is_the_one_worked_out_from_scratch(config):
+    """`World.successor` renumbers only the parts a step changed (`Book`): the fingerprint it gets
+    must be the one of the world's parts themselves, and every field of the world must be set."""
+    import dataclasses
+
+    for world, kids in _walk(config, 300):
+        for kid in kids:
+            for f in dataclasses.fields(World):
+                getattr(kid, f.name)
+            kept, fp = kid.sig, kid.fingerprint()
+            kid.sig = kid.fp = None
+            assert kid.fingerprint() == fp and list(kid.sig) == list(kept)
+
+
+@pytest.mark.parametrize("config", SHORTCUT_CONFIGS, ids=lambda c: c.describe())
+def test_the_incremental_check_agrees_with_the_whole_check(config):
+    judged = 0
+    for world, _ in _walk(config, 300):
+        for step in world.steps():
+            kid, _ = world._successor(step, False)
+            if kid.grew:
+                assert invariants._fine(kid, kid.grew)
+                judged += 1
+            invariants.check_all(kid)  # raises if it does not hold
+    assert judged > 0 or config.messages == 0
+
+
+def test_the_incremental_check_finds_what_the_whole_check_finds(monkeypatch):
+    """On a planted bug, every world of a walk gets the same verdict, and the same violation, both ways."""
+    MUTATIONS["deliver before every ACK is in"][0](monkeypatch)
+    config = Config("lamport", 3, 1)
+    root, _ = World.initial(config)
+    invariants.check(root)
+    frontier, broken = [root], 0
+    for _ in range(200):
+        if not frontier:
+            break
+        world = frontier.pop(0)
+        for step in world.steps():
+            kid, _ = world._successor(step, False)
+            try:
+                invariants.check_all(kid)
+                whole = None
+            except check_world.Violation as v:
+                whole = str(v)
+            try:
+                invariants.check(kid)
+                quick = None
+            except check_world.Violation as v:
+                quick = str(v)
+            assert quick == whole
+            if whole is None:
+                frontier.append(kid)
+            else:
+                broken += 1
+    assert broken > 0
 
 
 # -- planted bugs --------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def _at_terminal(result: Result, world: World) -> Violation | None:
 
 
 def _expand(world: World, step: Step) -> World:
-    nxt, _ = world.successor(step)
+    nxt, _ = world._successor(step, False)  # what it did is not written down (replay does that)
     invariants.check(nxt)
     return nxt
 
@@ -90,22 +90,22 @@ def search(config: Config, strategy: str = "bfs", depth: int | None = None, time
             steps.append(step)  # type: ignore[arg-type]
             key = parent
 
-    def stopped() -> str:
-        if deadline is not None and time.perf_counter() > deadline:
-            return f"time limit {time_limit:g} s"
-        if max_states is not None and result.states >= max_states:
-            return f"{max_states:,} states"
-        return ""
-
     if strategy == "random":
         return _random_walks(config, root, result, start, deadline, depth, seed, progress)
     frontier: deque[tuple[World, bytes, int]] = deque([(root, fp, 0)])
     pop = frontier.popleft if strategy == "bfs" else frontier.pop
+    push = frontier.append
+    check = invariants.check
+    clock = time.perf_counter
     cut_by_depth = False
+    # the counts live in locals while the loop runs (written back for each report and at the end)
+    states, transitions, deepest = result.states, result.transitions, result.depth
     while frontier:
-        why = stopped()
-        if why:
-            result.bound = why
+        if deadline is not None and clock() > deadline:
+            result.bound = f"time limit {time_limit:g} s"
+            break
+        if max_states is not None and states >= max_states:
+            result.bound = f"{max_states:,} states"
             break
         world, key, d = pop()
         steps = world.steps()
@@ -118,27 +118,31 @@ def search(config: Config, strategy: str = "bfs", depth: int | None = None, time
         if depth is not None and d >= depth:
             cut_by_depth = True
             continue
+        successor = world._successor
         for step in steps:
-            result.transitions += 1
+            transitions += 1
             try:
-                nxt = _expand(world, step)
+                nxt, _ = successor(step, False)
+                check(nxt)
             except Violation as v:
                 result.found = Found(path_to(key) + [step], v)
                 break
-            nkey = nxt.fingerprint()
+            nkey = nxt.fp or nxt.fingerprint()
             if nkey in parents:
                 continue
             parents[nkey] = (key, step)
-            result.states += 1
-            if d + 1 > result.depth:
-                result.depth = d + 1
-            frontier.append((nxt, nkey, d + 1))
+            states += 1
+            if d >= deepest:
+                deepest = d + 1
+            push((nxt, nkey, d + 1))
         if result.found:
             break
-        if progress is not None and time.perf_counter() - last_report > 0.5:
-            last_report = time.perf_counter()
+        if progress is not None and clock() - last_report > 0.5:
+            last_report = clock()
+            result.states, result.transitions, result.depth = states, transitions, deepest
             result.elapsed = last_report - start
             progress(result)
+    result.states, result.transitions, result.depth = states, transitions, deepest
     result.elapsed = time.perf_counter() - start
     if not result.found and not result.bound:
         if cut_by_depth:

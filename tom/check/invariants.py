@@ -25,6 +25,145 @@ from __future__ import annotations
 from .world import Violation, World, number, pid
 
 
+class LogInfo:
+    """What the invariants ask of one delivery log, worked out once per distinct log (logs are
+    values shared by many worlds): whether it is fine on its own (views in increasing order, no
+    message twice), the members of each view it delivered, the views it installed, the peers the
+    views removed, and per view the messages delivered in it, in order."""
+
+    __slots__ = ("alone", "views", "installed", "removed", "seqs", "sets")
+
+    def __init__(self, log: tuple) -> None:
+        self.alone = True
+        self.views: dict[int, tuple] = {}
+        self.removed: set[str] = set()
+        self.seqs: dict[int, tuple] = {}
+        seqs: dict[int, list] = {}
+        seen = set()
+        last_view = 0
+        for entry in log:
+            if entry[0] == "v":
+                v = entry[1]
+                if v <= last_view:
+                    self.alone = False
+                last_view = v
+                self.views.setdefault(v, entry[2])
+                self.removed.update(entry[3])
+                continue
+            key = entry[1]
+            if key in seen:
+                self.alone = False
+            seen.add(key)
+            seqs.setdefault(entry[2], []).append(key)
+        self.installed = frozenset(self.views)
+        self.seqs = {v: tuple(keys) for v, keys in seqs.items()}
+        self.sets = {v: frozenset(keys) for v, keys in seqs.items()}
+
+
+def _infos(world: World) -> dict[int, LogInfo] | None:
+    """Each peer's `LogInfo`, found by its log's id in the world's signature (None without one)."""
+    book, sig = world.book, world.sig
+    if book is None or sig is None:
+        return None
+    known = book.infos
+    slots = book.log_slot
+    out = {}
+    for n, log in world.logs.items():
+        slot = slots.get(n)
+        if slot is None:
+            return None
+        info = known.get(sig[slot])
+        if info is None:
+            info = known[sig[slot]] = LogInfo(log)
+        out[n] = info
+    return out  # type: ignore[return-value]
+
+
+def _logs_key(world: World) -> tuple | None:
+    """What every invariant but causal order is a function of (with the configuration): the logs
+    (their ids) and the crashed peers. None in the causal order or without a signature."""
+    book, sig = world.book, world.sig
+    if book is None or sig is None or book.foreign or world.config.order == "causal":
+        return None
+    return (world.crashed, book.logs_of(sig))
+
+
+def _fine(world: World, grew: list[tuple[int, int]]) -> bool:
+    """Whether every invariant still holds, given that they held in the world this one came from
+    and that this step only appended to the logs in ``grew`` (peer, length before): only what
+    involves those entries can have changed (the set of failed peers only grows, and only exempts).
+    True is exact; False means "maybe not" (`check` then judges the whole world)."""
+    config = world.config
+    order = config.order
+    infos = _infos(world)
+    if infos is None:
+        return False
+    failed: set[int] | None = None
+    for n, start in grew:
+        mine = infos[n]
+        if not mine.alone:
+            return False
+        log = world.logs[n]
+        views: set[int] = set()
+        stays: set[int] = set()
+        for entry in log[start:]:
+            if entry[0] == "v":
+                v, members = entry[1], entry[2]
+                for q, info in infos.items():
+                    if q != n and info.views.get(v, members) != members:
+                        return False
+                stays.add(v - 1)
+                continue
+            key, view = entry[1], entry[2]
+            views.add(view)
+            stays.add(view)
+            if order == "causal":
+                past = world.past.get(key)
+                if past:
+                    before = None
+                    for pkey, pview in past:
+                        if pview == view:
+                            if before is None:
+                                before = set()
+                                for e in log:
+                                    if e[0] == "m":
+                                        if e[1] == key:
+                                            break
+                                        before.add(e[1])
+                            if pkey not in before:
+                                return False
+        # virtual synchrony: n against the other peers that went on from view v to v + 1
+        for v in stays:
+            if v + 1 in mine.installed and _was_in(config, n, v, mine):
+                got = mine.sets.get(v, frozenset())
+                for q, info in infos.items():
+                    if q != n and v + 1 in info.installed and _was_in(config, q, v, info):
+                        if info.sets.get(v, frozenset()) != got:
+                            return False
+        if order in ("lamport", "sequencer"):
+            if order == "sequencer":
+                if failed is None:
+                    failed = set(world.crashed)
+                    for info in infos.values():
+                        failed |= {number(p) for p in info.removed}
+                if n in failed:
+                    continue
+            for v in views:
+                a = mine.seqs[v]
+                for q, info in infos.items():
+                    b = info.seqs.get(v)
+                    if q == n or b is None or (failed is not None and q in failed):
+                        continue
+                    k = min(len(a), len(b))
+                    if a[:k] != b[:k]:
+                        return False
+    return True
+
+
+def _was_in(config, n: int, v: int, info: LogInfo) -> bool:
+    return v in info.installed or (v == 1 and not config.found and 1 <= n <= config.peers)
+
+
 def _failed(world: World) -> set[int]:
     """Peers that crashed, or that a delivered view removed."""
     out = set(world.crashed)
@@ -36,6 +175,34 @@ def _failed(world: World) -> set[int]:
 
 
 def check(world: World) -> None:
+    """Raise the Violation of the first invariant (in the order `check_all` judges them) that does
+    not hold. A world that came by one step from a world that passed is judged on what the step
+    appended to the logs (`_fine`), and as a whole only when that finds something."""
+    grew = world.grew
+    world.grew = None  # judged once: the world keeps no more than it needs
+    if world.parent_checked and grew is not None:
+        if not grew:
+            world.checked = True
+            return
+        key = _logs_key(world)
+        fine = world.book.fine  # type: ignore[union-attr]
+        if key is not None and key in fine:
+            world.checked = True
+            return
+        if _fine(world, grew):
+            if key is not None:
+                fine.add(key)
+            world.checked = True
+            return
+    check_all(world)
+    world.checked = True
+    key = _logs_key(world)
+    if key is not None:
+        world.book.fine.add(key)  # type: ignore[union-attr]
+
+
+def check_all(world: World) -> None:
+    """Every invariant, judged on the whole world."""
     order = world.config.order
     failed = _failed(world)
     per_view: dict[int, dict[int, list]] = {}

@@ -28,7 +28,9 @@ frames as text (parsed again on delivery, as on a real link).
 from __future__ import annotations
 
 import hashlib
+import operator
 import pickle
+from array import array
 from dataclasses import dataclass, field
 
 from ..core import Core, Delivery, Timing, ViewDelivery
@@ -39,13 +41,23 @@ BASE_PORT = 5000
 TIMING = Timing(heartbeat=1.0, suspect_after=5.0, verify_after=1.0, form_after=2.5, admit_after=1e9)
 
 
+_NUMBERS: dict[str, int] = {}
+
+
 def pid(n: int) -> str:
-    """Peer ``n`` (1-based) is ``127.0.0.1:5000`` + n - 1 (``A`` in transcripts is peer 1)."""
+    """Peer ``n`` (1-based) is ``127.0.0.1:5000`` + n - 1 (``A`` in transcripts is peer 1). A new
+    string each time, never a shared one: which objects a core holds shows in its pickle (`freeze`),
+    so the cores are fed exactly what they always were."""
     return f"127.0.0.1:{BASE_PORT + n - 1}"
 
 
 def number(p: str) -> int:
-    return int(p.rpartition(":")[2]) - BASE_PORT + 1
+    n = _NUMBERS.get(p)
+    if n is None:
+        n = int(p.rpartition(":")[2]) - BASE_PORT + 1
+        if len(_NUMBERS) < 1024:
+            _NUMBERS[p] = n
+    return n
 
 
 @dataclass(frozen=True)
@@ -164,31 +176,64 @@ def _canonical_sets(root: object) -> None:
     """Rebuild, in place, every set reachable from ``root`` with its elements inserted in sorted order:
     a set's iteration order (and so its pickle) depends on the order its elements came in and on the
     interpreter's hash seed, and two equal cores must freeze to the same bytes. In place, so a set
-    shared by two holders stays shared."""
+    shared by two holders stays shared. Reached: dict values, the items of lists, tuples and deques,
+    and the attributes and slots of the objects of TOM's own classes."""
     seen: set[int] = set()
     stack = [root]
+    pop, push, extend, mark = stack.pop, stack.append, stack.extend, seen.add
+    kinds = _KINDS
     while stack:
-        obj = stack.pop()
+        obj = pop()
+        t = type(obj)
+        kind = kinds.get(t)
+        if kind is None:
+            kind = _kind(t)
+        if kind is _LEAF:
+            continue
         if id(obj) in seen:
             continue
-        seen.add(id(obj))
-        t = type(obj)
-        if t is set:
+        mark(id(obj))
+        if kind is _SET:
             if len(obj) > 1:  # type: ignore[arg-type]
                 items = sorted(obj, key=repr)  # type: ignore[call-overload]
                 obj.clear()  # type: ignore[attr-defined]
                 obj.update(items)  # type: ignore[attr-defined]
-            continue
-        if t is dict:
-            stack.extend(obj.values())  # type: ignore[attr-defined]
-        elif t is list or t is tuple or t.__name__ == "deque":
-            stack.extend(obj)  # type: ignore[arg-type]
-        elif t.__module__.startswith("tom."):
-            if hasattr(obj, "__dict__"):
-                stack.extend(vars(obj).values())
-            for slot in getattr(t, "__slots__", ()):
-                if hasattr(obj, slot):
-                    stack.append(getattr(obj, slot))
+        elif kind is _DICT:
+            extend(obj.values())  # type: ignore[attr-defined]
+        elif kind is _ITEMS:
+            extend(obj)  # type: ignore[arg-type]
+        else:  # one of TOM's classes: its attributes, then its own slots
+            attrs = getattr(obj, "__dict__", None)
+            if attrs is not None:
+                extend(attrs.values())
+            for slot in kind:
+                value = getattr(obj, slot, _UNSET)
+                if value is not _UNSET:
+                    push(value)
+
+
+_LEAF, _SET, _DICT, _ITEMS = "leaf", "set", "dict", "items"
+_UNSET = object()  # a slot with no value
+_KINDS: dict[type, str | tuple[str, ...]] = {  # how `_canonical_sets` walks each type (`_kind`)
+    str: _LEAF, int: _LEAF, float: _LEAF, bool: _LEAF, bytes: _LEAF, type(None): _LEAF,
+    set: _SET, dict: _DICT, list: _ITEMS, tuple: _ITEMS}
+
+
+def _kind(t: type) -> str | tuple[str, ...]:
+    """How `_canonical_sets` walks an object of type ``t`` (worked out once per type): a leaf, a set,
+    a dict, a sequence, or (TOM's classes) the tuple of its own slots, attributes walked besides."""
+    if t is set:
+        kind: str | tuple[str, ...] = _SET
+    elif t is dict:
+        kind = _DICT
+    elif t is list or t is tuple or t.__name__ == "deque":
+        kind = _ITEMS
+    elif t.__module__.startswith("tom."):
+        kind = tuple(getattr(t, "__slots__", ()))
+    else:
+        kind = _LEAF
+    _KINDS[t] = kind
+    return kind
 
 
 def thaw(blob: bytes) -> Core:
@@ -295,6 +340,100 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
     return out
 
 
+def _step(kind: str, a: int = 0, b: int = 0) -> Step:
+    """The one `Step` of each kind and peers (steps are values: sharing them saves building them)."""
+    key = (kind, a, b)
+    step = _STEPS.get(key)
+    if step is None:
+        step = _STEPS[key] = Step(kind, a, b)
+    return step
+
+
+_STEPS: dict[tuple[str, int, int], Step] = {}
+
+
+class Book:
+    """What the worlds of one search share: the layout of a world's *signature* and the ids of the
+    values in it, and what is known of each distinct delivery log (`LogInfo`).
+
+    A world's signature has one slot per part of its state (a peer's core, a link, a peer's log, ...)
+    holding the id of that part's value (0: absent); ids are handed out per distinct value (equal
+    values, equal ids), so two worlds have equal signatures exactly when the parts their fingerprint
+    covers are equal. A step changes a few parts, so `World.successor` copies its parent's signature
+    and renumbers only those. The slots of the peers 1..peers+join are laid out up front; a part
+    with any other key (none is known) gets a slot appended on first sight.
+
+    Equal parts, not equal pickles: the fingerprint used to be a digest of the parts' pickle, which
+    writes an object met twice as a reference, so two equal worlds whose links held one frame text
+    twice as one object or as two (a frame sent again from one cached outcome, in the founding
+    handshake) counted as two states. They are one now; every other count is unchanged."""
+
+    def __init__(self, config: Config) -> None:
+        everyone = config.everyone
+        self.config = config
+        self.everyone = everyone
+        self.pairs = [(a, b) for a in everyone for b in everyone if a != b]  # sorted
+        parts: list[tuple] = [(kind,) for kind in ("crashed", "cut_on", "cut_done", "started", "left", "timed_out")]
+        parts += [(kind, n) for n in everyone for kind in ("local", "sent", "log", "ticks")]
+        parts += [(kind, pair) for pair in self.pairs for kind in ("link", "announced")]
+        self.slots: dict[tuple, int] = {part: i for i, part in enumerate(parts)}
+        self.fixed = len(self.slots)
+        self.foreign = False  # a part outside the peers' slots was seen (`slot`)
+        self.local_slot = {n: self.slots[("local", n)] for n in everyone}
+        self.log_slot = {n: self.slots[("log", n)] for n in everyone}
+        self.link_slot = {pair: self.slots[("link", pair)] for pair in self.pairs}
+        self.logs_of = operator.itemgetter(*(self.log_slot[n] for n in everyone))  # sig -> the logs' ids
+        self.ids: dict[object, int] = {}
+        self.infos: dict[int, object] = {}  # log id -> invariants.LogInfo
+        self.fine: set[tuple] = set()  # `invariants._logs_key` of the worlds that passed `invariants.check`
+        self.ordered: dict[frozenset, tuple[tuple[str, int], ...]] = {}  # members -> sorted (pid, number)
+        self.sends = {n: config.sends(n) for n in everyone}
+        self.faults = config.faults
+        self.separated = {(a, b): self._separated(a, b) for a in everyone for b in everyone}
+        self.deliver = {pair: _step("deliver", *pair) for pair in self.pairs}
+
+    def slot(self, part: tuple) -> int:
+        i = self.slots.get(part)
+        if i is None:
+            i = self.slots[part] = len(self.slots)
+            self.foreign = True
+        return i
+
+    def id(self, value: object) -> int:
+        i = self.ids.get(value)
+        if i is None:
+            i = self.ids[value] = len(self.ids) + 1
+        return i
+
+    def members(self, members: frozenset[str]) -> tuple[tuple[str, int], ...]:
+        out = self.ordered.get(members)
+        if out is None:
+            out = self.ordered[members] = tuple((x, number(x)) for x in sorted(members))
+        return out
+
+    def _separated(self, a: int, b: int) -> bool:
+        """Whether the cut, while on, keeps a's frames from b."""
+        c = self.config
+        if c.cut is not None:
+            return not any(a in side and b in side for side in c.cut)
+        return (a, b) in c.cut_one_way
+
+
+_books: dict[Config, Book] = {}
+_new = object.__new__
+_blake2b = hashlib.blake2b
+
+
+def _book(config: Config) -> Book:
+    """The book of a world made without `World.initial` (one per configuration, kept)."""
+    book = _books.get(config)
+    if book is None:
+        if len(_books) > 64:
+            _books.clear()
+        book = _books[config] = Book(config)
+    return book
+
+
 @dataclass(slots=True)
 class World:
     config: Config
@@ -313,6 +452,16 @@ class World:
     announced: dict[tuple[int, int], int] = field(default_factory=dict)  # link -> last view announced
     broken: Violation | None = None  # what the step being taken broke (raised when it is done)
     ticks: dict[int, int] = field(default_factory=dict)  # heartbeat periods each peer saw pass
+    # Derived, never part of the state (see `Book`, `successor`, `invariants.check`): the signature
+    # (ids of the parts the fingerprint covers), the fingerprint, the peers whose logs the step that
+    # made this world grew with their lengths before (None: unknown), whether this world passed
+    # `invariants.check`, and whether the world it came from did.
+    book: Book | None = field(default=None, repr=False, compare=False)
+    sig: array | None = field(default=None, repr=False, compare=False)
+    fp: bytes | None = field(default=None, repr=False, compare=False)
+    grew: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)
+    checked: bool = field(default=False, repr=False, compare=False)
+    parent_checked: bool = field(default=False, repr=False, compare=False)
 
     # -- the start ---------------------------------------------------------------------------------
     @classmethod
@@ -344,24 +493,28 @@ class World:
                 cores[n] = core
         if config.found:  # no group yet: every peer joining, expecting the others (the neighbors file)
             cores = {n: Core.joining(pid(n), n, TIMING, order=config.order, expected=pids) for n in members}
+        book = Book(config)  # a search's own: its ids go when its worlds go
         world = cls(config, {n: Local.of(c) for n, c in cores.items()}, {}, {n: 0 for n in members},
                     logs={n: () for n in members}, now={n: 0.0 for n in config.everyone},
-                    announced={} if config.found else {(a, b): 1 for a in members for b in members if a != b})
+                    announced={} if config.found else {(a, b): 1 for a in members for b in members if a != b},
+                    book=book)
         events: list[Event] = []
         if config.found:
             for n in members:
                 for m in members:
                     if m != n:
-                        events.append(world._apply(n, step_core(world.locals[n], "connected", (pid(m), m)),
-                                                   f"connected {m}"))
+                        world._apply(n, step_core(world.locals[n], "connected", (pid(m), m)), events, f"connected {m}")
         return world, events
 
     # -- what may happen -------------------------------------------------------------------------
     def blocked(self, a: int, b: int) -> bool:
         """Whether a's frames cannot reach b now (a cut)."""
-        c = self.config
         if not self.cut_on:
             return False
+        separated = self._book().separated.get((a, b))
+        if separated is not None:
+            return separated
+        c = self.config
         if c.cut is not None:
             return not any(a in side and b in side for side in c.cut)
         return (a, b) in c.cut_one_way
@@ -369,43 +522,64 @@ class World:
     def steps(self) -> list[Step]:
         """Every enabled step, in a fixed order (so a search is a function of its inputs)."""
         c = self.config
-        out: list[Step] = []
-        for (a, b), frames in sorted(self.links.items()):
-            if frames and b not in self.crashed and not self.blocked(a, b):
-                out.append(Step("deliver", a, b))
-        for n in sorted(self.locals):
-            if n in self.crashed or n in self.left:
-                continue
-            if self.sent.get(n, 0) < c.sends(n) and self._can_send(n):
-                out.append(Step("send", n))
-        for n in c.crash:
-            if n not in self.crashed and n in self.locals:
-                out.append(Step("crash", n))
-        if (c.cut is not None or c.cut_one_way) and not self.cut_done:
-            out.append(Step("cut"))
+        book = self._book()
+        crashed = self.crashed
+        locals_ = self.locals
+        links = self.links
+        deliver = book.deliver
+        busy = [pair for pair in book.pairs if links.get(pair)]  # sorted, as book.pairs is
+        if len(busy) != len(links):  # a link outside the peers' pairs (none is known), or an empty one
+            busy = [pair for pair in sorted(links) if links[pair]]
         if self.cut_on:
-            out.append(Step("heal"))
+            out: list[Step] = [deliver.get(pair) or _step("deliver", *pair) for pair in busy
+                               if pair[1] not in crashed and not self.blocked(*pair)]
+        elif crashed:
+            out = [deliver.get(pair) or _step("deliver", *pair) for pair in busy if pair[1] not in crashed]
+        else:
+            out = [deliver.get(pair) or _step("deliver", *pair) for pair in busy]
+        left = self.left
+        sent = self.sent
+        sends = book.sends
+        for n in book.everyone:
+            local = locals_.get(n)
+            if local is None or n in crashed or n in left:
+                continue
+            if sent.get(n, 0) < sends[n] and local.mode not in ("left", "removed") and not local.leaving:
+                out.append(_step("send", n))
+        if not book.faults:
+            return out
+        for n in c.crash:
+            if n not in crashed and n in locals_:
+                out.append(_step("crash", n))
+        if (c.cut is not None or c.cut_one_way) and not self.cut_done:
+            out.append(_step("cut"))
+        if self.cut_on:
+            out.append(_step("heal"))
         for k in range(1, c.join + 1):
             n = c.peers + k
             if n not in self.started:
-                out.append(Step("join", n))
+                out.append(_step("join", n))
         for n in c.leave:
-            if n not in self.left and n not in self.crashed and self._member(n, n):
-                out.append(Step("leave", n))
-        if c.faults:
-            for y in sorted(self.locals):
-                if y in self.crashed:
+            if n not in left and n not in crashed and self._member(n, n):
+                out.append(_step("leave", n))
+        timed_out = self.timed_out
+        cut_on = self.cut_on
+        anyway = c.false_suspicion
+        for y in book.everyone:
+            local = locals_.get(y)
+            if local is None or y in crashed:
+                continue
+            suspected = local.suspected
+            for x, xn in book.members(local.members):
+                if xn == y or x in suspected or (xn, y) in timed_out:
                     continue
-                local = self.locals[y]
-                for x in sorted(local.members):
-                    xn = number(x)
-                    if xn == y or x in local.suspected or (xn, y) in self.timed_out:
-                        continue
-                    if xn in self.crashed or self.blocked(xn, y) or c.false_suspicion:
-                        out.append(Step("timeout", xn, y))
-            for y in sorted(self.locals):
-                if y not in self.crashed and self.locals[y].stuck and self.ticks.get(y, 0) < c.ticks:
-                    out.append(Step("tick", y))
+                if xn in crashed or (cut_on and self.blocked(xn, y)) or anyway:
+                    out.append(_step("timeout", xn, y))
+        ticks = self.ticks
+        for y in book.everyone:
+            local = locals_.get(y)
+            if local is not None and y not in crashed and local.stuck and ticks.get(y, 0) < c.ticks:
+                out.append(_step("tick", y))
         return out
 
     def _cut_pairs(self) -> list[tuple[int, int]]:
@@ -424,10 +598,42 @@ class World:
     # -- doing it ----------------------------------------------------------------------------------
     def successor(self, step: Step) -> tuple["World", list[Event]]:
         """The world after ``step`` (self is left as it is); Violation if an invariant broke."""
-        w = World(self.config, dict(self.locals), dict(self.links), dict(self.sent), self.crashed,
-                  self.cut_on, self.cut_done, self.started, self.left, self.timed_out, dict(self.logs),
-                  self.past, dict(self.now), dict(self.announced), None, dict(self.ticks))
-        events: list[Event] = []
+        w, events = self._successor(step, True)
+        return w, events  # type: ignore[return-value]
+
+    def _successor(self, step: Step, record: bool) -> tuple["World", list[Event] | None]:
+        """`successor`; without ``record`` (the search's way) what the step did is not written down
+        (events None) unless it breaks an invariant, and the fingerprint is worked out at once. The
+        new world shares every dict the step does not change (copy on write) and gets its signature
+        from self's, renumbering the parts the step changed."""
+        book = self.book or self._book()
+        sig = self.sig
+        if sig is None:
+            sig = self.sig = self._signature()
+        w = _new(World)  # as World(...) would, without the cost of its 22 arguments
+        w.config = self.config
+        w.locals = dict(self.locals)
+        w.links = dict(self.links)
+        w.sent = self.sent
+        w.crashed = self.crashed
+        w.cut_on = self.cut_on
+        w.cut_done = self.cut_done
+        w.started = self.started
+        w.left = self.left
+        w.timed_out = self.timed_out
+        w.logs = self.logs
+        w.past = self.past
+        w.now = self.now
+        w.announced = self.announced
+        w.broken = None
+        w.ticks = self.ticks
+        w.book = book
+        w.sig = sig[:]
+        w.fp = None
+        w.grew = []
+        w.checked = False
+        w.parent_checked = self.checked
+        events: list[Event] | None = [] if record else None
         k = step.kind
         if k == "deliver":
             a, b = step.a, step.b
@@ -437,118 +643,236 @@ class World:
                 w.links[(a, b)] = rest
             else:
                 del w.links[(a, b)]
+            slot = book.link_slot.get((a, b))
+            if slot is None:
+                w._renumber(("link", (a, b)), rest or None)
+            else:
+                w.sig[slot] = (book.ids.get(rest) or book.id(rest)) if rest else 0
             out = step_core(w.locals[b], "recv", (pid(a), text))
-            events.append(w._apply(b, out, f"<- {a}: {text}"))
+            w._apply(b, out, events, f"<- {a}: {text}" if record else "")
             if out.error:
                 w._break(Violation("frame rejected", f"peer {b} rejected {text!r} from member {a}: {out.error}"))
         elif k == "send":
             n = step.a
-            text = f"m{n}.{w.sent.get(n, 0) + 1}"
-            w.sent[n] = w.sent.get(n, 0) + 1
+            w.sent = sent = dict(w.sent)
+            count = sent.get(n, 0) + 1
+            text = f"m{n}.{count}"
+            sent[n] = count
+            w._renumber(("sent", n), count)
             out = step_core(w.locals[n], "send", (text,))
             if out.error:
                 w._break(Violation("send refused", f"peer {n} refused to send {text!r}: {out.error}"))
             if out.sent is not None and self.config.order == "causal":
                 # a message's past: every message its sender delivered before it, each with its view
                 before = frozenset((e[1], e[2]) for e in w.logs[n] if e[0] == "m")
+                if out.sent in w.past or any(e[1] == out.sent for log in w.logs.values() for e in log):
+                    w.grew = None  # the past of a message already delivered changes: judge all again
                 w.past = {**w.past, out.sent: before}
-            events.append(w._apply(n, out, f"send {text}"))
+            w._apply(n, out, events, f"send {text}")
         elif k == "crash":
             w.crashed = w.crashed | {step.a}
+            w._renumber(("crashed",), w.crashed)
             for link in [link for link in w.links if step.a in link]:
                 del w.links[link]  # what was on its way to it, or from it, dies with it
-            events.append(Event(step.a, note="crash"))
+                w._renumber(("link", link), None)
+            if events is not None:
+                events.append(Event(step.a, note="crash"))
         elif k == "cut":
             w.cut_on, w.cut_done = True, True
+            w._renumber(("cut_on",), True)
+            w._renumber(("cut_done",), True)
         elif k == "heal":
             # the links across the cut broke meanwhile and connect again (each side is told, as the
             # shell tells the core of a new connection); their frames go on in order
             pairs = sorted({tuple(sorted(link)) for link in self._cut_pairs()})
             w.cut_on = False
+            w._renumber(("cut_on",), False)
+            for n in w.ticks:
+                w._renumber(("ticks", n), None)
             w.ticks = {}  # a new situation: each peer may see time pass again
+            w.announced = dict(w.announced)
             for a, b in pairs:  # a new connection: the first heartbeat on it announces the view again
-                w.announced.pop((a, b), None)
-                w.announced.pop((b, a), None)
+                for link in ((a, b), (b, a)):
+                    if w.announced.pop(link, None) is not None:
+                        w._renumber(("announced", link), None)
             for a, b in pairs:
                 for x, y in ((a, b), (b, a)):
                     if x in w.crashed or y in w.crashed:
                         continue
-                    events.append(w._apply(x, step_core(w.locals[x], "connected", (pid(y), y)), f"connected {y}"))
+                    w._apply(x, step_core(w.locals[x], "connected", (pid(y), y)), events, f"connected {y}")
         elif k == "join":
             n = step.a
             w.locals[n] = Local.of(Core.joining(pid(n), n, TIMING, order=self.config.order, now=0.0))
-            w.sent.setdefault(n, 0)
-            w.logs.setdefault(n, ())
+            w._renumber(("local", n), w.locals[n].fp)
+            if n not in w.sent:
+                w.sent = {**w.sent, n: 0}
+                w._renumber(("sent", n), 0)
+            if n not in w.logs:
+                w.logs = {**w.logs, n: ()}
+                w._renumber(("log", n), ())
             w.started = w.started | {n}
+            w._renumber(("started",), w.started)
             for m in sorted(w.locals):
                 if m != n and m not in w.crashed:
-                    events.append(w._apply(n, step_core(w.locals[n], "connected", (pid(m), m)), f"connected {m}"))
-                    events.append(w._apply(m, step_core(w.locals[m], "connected", (pid(n), n)), f"connected {n}"))
+                    w._apply(n, step_core(w.locals[n], "connected", (pid(m), m)), events, f"connected {m}")
+                    w._apply(m, step_core(w.locals[m], "connected", (pid(n), n)), events, f"connected {n}")
         elif k == "leave":
             n = step.a
             w.left = w.left | {n}
-            events.append(w._apply(n, step_core(w.locals[n], "leave", ()), "leave"))
+            w._renumber(("left",), w.left)
+            w._apply(n, step_core(w.locals[n], "leave", ()), events, "leave")
         elif k == "tick":
             y = step.a
-            w.ticks[y] = w.ticks.get(y, 0) + 1
+            w.ticks = {**w.ticks, y: w.ticks.get(y, 0) + 1}
+            w._renumber(("ticks", y), w.ticks[y])
             t = max(w.now.get(y, 0.0), w.locals[y].now) + TIMING.heartbeat
-            w.now[y] = t
+            w.now = {**w.now, y: t}
             heard = tuple(sorted(pid(p) for p in w.locals if p != y and p not in w.crashed and not w.blocked(p, y)))
-            events.append(w._apply(y, step_core(w.locals[y], "tick", (heard, t)), "tick"))
+            w._apply(y, step_core(w.locals[y], "tick", (heard, t)), events, "tick")
         elif k == "timeout":
             x, y = step.a, step.b
             w.timed_out = w.timed_out | {(x, y)}
+            w._renumber(("timed_out",), w.timed_out)
             t = max(w.now.get(y, 0.0), w.locals[y].now) + TIMING.suspect_after + TIMING.heartbeat
-            w.now[y] = t + TIMING.verify_after
-            events.append(w._apply(y, step_core(w.locals[y], "timeout", (pid(x), t)), f"timeout {x}"))
+            w.now = {**w.now, y: t + TIMING.verify_after}
+            w._apply(y, step_core(w.locals[y], "timeout", (pid(x), t)), events, f"timeout {x}")
         else:
             raise ValueError(step)
         if w.broken is not None:
+            if events is None:  # the search's way: take the step again, writing down what it did
+                return self._successor(step, True)
             w.broken.events = events
             raise w.broken
+        if events is None and len(w.sig) == book.fixed:  # the search asks for it next
+            w.fp = _blake2b(w.sig.tobytes(), digest_size=16).digest()
         return w, events
 
     def _break(self, violation: Violation) -> None:
         if self.broken is None:
             self.broken = violation
 
-    def _apply(self, n: int, out: Outcome, what: str) -> Event:
+    def _apply(self, n: int, out: Outcome, events: list[Event] | None, what: str) -> None:
         """Take a step's outcome at ``n``: its core's next state, sends to the links, deliveries to
-        the log."""
-        self.locals[n] = out.local
-        sends = []
+        the log; and, with ``events``, what it did (``what``: the note)."""
+        local = out.local
+        self.locals[n] = local
+        sig = self.sig
+        book = self.book or self._book()
+        ids = book.ids
+        if sig is not None:
+            slot = book.local_slot.get(n)
+            if slot is None:
+                self._renumber(("local", n), local.fp)
+            else:
+                sig[slot] = ids.get(local.fp) or book.id(local.fp)
+        sends: list[tuple[tuple[int, ...], str]] = []
+        links = self.links
+        locals_ = self.locals
+        crashed = self.crashed
+        announced = None
         for dests, text, beat in out.sends:
-            targets = []
+            targets: list[int] = []
             for d in dests:
-                dn = number(d)
+                dn = _NUMBERS.get(d) or number(d)
+                link = (n, dn)
                 if beat is not None:
-                    if self.announced.get((n, dn)) == beat:
+                    if self.announced.get(link) == beat:
                         continue  # a periodic heartbeat: nothing new for the link (module docstring)
-                    self.announced[(n, dn)] = beat
-                if dn in self.crashed or dn not in self.locals:
+                    if announced is None:
+                        announced = self.announced = dict(self.announced)
+                    announced[link] = beat
+                    self._renumber(("announced", link), beat)
+                if dn in crashed or dn not in locals_:
                     continue
-                self.links[(n, dn)] = self.links.get((n, dn), ()) + (text,)
-                targets.append(dn)
+                frames = links.get(link, ()) + (text,)
+                links[link] = frames
+                if sig is not None:
+                    slot = book.link_slot.get(link)
+                    if slot is None:
+                        self._renumber(("link", link), frames)
+                    else:
+                        sig[slot] = ids.get(frames) or book.id(frames)
+                if events is not None:
+                    targets.append(dn)
             if targets:
                 sends.append((tuple(targets), text))
         if out.deliveries:
-            self.logs[n] = self.logs.get(n, ()) + out.deliveries
+            before = self.logs.get(n, ())
+            log = before + out.deliveries
+            self.logs = {**self.logs, n: log}
+            if sig is not None:
+                slot = book.log_slot.get(n)
+                if slot is None:
+                    self._renumber(("log", n), log)
+                else:
+                    sig[slot] = ids.get(log) or book.id(log)
+            if self.grew is not None:
+                self.grew.append((n, len(before)))
         if out.alarm:
             self._break(Violation("false divergence alarm", f"peer {n}: {out.alarm}"))
-        return Event(n, tuple(sends), out.described, what)
+        if events is not None:
+            events.append(Event(n, tuple(sends), out.described, what))
+
+    # -- the fingerprint -----------------------------------------------------------------------------
+    def _book(self) -> Book:
+        book = self.book
+        if book is None:
+            book = self.book = _book(self.config)
+        return book
+
+    def _renumber(self, part: tuple, value: object) -> None:
+        """The part ``part`` of this world now holds ``value`` (None: it is gone)."""
+        sig = self.sig
+        if sig is None:
+            return
+        book = self.book
+        i = book.slots.get(part)  # type: ignore[union-attr]
+        if i is None:
+            i = book.slot(part)  # type: ignore[union-attr]
+        if i >= len(sig):
+            sig.extend([0] * (i + 1 - len(sig)))
+        sig[i] = 0 if value is None else book.id(value)  # type: ignore[union-attr]
+
+    def _signature(self) -> array:
+        """The signature (`Book`) worked out from the parts themselves."""
+        book = self._book()
+        sig = array("I", bytes(4 * book.fixed))
+        self.sig = sig
+        self._renumber(("crashed",), self.crashed)
+        self._renumber(("cut_on",), self.cut_on)
+        self._renumber(("cut_done",), self.cut_done)
+        self._renumber(("started",), self.started)
+        self._renumber(("left",), self.left)
+        self._renumber(("timed_out",), self.timed_out)
+        for n, local in self.locals.items():
+            self._renumber(("local", n), local.fp)
+        for link, frames in self.links.items():
+            self._renumber(("link", link), frames)
+        for n, count in self.sent.items():
+            self._renumber(("sent", n), count)
+        for n, log in self.logs.items():
+            self._renumber(("log", n), log)
+        for link, beat in self.announced.items():
+            self._renumber(("announced", link), beat)
+        for n, count in self.ticks.items():
+            self._renumber(("ticks", n), count)
+        return sig
 
     def fingerprint(self) -> bytes:
-        parts = (
-            tuple(sorted((n, local.fp) for n, local in self.locals.items())),
-            tuple(sorted(self.links.items())),
-            tuple(sorted(self.sent.items())),
-            tuple(sorted(self.crashed)), self.cut_on, self.cut_done, tuple(sorted(self.started)),
-            tuple(sorted(self.left)), tuple(sorted(self.timed_out)),
-            tuple(sorted(self.logs.items())),
-            tuple(sorted(self.announced.items())),
-            tuple(sorted(self.ticks.items())),
-        )
-        return hashlib.blake2b(pickle.dumps(parts, 5), digest_size=16).digest()
+        """A digest of the cores, the links, the messages sent, the faults so far, the logs, the
+        views announced on each link and the ticks seen: equal for equal worlds (as far as what
+        happens next and the invariants go; time and a message's past are left out)."""
+        fp = self.fp
+        if fp is None:
+            sig = self.sig
+            if sig is None:
+                sig = self._signature()
+            fixed = self._book().fixed
+            end = len(sig)
+            while end > fixed and not sig[end - 1]:  # slots appended later, empty here
+                end -= 1
+            fp = self.fp = hashlib.blake2b((sig[:end] if end < len(sig) else sig).tobytes(), digest_size=16).digest()
+        return fp
 
 
 def _log_entry(d: Delivery | ViewDelivery) -> tuple:
