@@ -409,13 +409,10 @@ class Core:
     def _on_message(self, src: str, msg: Message) -> None:
         if msg.pid != src:
             raise FrameError(f"{src} relayed a message of {msg.pid} outside a flush")
-        traffic, marks = self.traffic, msg.marks
-        if traffic.message(src, msg, marks, False):
+        if self.traffic.message(src, msg, msg.marks, False):
             self._deliver_ready()
-        if marks is not None:  # (`_take_marks`, inline: most messages carry marks)
-            touched_head, top = traffic.marks(src, marks)
-            if touched_head or (top >= 0 and self.change.settling):
-                self._deliver_ready()
+        if msg.marks is not None:
+            self._take_marks(src, msg.marks)
 
     def _on_relay(self, src: str, msg: Relay) -> None:
         # A relay is safe whenever it comes: had this peer delivered anything after it, it would hold

@@ -17,7 +17,7 @@ from typing import cast
 
 from ..codec.frames import Frame, Message, trusted_ack, trusted_acks, trusted_marks, trusted_message
 from .notices import Notice
-from .records import Delivery, Divergence, Ready, ViewDelivery
+from .records import Delivery, Ready, ViewDelivery
 from .sequencer import SeqRun
 
 PIGGYBACK_TEXT = 12_000
@@ -50,16 +50,15 @@ Queued = Frame | AckRun | SeqRun
 
 
 class Outbox:
-    """The frames, deliveries, notices and alarms of the step under way, and this peer's marks."""
+    """The frames, deliveries and notices of the step under way, and this peer's marks (``holding``,
+    grown by `Traffic.message`)."""
 
-    __slots__ = ("queued", "deliveries", "notices", "alarms", "runs", "others", "index", "holding",
-                 "marks_due")
+    __slots__ = ("queued", "deliveries", "notices", "runs", "others", "index", "holding", "marks_due")
 
     def __init__(self) -> None:
         self.queued: list[tuple[tuple[str, ...], Queued]] = []
         self.deliveries: list[Delivery | ViewDelivery] = []
         self.notices: list[Notice] = []
-        self.alarms: list[Divergence] = []
         self.runs = False  # some of ``queued`` are runs, made frames by `take`
         self.others: tuple[str, ...] = ()  # the view's other members: where multicasts go
         self.index: dict[str, int] = {}  # the view's members -> their position (pid order)
@@ -103,13 +102,6 @@ class Outbox:
                 queued.append((self.others, SeqRun(seq, clock, pid)))
         self.runs = True
 
-    def hold(self, member: str, clock: int) -> None:
-        """A message of ``member`` at ``clock`` came from it: its mark grows (if it does)."""
-        holding, i = self.holding, self.index[member]
-        if clock > holding[i]:
-            holding[i] = clock
-            self.marks_due = True
-
     def send_marks(self) -> None:
         """Send this peer's marks to the others: on its last message if that is the last frame queued
         (a mark on an earlier frame could pass a message stamped before the mark's clock was seen),
@@ -141,6 +133,6 @@ class Outbox:
                     sends.append((dests, item))
         else:
             sends = cast(list[tuple[tuple[str, ...], Frame]], queued)  # (no runs: every item is a frame)
-        out = Ready(sends, self.deliveries, self.notices, self.alarms)
-        self.queued, self.deliveries, self.notices, self.alarms = [], [], [], []
+        out = Ready(sends, self.deliveries, self.notices)
+        self.queued, self.deliveries, self.notices = [], [], []
         return out

@@ -72,7 +72,7 @@ class Traffic:
         entry = order.message(src, msg)
         if self.cumulative and not relayed:
             # from its origin, in its order: held, with every earlier message of it (even if stale or
-            # a duplicate); acknowledged by the marks at the end of this step
+            # a duplicate); acknowledged by the marks at the end of this step (`Outbox.send_marks`)
             out = self.out
             holding, i = out.holding, out.index[src]
             if msg.clock > holding[i]:
