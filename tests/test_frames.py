@@ -8,7 +8,7 @@ from tom.errors import FrameError
 from tom.codec import frames
 from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
                               Leave, Marks, Message, Propose, Received, Refused, Relay, Removed, Resume, Seq,
-                              FRAME_KINDS, _parse_by_table, encode_frame, escape_text, format_frame, parse_frame)
+                              FRAME_KINDS, _parse_by_table, _plain_message, encode_frame, escape_text, format_frame, parse_frame)
 
 PIDS = st.sampled_from(["127.0.0.1:5000", "10.0.0.2:5000", "my-host.lan:80", "[::1]:65535"])
 
@@ -224,6 +224,10 @@ def takes_the_fast_parse(frame):
         return short(*frame.marks)
     if type(frame) is Seq:
         return short(frame.first, *frame.clocks)  # (the pid is the last field: it may hold "-")
+    if type(frame) is Ack:
+        return short(frame.clock)
+    if type(frame) is Acks:
+        return short(*frame.clocks)
     return False
 
 
@@ -251,6 +255,8 @@ FAST_FRAMES = st.one_of(
     st.builds(Message, CLOCK, ANY_PID, st.text(max_size=30), SENT_AT, st.none() | clocks(1, 4),
               st.none() | clocks(1, 4)),
     st.builds(Marks, clocks(1, 4)),
+    st.builds(Ack, CLOCK | st.integers(10**17, 2**63 - 1), ANY_PID),
+    st.builds(Acks, clocks(2, 4), ANY_PID),
     st.builds(Seq, st.integers(1, 10**6) | st.integers(10**17, 2**63 - 1), clocks(1, 4), ANY_PID),
 )
 
@@ -262,6 +268,16 @@ def test_a_fast_parse_takes_exactly_the_forms_it_names(frame):
     head, _, rest = line.partition("-")
     quick = KIND_OF[type(frame)].fast(head, rest)
     assert (quick is not None) == takes_the_fast_parse(frame)
+    assert quick is None or (type(quick), quick) == (type(frame), frame) == outcome(_parse_by_table, line)
+
+
+@settings(max_examples=500)
+@given(frame=FAST_FRAMES)
+def test_the_plain_message_parse_takes_exactly_plain_messages_as_tom_sends_them(frame):
+    line = format_frame(frame)
+    quick = _plain_message(line)
+    plain = type(frame) is Message and frame.vc is None and takes_the_fast_parse(frame)
+    assert (quick is not None) == plain
     assert quick is None or (type(quick), quick) == (type(frame), frame) == outcome(_parse_by_table, line)
 
 
@@ -278,6 +294,8 @@ EDGE_LINES = [
     f"MESSAGE@1.-1-{P}-x", f"MESSAGE@١.5-1-{P}-x", f"MESSAGE@1.5-1-{P}-bad\\q", f"MESSAGE@1.5-1-my-host.lan:80-x",
     f"CMESSAGE@1.5-1-{P}-x", f"CMESSAGE@1.5-1-{P}--x", f"MESSAGE@1.5+-1-{P}-x", f"MESSAGE+1@1.5-1-{P}-x",
     f"MESSAGE@1.5@2-1-{P}-x", f"RELAY@1.5-1-{P}-x", f"MESSAGE@1.5-01-{P}-x", f"MESSAGE@1.5-1-127.0.0.1:0-x",
+    f"ACK-{OVER}-{P}", f"ACK-{OVER[:-1]}-{P}", f"ACK-01-{P}", f"ACK-1-", f"ACK--{P}", "ACK-1-my-host.lan:80",
+    f"ACKS-1-{P}", f"ACKS-1,2-{P}", f"ACKS-1,{OVER}-{P}", f"ACKS-1,,2-{P}", f"ACKS-1,2-127.0.0.1:0", "ACKS-1,2-my-host.lan:80",
 ]
 
 
@@ -303,7 +321,7 @@ FIELD = st.sampled_from(["", "0", "01", "1", "42", "x", "1.5", "1.", ".5", "1763
                          "1763766000.1234567", "99999999999.1", "١٢", "127.0.0.1:5000", "my-host.lan:80", "1,2"])
 
 
-@given(kind=st.sampled_from(["MESSAGE@", "CMESSAGE@", "MESSAGE", "MARKS", "SEQ", "ACK", "RELAY@"]),
+@given(kind=st.sampled_from(["MESSAGE@", "CMESSAGE@", "MESSAGE", "MARKS", "SEQ", "ACK", "ACKS", "RELAY@"]),
        fields=st.lists(FIELD | st.text(max_size=8), min_size=0, max_size=4), text=st.text(max_size=40))
 def test_the_fast_parses_agree_with_the_table_on_any_line(kind, fields, text):
     line = kind + ("" if kind.endswith("@") else "-") + "-".join(fields) + "-" + escape_text(text)

@@ -771,6 +771,19 @@ def _parse_ack(head: str, rest: str) -> Ack:
     return Ack(_int(clock, "clock"), pid)
 
 
+def _fast_ack(head: str, rest: str) -> Ack | None:
+    """``ACK-<clock>-<pid>`` with a clock of at most 18 digits."""
+    clock, sep, pid = rest.partition("-")
+    return trusted_ack(int(clock), pid) if sep and _short_int(clock) and _is_pid(pid) else None
+
+
+def _fast_acks(head: str, rest: str) -> Acks | None:
+    """``ACKS-<clocks>-<pid>``, two clocks or more of at most 18 digits each."""
+    field, sep, pid = rest.partition("-")
+    clocks = _short_ints(field) if sep and _is_pid(pid) else None
+    return trusted_acks(clocks, pid) if clocks is not None and len(clocks) >= 2 else None
+
+
 def _parse_acks(head: str, rest: str) -> Acks:
     clocks, sep, pid = rest.partition("-")
     if not sep:
@@ -919,8 +932,8 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
               lambda head, rest: Message(*_read_text_frame(head, rest)), _fast_message, stamped=True),
     FrameKind(("RELAY", "CRELAY"), Relay, lambda r: _format_text_frame("RELAY", r, None), _parse_relay,
               stamped=True),
-    FrameKind(("ACK",), Ack, lambda a: f"ACK-{a.clock}-{a.pid}", _parse_ack),
-    FrameKind(("ACKS",), Acks, lambda a: f"ACKS-{','.join(map(str, a.clocks))}-{a.pid}", _parse_acks),
+    FrameKind(("ACK",), Ack, lambda a: f"ACK-{a.clock}-{a.pid}", _parse_ack, _fast_ack),
+    FrameKind(("ACKS",), Acks, lambda a: f"ACKS-{','.join(map(str, a.clocks))}-{a.pid}", _parse_acks, _fast_acks),
     FrameKind(("MARKS",), Marks, lambda m: f"MARKS-{','.join(map(str, m.marks))}",
               lambda head, rest: Marks(_ints(rest, "mark")), _fast_marks),
     FrameKind(("SEQ",), Seq, lambda s: f"SEQ-{s.first}-{','.join(map(str, s.clocks))}-{s.pid}", _parse_seq, _fast_seq),
@@ -960,12 +973,44 @@ def encode_frame(frame: Frame) -> bytes:
     return (format_frame(frame) + "\n").encode()
 
 
+_PLAIN_MESSAGE = re.compile(
+    r"MESSAGE@([0-9]{1,11}\.[0-9]{1,6})(?:\+((?:0|[1-9][0-9]{0,17})(?:,(?:0|[1-9][0-9]{0,17}))*))?"
+    r"-(0|[1-9][0-9]{0,17})-([^-\\]*)-", re.ASCII)
+"""The busiest line there is, a plain MESSAGE as TOM sends it (send time, marks, clock, pid), checked in
+one match: `_fast_message` with fewer steps (the profile: a tenth of a peer's time is parsing)."""
+
+
+def _plain_message(line: str) -> Message | None:
+    m = _PLAIN_MESSAGE.match(line)
+    if m is None:
+        return None
+    stamp, marks_field, clock, pid = m.groups()
+    if not _is_pid(pid):
+        return None
+    marks = None
+    if marks_field is not None:
+        marks = tuple(map(int, marks_field.split(",")))
+        if len(marks) > MAX_MARKS:
+            return None
+    text = line[m.end():]
+    if "\\" in text:
+        try:
+            text = unescape_text(text)
+        except FrameError:
+            return None
+    return trusted_message(int(clock), pid, text, float(stamp), None, marks)
+
+
 def parse_frame(line: str) -> Frame:
     """Parse one line (without its newline) into a Frame; raise FrameError if it is not one. (The
     fast parse of its kind first, if it has one; `_parse` is the same without them, inlined here: this
     runs once per frame.)"""
     if len(line) > MAX_FRAME_BYTES:
         raise FrameError(f"frame of {len(line)} characters is over the limit of {MAX_FRAME_BYTES} bytes")
+    if line.startswith("MESSAGE@"):
+        message = _plain_message(line)
+        if message is not None:
+            return message
     head, sep, rest = line.partition("-")
     if sep:
         kind = _BY_TAG.get(head)
