@@ -28,7 +28,7 @@ from ..errors import ConfigError, TomError
 from ..net.keys import create_keys
 from ..codec.neighbors import load_neighbors
 from ..codec.pid import split_pid
-from .peers import NotReady, PeerCommand, PeerExited, PeerGroup, PeerProcess
+from .peers import LineTail, NotReady, PeerCommand, PeerExited, PeerGroup, PeerProcess
 
 console = Console(stderr=True, highlight=False)
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "0.0.0.0"}
@@ -125,23 +125,16 @@ class Counter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offset = 0
-        self.tail = b""
+        self.lines = LineTail(path)
         self.by_origin: dict[str, int] = {}
         self.messages = 0
         self.views = 0
         self.at_join: dict[str, int] = {}  # peer -> messages delivered here before it joined
 
     def update(self) -> int:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
+        lines = self.lines.new_lines()
+        if lines is None:
             return self.messages
-        self.offset += len(data)
-        lines = (self.tail + data).split(b"\n")
-        self.tail = lines.pop()
         for line in lines:
             if b'"kind":"view"' in line:
                 self.views += 1

@@ -106,6 +106,29 @@ class PeerCommand:
         return cmd + list(self.extra)
 
 
+class LineTail:
+    """The complete lines appended to a growing file since the last call, read from where the last
+    call stopped (a line still being written waits for its newline)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def new_lines(self) -> list[bytes] | None:
+        """The lines appended since the last call (without newlines); None while the file is missing."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        return lines
+
+
 def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
     """``n`` distinct ports that were free on ``host`` a moment ago, outside the ephemeral range: a
     port from that range could be taken meanwhile as the local end of some outgoing connection (a

@@ -19,7 +19,7 @@ from rich.console import Console
 from ...errors import ConfigError
 from ...net.keys import create_keys
 from ..launch import make_workload, peer_command
-from ..peers import NotReady, PeerExited, PeerGroup, PeerProcess, write_neighbors
+from ..peers import LineTail, NotReady, PeerExited, PeerGroup, PeerProcess, write_neighbors
 from .network import LabNetwork
 from .schedule import Event, Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, describe
 
@@ -52,8 +52,7 @@ class PeerOutput:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offset = 0
-        self.tail = b""
+        self.lines = LineTail(path)
         self.views: list[dict] = []
         self.delivered: dict[str, dict[int, float]] = {}  # origin -> k -> delivered_at
         self.messages = 0
@@ -61,15 +60,9 @@ class PeerOutput:
 
     def update(self) -> bool:
         """Read what was appended; True if anything was."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
+        lines = self.lines.new_lines()
+        if lines is None:
             return False
-        self.offset += len(data)
-        lines = (self.tail + data).split(b"\n")
-        self.tail = lines.pop()
         for line in lines:
             try:
                 rec = json.loads(line)
@@ -84,7 +77,7 @@ class PeerOutput:
                     self.markers.add(rec.get("pid"))
                 elif k.isdigit():
                     self.delivered.setdefault(rec.get("pid"), {})[int(k)] = rec.get("delivered_at", 0.0)
-        return bool(data)
+        return bool(lines)
 
     @property
     def members(self) -> set[str]:
