@@ -743,25 +743,18 @@ class Core:
         self.out.send(tuple(sorted_pids(targets)), p)
 
     def _on_propose(self, src: str, p: Propose) -> None:
-        view = self.view
-        assert view is not None
+        """A proposal: follow it if `ViewChange.accept` says so — stop numbering, relay the removed
+        members' messages, send the FLUSH marker, take the frames of members cut before and kept now."""
+        view = self._current
         if p.view == view.id and self.last_install is not None and src != self.me:
             self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
             return
-        if p.view != view.id + 1 or p.coordinator != src or p.group != view.group:
+        step = self.change.accept(src, p, view, self.me, self._coordinator(), self.quorum)
+        if isinstance(step, str):
+            self._become_removed(step)
+        if not isinstance(step, tuple):
             return
-        change = self.change
-        if not change.follows(p, self._coordinator()):
-            return
-        if any(pid == self.me for pid, _ in p.removed):
-            if self.quorum:
-                return  # only a proposal: if it completes, a member of the new view will say so
-            self._become_removed(f"{src} removed this peer")
-            return
-        started = change.start(p, view, self.me)
-        if started is None:
-            return
-        flushing, kept = started
+        flushing, taken_back = step
         self._set_mode(FLUSHING)
         order = self.traffic.order
         order.stop_numbering()
@@ -769,15 +762,14 @@ class Core:
         for frame in order.relays(flushing.removed):
             self.out.send(others, frame)
         self.out.send(others, Flush(p.view, p.attempt, p.coordinator))
-        if kept:
-            for s, f in change.take_back(kept):
-                if s in self.peers.links:
-                    try:
-                        handler = self._handlers.get(type(f))
-                        if type(handler) is Ordered:
-                            handler(self, s, f)
-                    except FrameError:
-                        pass
+        for s, f in taken_back:
+            if s in self.peers.links:
+                try:
+                    handler = self._handlers.get(type(f))
+                    if type(handler) is Ordered:
+                        handler(self, s, f)
+                except FrameError:
+                    pass
         self._deliver_ready()
 
     def _on_flush(self, src: str, f: Flush) -> None:
@@ -806,21 +798,12 @@ class Core:
         if self.out.marks_due:
             self.out.send_marks()  # what was received in the old view, before anything of the next
         old = self.view
-        members = dict(i.members)
-        if old is not None and self.me not in members and self.me not in i.left:
-            # removed: it never flushed for this view (it would have been told at the proposal), so
-            # it did not deliver all of the old view and must not record the view as if it had
-            self._become_removed(f"{i.coordinator} installed view {i.view} without this peer")
+        outcome = self.change.concluded(i, old, self.me)
+        if isinstance(outcome, str):
+            self._become_removed(outcome)
             return
-        if old is not None:
-            outcome = self.change.outcomes.get((i.attempt, i.coordinator))
-            if outcome is None:
-                # an attempt this peer never flushed (or took for dead): it cannot end the old view
-                # as the others did, so it is out of this view, like a member cut off
-                self._become_removed(f"{i.coordinator} installed view {i.view} from an attempt this peer "
-                                     "did not flush")
-                return
-            # the flush's last step takes effect now: the old view's rest, then the view
+        members = dict(i.members)
+        if outcome is not None:  # the flush's last step takes effect now: the old view's rest, then the view
             self.traffic.order = outcome.order
             if outcome.delivered:
                 self._emit(outcome.delivered)

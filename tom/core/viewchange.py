@@ -125,6 +125,26 @@ class ViewChange:
         self.flush = Flushing(p, flush_set, removed, {me} | (early & flush_set))
         return self.flush, kept
 
+    def accept(self, src: str, p: Propose, view: View, me: str, coordinator_now: str | None,
+               quorum: bool) -> tuple[Flushing, list[tuple[str, Frame]]] | str | None:
+        """What proposal ``p`` from ``src`` does to this member of ``view``: the flush it now follows,
+        with the frames of members an earlier attempt cut and this one keeps (to be taken now, in
+        order); or why this member is out of the group (without a quorum, a proposal that removes it
+        does); or None: ignored — not the next view of this group from its coordinator, not newer
+        than the attempt followed (`follows`), removing this member with a quorum (only a proposal:
+        if it completes, a member of the new view will say so), or this member not in its flush set."""
+        if p.view != view.id + 1 or p.coordinator != src or p.group != view.group:
+            return None
+        if not self.follows(p, coordinator_now):
+            return None
+        if any(pid == me for pid, _ in p.removed):
+            return None if quorum else f"{src} removed this peer"
+        started = self.start(p, view, me)
+        if started is None:
+            return None
+        flushing, kept = started
+        return flushing, self.take_back(kept) if kept else []
+
     def take_back(self, kept: Collection[str]) -> list[tuple[str, Frame]]:
         """The frames of ``kept`` members held since they were cut, in order (they count after all)."""
         frames = self.cut_frames
@@ -195,6 +215,22 @@ class ViewChange:
             return False
         flush.flushed[src] = clock
         return set(flush.flushed) >= flush.flush_set
+
+    def concluded(self, i: Install, old: View | None, me: str) -> Outcome | str | None:
+        """What INSTALL ``i`` makes of ``old``, the view this member is in: the last step of the
+        attempt ``i`` ends, real now (None outside any view); or why this member is out of the new
+        view instead. Removed: it never flushed for this view (it would have been told at the
+        proposal), so it did not deliver all of the old view and must not record the view as if it
+        had. An attempt it never flushed (or took for dead): it cannot end the old view as the
+        others did, so it is out of the new one, like a member cut off."""
+        if old is None:
+            return None
+        if me not in dict(i.members) and me not in i.left:
+            return f"{i.coordinator} installed view {i.view} without this peer"
+        outcome = self.outcomes.get((i.attempt, i.coordinator))
+        if outcome is None:
+            return f"{i.coordinator} installed view {i.view} from an attempt this peer did not flush"
+        return outcome
 
     def install(self, view: View, me: str, delivered_marks: Mapping[str, int]) -> Install:
         """The INSTALL of the attempt this coordinator runs, every report in. ``delivered_marks``: the
