@@ -41,7 +41,7 @@ from ..codec.frames import (
     WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
     Marks, Message, Propose, Relay, Removed, Seq,
 )
-from ..codec.pid import pid_key as _key, sorted_pids
+from ..codec.pid import sorted_pids
 from ..errors import FrameError, UsageError
 from . import notices
 from .clock import LamportClock
@@ -111,8 +111,6 @@ class Core:
         self._trusted: frozenset[str] | None = None  # see `_trusted_sources`
         self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
         self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
-        self._rejoining = False
-        self._cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
         self.peers = Peers()
         self.last_install: Install | None = None
         self.leaving = False
@@ -621,12 +619,11 @@ class Core:
         self._chain_digests()
         if self.out.marks_due:
             self.out.send_marks()
-        self._cut_from = (self._current.group, self._current.id)
         self._resubmit += sorted((e.clock, e.text, e.sent_at) for e in self.traffic.order
                                  if e.pid == self.me and e.text is not None)
         self._set_mode(JOINING)
+        self.founding.cut_off(self._current.group, self._current.id)
         self.view = None
-        self.founding.forget()
         self.out.others = ()
         self.traffic.restart()
         self.change.end()
@@ -638,7 +635,6 @@ class Core:
         self.last_install = None
         self.started_at = self.now
         self._not_admitted_at = float("-inf")
-        self._rejoining = True
         self.out.notice(notices.Rejoining())
         if self.peers.links:
             self.out.send(tuple(self.peers.links), Join(self.me, self.incarnation))
@@ -669,19 +665,15 @@ class Core:
     # -- founding (`tom.core.founding`) ----------------------------------------------------------
 
     def _maybe_form(self) -> None:
-        """Found a group if nobody with a group answered and no smaller joining peer is here."""
-        if self.now - self.started_at < self.timing.form_after or self._rejoining:
-            return  # (a peer cut off from its group joins it again; it never founds another)
-        recent = self.now - self.timing.suspect_after - self.timing.verify_after
-        last_heard = self.detector.last_heard
-        if any(v > 0 and last_heard.get(p, float("-inf")) > recent for p, v in self.peers.views.items()):
-            return  # a group exists (even if its link is down for a moment): keep asking to join it
-        if any(p not in self.peers.views for p in self.peers.links):
-            return  # connected but not heard yet
-        if any(_key(p) < _key(self.me) for p in self.peers.links):
-            return  # the smallest joining peer forms the group, the others join it
-        members = {self.me: self.incarnation}
-        members.update({p: inc for p, (inc, _) in self.peers.joins.items() if self.peers.links.get(p) == inc})
+        """Found a group if nobody with a group answered and no smaller joining peer is here
+        (`Peers.founders`, `Founding.form`)."""
+        t = self.timing
+        if self.now - self.started_at < t.form_after:
+            return
+        members = self.peers.founders(self.me, self.incarnation, self.detector.last_heard,
+                                      self.now - t.suspect_after - t.verify_after)
+        if members is None:
+            return
         step = self.founding.form(self.me, self.incarnation, members, self.traffic.clock.time, self.now,
                                   self.quorum)
         if isinstance(step, Install):
@@ -693,8 +685,6 @@ class Core:
 
     def _on_founding_proposal(self, src: str, p: Propose) -> None:
         """A founder's proposal of view 1 reaches this joining peer: promise, unless bound elsewhere."""
-        if self._rejoining:
-            return
         promise = self.founding.on_proposal(src, p, self.me, self.incarnation, self.traffic.clock.time, self.now)
         if promise is not None:
             self.out.send((src,), promise)
@@ -783,16 +773,9 @@ class Core:
 
     def _on_install(self, src: str, i: Install) -> None:
         view = self.view
-        if view is None:
-            if dict(i.members).get(self.me) != self.incarnation:
-                return
-            if self.founding.promised_elsewhere(i.coordinator if i.view == 1 else "", i.group, self.now):
-                return  # bound to another founder for now (it may install us); this group asks again
-            if i.group == self._cut_from[0] and i.view <= self._cut_from[1]:
-                return  # a view from before this peer was cut off (a member that did not know yet)
-        elif i.view != view.id + 1 or i.group != view.group:
-            return
-        self._install(i)
+        if (self.founding.admits(i, self.me, self.incarnation, self.now) if view is None
+                else i.view == view.id + 1 and i.group == view.group):
+            self._install(i)
 
     def _install(self, i: Install) -> None:
         if self.out.marks_due:
@@ -808,7 +791,6 @@ class Core:
             if outcome.delivered:
                 self._emit(outcome.delivered)
         self.traffic.install(i)
-        self._rejoining = False
         if old is None and self._resubmit:
             # admitted again after a partition: what the group delivered of ours is up to our mark
             mark = self.traffic.last_delivered.get(self.me, -1)
