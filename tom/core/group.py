@@ -50,15 +50,15 @@ from .dispatch import TABLE, Admit
 from .divergence import DivergenceCheck
 from .founding import Founding
 from .modes import TRANSITIONS, Mode
-from .order import ORDERS, Order
+from .order import ORDERS, Order, pending_status
 from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
 from .queue import Entry
-from .quorum import coordinator, has_quorum
-from .records import Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
+from .quorum import coordinator, lost_quorum
+from .records import Divergence, Ready, Status, Timing, View, ViewDelivery
 from .texts import check_text
 from .traffic import Traffic
-from .viewchange import Flushing, ViewChange, next_proposal
+from .viewchange import Flushing, ViewChange
 
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
@@ -68,6 +68,16 @@ QUORUMS = ("majority", "none")
 """What a group does when a view change would leave fewer than a primary component of the view:
 ``majority`` (the default) waits for one (`has_quorum`); ``none`` goes on, so two sides of a
 partition may each go on as a group."""
+
+def check_options(wire: int, order: str, quorum: str) -> None:
+    """UsageError (one line) unless ``wire``, ``order`` and ``quorum`` name what a core can run."""
+    if wire not in (1, 2):
+        raise UsageError(f"unknown wire protocol version {wire!r}: 1 or 2")
+    if order not in ORDERS:
+        raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
+    if quorum not in QUORUMS:
+        raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
+
 
 MAX_EARLY_FRAMES = 1_000_000
 """Frames of a view not installed yet, kept at most (more: the link is refused)."""
@@ -84,12 +94,7 @@ class Core:
                  static: bool = True, timing: Timing = Timing(), now: float = 0.0,
                  order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
                  expected: Iterable[str] = ()) -> None:
-        if wire not in (1, 2):
-            raise UsageError(f"unknown wire protocol version {wire!r}: 1 or 2")
-        if order not in ORDERS:
-            raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
-        if quorum not in QUORUMS:
-            raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
+        check_options(wire, order, quorum)
         self.me = me
         self.incarnation = incarnation
         self.static = static
@@ -117,7 +122,6 @@ class Core:
         self._held_texts: list[tuple[str, float | None]] = []  # the users' texts, held outside a view
         self._early: list[tuple[str, Frame]] = []  # frames of a view not installed yet
         self._last_heartbeat = float("-inf")
-        self._proposed_at = float("-inf")
         self._installed_at = now
         self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
         if static:
@@ -555,11 +559,10 @@ class Core:
     # -- membership ------------------------------------------------------------------------------
 
     def _on_leave(self, src: str, frame: Leave) -> None:
-        if frame.pid != src:
-            raise FrameError(f"{src} asked to remove {frame.pid}")
-        if not self.static:
-            self.peers.leaves[src] = self.now
-            self._maybe_propose()
+        """A leave request (a static group takes none: `_check_leave`)."""
+        self._check_leave(src, frame)
+        self.peers.leaves[src] = self.now
+        self._maybe_propose()
 
     def _request_leave(self) -> None:
         """Tell every member: a leaver never coordinates (`tom.core.quorum.coordinator`), so each must know."""
@@ -597,10 +600,8 @@ class Core:
         view = self.view
         if not self.quorum or self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
             return
-        # (a member that announces a newer view went on without us: it is not with us)
-        reachable = {p for p in view.members - self.detector.verified(self.now)
-                     if self.peers.views.get(p, -1) <= view.id}
-        if has_quorum(view.members, reachable):
+        lost = lost_quorum(view, self.detector.verified(self.now), self.peers.views)
+        if lost is None:
             if self.no_quorum is not None:
                 self.no_quorum = None
                 self.out.notice(notices.QuorumBack())
@@ -609,8 +610,8 @@ class Core:
                     self._deliver_ready()
             return
         if self.no_quorum is None:
-            self.out.notice(notices.NoQuorum(len(reachable), len(view.members)))
-        self.no_quorum = (len(reachable), len(view.members))
+            self.out.notice(notices.NoQuorum(*lost))
+        self.no_quorum = lost
 
     def _rejoin(self) -> None:
         """The primary component went on without this peer (a partition): start again as a joiner,
@@ -705,32 +706,20 @@ class Core:
 
     def _maybe_propose(self) -> None:
         """As the coordinator: (re)send the proposal under way, and propose the next view change
-        there is reason for (`tom.core.viewchange.next_proposal`)."""
+        there is reason for (`ViewChange.to_propose`)."""
         view = self.view
         if self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
             return
         if self._coordinator() != self.me:
             return
-        flush = self.change.flush
-        joins: dict[str, int] = {}
-        leaves: set[str] = set()
-        if flush is None:
-            joins = self.peers.joiners(view)
-            leaves = set(self.peers.leaves) & view.members
-        elif flush.proposal.coordinator == self.me and self.now - self._proposed_at >= self.timing.heartbeat:
-            self._resend_proposal(flush.proposal)
-        new = next_proposal(view, self.me, self.change, self.detector.verified(self.now) & view.members,
-                            self.detector.suspected, joins, leaves, self.quorum)
+        again, new = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
+                                            self.detector.verified(self.now) & view.members,
+                                            self.detector.suspected, self.peers, self.quorum)
+        for p in (again, new):  # (again: a member may have ignored it while it followed another)
+            if p is not None:
+                self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
         if new is not None:
-            self._resend_proposal(new)  # first: the removed must hear it too, and the view may change now
-            self._on_propose(self.me, new)
-
-    def _resend_proposal(self, p: Propose) -> None:
-        """(Re)send this coordinator's proposal: a member may have ignored it while it still followed
-        a coordinator it had not yet found dead."""
-        self._proposed_at = self.now
-        targets = (set(self._current.members) | {m for m, _ in p.members}) - {self.me}
-        self.out.send(tuple(sorted_pids(targets)), p)
+            self._on_propose(self.me, new)  # once sent: the removed must hear it too, and the view may change now
 
     def _on_propose(self, src: str, p: Propose) -> None:
         """A proposal: follow it if `ViewChange.accept` says so — stop numbering, relay the removed
@@ -859,16 +848,10 @@ class Core:
         view = self.view
         members = sorted_pids(view.members) if view is not None else []
         order = self.traffic.order
-        pending = tuple(
-            PendingStatus(e.clock, e.pid, e.text,
-                          tuple(p for p in members if p in e.acks),
-                          tuple(p for p in members if p not in e.acks) if order.acknowledged else (),
-                          order.waits(e, members), e.seq)
-            for e in order
-        )
-        return Status(self.me, self.mode, self.traffic.clock.time, view, self.traffic.delivered, pending,
-                      tuple(sorted_pids(self.detector.suspected)), dict(self.detector.last_heard), self.now,
-                      tuple(self.alarms), self.view_delivered, self.digest, order.name, self.no_quorum)
+        return Status(self.me, self.mode, self.traffic.clock.time, view, self.traffic.delivered,
+                      pending_status(order, members), tuple(sorted_pids(self.detector.suspected)),
+                      dict(self.detector.last_heard), self.now, tuple(self.alarms), self.view_delivered,
+                      self.digest, order.name, self.no_quorum)
 
 
 # -- dispatch: `tom.core.dispatch.TABLE`, its names made handlers -----------------------------------

@@ -15,7 +15,9 @@ Invariants kept here:
 * ``cut`` are the members whose frames are no longer taken in this change (removed by it); what they
   sent since (``cut_frames``) is dropped at the install, or taken after all if a newer attempt keeps
   them;
-* markers that come before their proposal wait in ``early_markers`` (bounded).
+* markers that come before their proposal wait in ``early_markers`` (bounded);
+* a coordinator sends its proposal again at most once a heartbeat period (``proposed_at``: when it
+  last sent one), to members that may have ignored it while they still followed another.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 from ..codec.frames import Frame, Install, Propose
 from ..codec.pid import pid_key, sorted_pids
 from ..errors import FrameError
+from .peers import Peers
 from .queue import Entry
 from .quorum import may_change_without
 from .records import View
@@ -66,7 +69,7 @@ class Flushing:
 class ViewChange:
     """The flush this member follows, the outcomes it reported, and the frames of removed members."""
 
-    __slots__ = ("flush", "early_markers", "highest", "cut", "outcomes", "cut_frames")
+    __slots__ = ("flush", "early_markers", "highest", "cut", "outcomes", "cut_frames", "proposed_at")
 
     def __init__(self) -> None:
         self.flush: Flushing | None = None
@@ -75,6 +78,7 @@ class ViewChange:
         self.cut: set[str] = set()
         self.outcomes: dict[tuple[int, str], Outcome] = {}
         self.cut_frames: list[tuple[str, Frame]] = []
+        self.proposed_at = float("-inf")
 
     def end(self) -> None:
         """Forget the view change that just ended (an install) or that this peer left (a rejoin)."""
@@ -99,6 +103,25 @@ class ViewChange:
         """A marker of an attempt whose proposal has not come yet (it came on another link)."""
         if len(self.early_markers) < MAX_EARLY_MARKERS:
             self.early_markers.setdefault((view, attempt, coordinator), set()).add(src)
+
+    def to_propose(self, view: View, me: str, now: float, period: float, verified: set[str],
+                   suspected: Collection[str], peers: Peers, quorum: bool) -> tuple[Propose | None, Propose | None]:
+        """As the coordinator of ``view``: its proposal under way, if due to be sent again (a
+        ``period`` after the last), and the next proposal (`next_proposal`: the ``peers`` asking to
+        join or leave, the ``verified`` members found dead), each to send now, or None."""
+        flush = self.flush
+        again = None
+        joins: dict[str, int] = {}
+        leaves: set[str] = set()
+        if flush is None:
+            joins = peers.joiners(view)
+            leaves = set(peers.leaves) & view.members
+        elif flush.proposal.coordinator == me and now - self.proposed_at >= period:
+            again = flush.proposal
+        new = next_proposal(view, me, self, verified, suspected, joins, leaves, quorum)
+        if again is not None or new is not None:
+            self.proposed_at = now
+        return again, new
 
     def follows(self, p: Propose, coordinator_now: str | None) -> bool:
         """Whether to follow proposal ``p`` (of the right view and group, from its coordinator): a new
