@@ -117,7 +117,7 @@ def _stalled_without_quorum(live: list[Node], expected: frozenset[str] = frozens
     views = [n.core.view for n in live if n.core.view is not None]
     if not views:  # nobody in a group: a peer cut off from its group never founds another (its
         # group may live on elsewhere)
-        return (any(n.core._rejoining for n in live)
+        return (any(n.core.founding.rejoining for n in live)
                 or bool(expected) and not has_quorum(expected, {n.pid for n in live}))
     top = max(views, key=lambda v: v.id)
     alive = {n.pid for n in live if n.core.view is not None and n.core.view.id == top.id

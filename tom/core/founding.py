@@ -10,7 +10,8 @@ that time of its proposal; else it proposes again.
 Invariants: a peer holds at most one live promise; ``last_promised`` remembers the members of the last
 founding it promised — it may have been installed without this peer hearing of it (a partition) —
 so until it knows better (a view installed, that founder restarted) it founds, or promises, only
-with a primary component of them.
+with a primary component of them. A peer cut off from its group (``rejoining``) joins it again: it
+founds no other, promises no founder, and takes no view of that group from before the cut.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ Members = tuple[tuple[str, int], ...]
 class Founding:
     """This peer's side of the founding handshake, as founder and as promiser."""
 
-    __slots__ = ("expected", "short", "proposing", "promise", "last_promised", "attempts", "bound_for")
+    __slots__ = ("expected", "short", "proposing", "promise", "last_promised", "attempts", "bound_for",
+                 "rejoining", "cut_from")
 
     def __init__(self, expected: Iterable[str], bound_for: float) -> None:
         self.expected = frozenset(expected)  # empty: any peer may found a group of its own
@@ -40,15 +42,32 @@ class Founding:
         self.last_promised: tuple[str, int, frozenset[str]] | None = None  # (founder, its incarnation, members)
         self.attempts = 0
         self.bound_for = bound_for  # how long a promise binds (`Timing.suspect_after`)
+        self.rejoining = False
+        self.cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
 
     def done(self) -> None:
-        """A view was installed: the handshake is over."""
+        """A view was installed: the handshake is over (and a rejoin with it)."""
+        self.rejoining = False
         self.short = None
         self.proposing = self.promise = self.last_promised = None
 
-    def forget(self) -> None:
-        """This peer starts again as a joiner (cut off): no proposal or promise of before holds."""
+    def cut_off(self, group: str, view: int) -> None:
+        """This peer, cut off from ``view`` of ``group``, starts again as a joiner: no proposal or
+        promise of before holds."""
         self.proposing = self.promise = self.last_promised = None
+        self.cut_from = (group, view)
+        self.rejoining = True
+
+    def admits(self, i: Install, me: str, incarnation: int, now: float) -> bool:
+        """Whether INSTALL ``i`` admits this peer, outside any group: it names this incarnation, is
+        not another founding's while this peer's promise binds it (the founder it promised may
+        install it; this group asks again), and is no view from before this peer was cut off (sent
+        by a member that did not know yet)."""
+        if dict(i.members).get(me) != incarnation:
+            return False
+        if self.promised_elsewhere(i.coordinator if i.view == 1 else "", i.group, now):
+            return False
+        return not (i.group == self.cut_from[0] and i.view <= self.cut_from[1])
 
     def restarted(self, pid: str, incarnation: int) -> None:
         """``pid`` is now ``incarnation``: a founding it proposed, installed or not, died with its old one."""
@@ -62,7 +81,9 @@ class Founding:
         connected peer that asked to join; pid -> incarnation): the INSTALL of view 1 to install now
         (no flush is needed: nobody delivered anything yet), or the proposal of view 1 to send (with a
         quorum, among expected peers: the handshake), or why not (too few of the expected peers, said
-        when their number changes), or None (wait)."""
+        when their number changes), or None (wait; never while it rejoins)."""
+        if self.rejoining:
+            return None
         if quorum and self.expected and not has_quorum(self.expected, members):
             # (Corosync's expected votes: a lone peer, or a minority cut off at the start, waits)
             short = (len(members.keys() & self.expected), len(self.expected))
@@ -106,6 +127,8 @@ class Founding:
     def on_proposal(self, src: str, p: Propose, me: str, incarnation: int, clock: int,
                     now: float) -> Flushed | None:
         """A founder's proposal reached this joining peer: the promise to send it, or None."""
+        if self.rejoining:
+            return None
         members = dict(p.members)
         if (p.view != 1 or p.coordinator != src or p.removed or members.get(me) != incarnation
                 or self.promised_elsewhere(src, p.group, now)):

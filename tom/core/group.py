@@ -41,7 +41,7 @@ from ..codec.frames import (
     WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
     Marks, Message, Propose, Relay, Removed, Seq,
 )
-from ..codec.pid import pid_key as _key, sorted_pids
+from ..codec.pid import sorted_pids
 from ..errors import FrameError, UsageError
 from . import notices
 from .clock import LamportClock
@@ -50,15 +50,15 @@ from .dispatch import TABLE, Admit
 from .divergence import DivergenceCheck
 from .founding import Founding
 from .modes import TRANSITIONS, Mode
-from .order import ORDERS, Order
+from .order import ORDERS, Order, pending_status
 from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
 from .queue import Entry
-from .quorum import coordinator, has_quorum
-from .records import Divergence, PendingStatus, Ready, Status, Timing, View, ViewDelivery
+from .quorum import coordinator, lost_quorum
+from .records import Divergence, Ready, Status, Timing, View, ViewDelivery
 from .texts import check_text
 from .traffic import Traffic
-from .viewchange import Flushing, ViewChange, next_proposal
+from .viewchange import Flushing, ViewChange
 
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
@@ -68,6 +68,16 @@ QUORUMS = ("majority", "none")
 """What a group does when a view change would leave fewer than a primary component of the view:
 ``majority`` (the default) waits for one (`has_quorum`); ``none`` goes on, so two sides of a
 partition may each go on as a group."""
+
+def check_options(wire: int, order: str, quorum: str) -> None:
+    """UsageError (one line) unless ``wire``, ``order`` and ``quorum`` name what a core can run."""
+    if wire not in (1, 2):
+        raise UsageError(f"unknown wire protocol version {wire!r}: 1 or 2")
+    if order not in ORDERS:
+        raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
+    if quorum not in QUORUMS:
+        raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
+
 
 MAX_EARLY_FRAMES = 1_000_000
 """Frames of a view not installed yet, kept at most (more: the link is refused)."""
@@ -84,12 +94,7 @@ class Core:
                  static: bool = True, timing: Timing = Timing(), now: float = 0.0,
                  order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
                  expected: Iterable[str] = ()) -> None:
-        if wire not in (1, 2):
-            raise UsageError(f"unknown wire protocol version {wire!r}: 1 or 2")
-        if order not in ORDERS:
-            raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
-        if quorum not in QUORUMS:
-            raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
+        check_options(wire, order, quorum)
         self.me = me
         self.incarnation = incarnation
         self.static = static
@@ -111,15 +116,12 @@ class Core:
         self._trusted: frozenset[str] | None = None  # see `_trusted_sources`
         self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
         self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
-        self._rejoining = False
-        self._cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
         self.peers = Peers()
         self.last_install: Install | None = None
         self.leaving = False
         self._held_texts: list[tuple[str, float | None]] = []  # the users' texts, held outside a view
         self._early: list[tuple[str, Frame]] = []  # frames of a view not installed yet
         self._last_heartbeat = float("-inf")
-        self._proposed_at = float("-inf")
         self._installed_at = now
         self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
         if static:
@@ -557,11 +559,10 @@ class Core:
     # -- membership ------------------------------------------------------------------------------
 
     def _on_leave(self, src: str, frame: Leave) -> None:
-        if frame.pid != src:
-            raise FrameError(f"{src} asked to remove {frame.pid}")
-        if not self.static:
-            self.peers.leaves[src] = self.now
-            self._maybe_propose()
+        """A leave request (a static group takes none: `_check_leave`)."""
+        self._check_leave(src, frame)
+        self.peers.leaves[src] = self.now
+        self._maybe_propose()
 
     def _request_leave(self) -> None:
         """Tell every member: a leaver never coordinates (`tom.core.quorum.coordinator`), so each must know."""
@@ -599,10 +600,8 @@ class Core:
         view = self.view
         if not self.quorum or self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
             return
-        # (a member that announces a newer view went on without us: it is not with us)
-        reachable = {p for p in view.members - self.detector.verified(self.now)
-                     if self.peers.views.get(p, -1) <= view.id}
-        if has_quorum(view.members, reachable):
+        lost = lost_quorum(view, self.detector.verified(self.now), self.peers.views)
+        if lost is None:
             if self.no_quorum is not None:
                 self.no_quorum = None
                 self.out.notice(notices.QuorumBack())
@@ -611,8 +610,8 @@ class Core:
                     self._deliver_ready()
             return
         if self.no_quorum is None:
-            self.out.notice(notices.NoQuorum(len(reachable), len(view.members)))
-        self.no_quorum = (len(reachable), len(view.members))
+            self.out.notice(notices.NoQuorum(*lost))
+        self.no_quorum = lost
 
     def _rejoin(self) -> None:
         """The primary component went on without this peer (a partition): start again as a joiner,
@@ -621,12 +620,11 @@ class Core:
         self._chain_digests()
         if self.out.marks_due:
             self.out.send_marks()
-        self._cut_from = (self._current.group, self._current.id)
         self._resubmit += sorted((e.clock, e.text, e.sent_at) for e in self.traffic.order
                                  if e.pid == self.me and e.text is not None)
         self._set_mode(JOINING)
+        self.founding.cut_off(self._current.group, self._current.id)
         self.view = None
-        self.founding.forget()
         self.out.others = ()
         self.traffic.restart()
         self.change.end()
@@ -638,7 +636,6 @@ class Core:
         self.last_install = None
         self.started_at = self.now
         self._not_admitted_at = float("-inf")
-        self._rejoining = True
         self.out.notice(notices.Rejoining())
         if self.peers.links:
             self.out.send(tuple(self.peers.links), Join(self.me, self.incarnation))
@@ -669,19 +666,15 @@ class Core:
     # -- founding (`tom.core.founding`) ----------------------------------------------------------
 
     def _maybe_form(self) -> None:
-        """Found a group if nobody with a group answered and no smaller joining peer is here."""
-        if self.now - self.started_at < self.timing.form_after or self._rejoining:
-            return  # (a peer cut off from its group joins it again; it never founds another)
-        recent = self.now - self.timing.suspect_after - self.timing.verify_after
-        last_heard = self.detector.last_heard
-        if any(v > 0 and last_heard.get(p, float("-inf")) > recent for p, v in self.peers.views.items()):
-            return  # a group exists (even if its link is down for a moment): keep asking to join it
-        if any(p not in self.peers.views for p in self.peers.links):
-            return  # connected but not heard yet
-        if any(_key(p) < _key(self.me) for p in self.peers.links):
-            return  # the smallest joining peer forms the group, the others join it
-        members = {self.me: self.incarnation}
-        members.update({p: inc for p, (inc, _) in self.peers.joins.items() if self.peers.links.get(p) == inc})
+        """Found a group if nobody with a group answered and no smaller joining peer is here
+        (`Peers.founders`, `Founding.form`)."""
+        t = self.timing
+        if self.now - self.started_at < t.form_after:
+            return
+        members = self.peers.founders(self.me, self.incarnation, self.detector.last_heard,
+                                      self.now - t.suspect_after - t.verify_after)
+        if members is None:
+            return
         step = self.founding.form(self.me, self.incarnation, members, self.traffic.clock.time, self.now,
                                   self.quorum)
         if isinstance(step, Install):
@@ -693,8 +686,6 @@ class Core:
 
     def _on_founding_proposal(self, src: str, p: Propose) -> None:
         """A founder's proposal of view 1 reaches this joining peer: promise, unless bound elsewhere."""
-        if self._rejoining:
-            return
         promise = self.founding.on_proposal(src, p, self.me, self.incarnation, self.traffic.clock.time, self.now)
         if promise is not None:
             self.out.send((src,), promise)
@@ -715,53 +706,34 @@ class Core:
 
     def _maybe_propose(self) -> None:
         """As the coordinator: (re)send the proposal under way, and propose the next view change
-        there is reason for (`tom.core.viewchange.next_proposal`)."""
+        there is reason for (`ViewChange.to_propose`)."""
         view = self.view
         if self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
             return
         if self._coordinator() != self.me:
             return
-        flush = self.change.flush
-        joins: dict[str, int] = {}
-        leaves: set[str] = set()
-        if flush is None:
-            joins = self.peers.joiners(view)
-            leaves = set(self.peers.leaves) & view.members
-        elif flush.proposal.coordinator == self.me and self.now - self._proposed_at >= self.timing.heartbeat:
-            self._resend_proposal(flush.proposal)
-        new = next_proposal(view, self.me, self.change, self.detector.verified(self.now) & view.members,
-                            self.detector.suspected, joins, leaves, self.quorum)
+        again, new = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
+                                            self.detector.verified(self.now) & view.members,
+                                            self.detector.suspected, self.peers, self.quorum)
+        for p in (again, new):  # (again: a member may have ignored it while it followed another)
+            if p is not None:
+                self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
         if new is not None:
-            self._resend_proposal(new)  # first: the removed must hear it too, and the view may change now
-            self._on_propose(self.me, new)
-
-    def _resend_proposal(self, p: Propose) -> None:
-        """(Re)send this coordinator's proposal: a member may have ignored it while it still followed
-        a coordinator it had not yet found dead."""
-        self._proposed_at = self.now
-        targets = (set(self._current.members) | {m for m, _ in p.members}) - {self.me}
-        self.out.send(tuple(sorted_pids(targets)), p)
+            self._on_propose(self.me, new)  # once sent: the removed must hear it too, and the view may change now
 
     def _on_propose(self, src: str, p: Propose) -> None:
-        view = self.view
-        assert view is not None
+        """A proposal: follow it if `ViewChange.accept` says so — stop numbering, relay the removed
+        members' messages, send the FLUSH marker, take the frames of members cut before and kept now."""
+        view = self._current
         if p.view == view.id and self.last_install is not None and src != self.me:
             self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
             return
-        if p.view != view.id + 1 or p.coordinator != src or p.group != view.group:
+        step = self.change.accept(src, p, view, self.me, self._coordinator(), self.quorum)
+        if isinstance(step, str):
+            self._become_removed(step)
+        if not isinstance(step, tuple):
             return
-        change = self.change
-        if not change.follows(p, self._coordinator()):
-            return
-        if any(pid == self.me for pid, _ in p.removed):
-            if self.quorum:
-                return  # only a proposal: if it completes, a member of the new view will say so
-            self._become_removed(f"{src} removed this peer")
-            return
-        started = change.start(p, view, self.me)
-        if started is None:
-            return
-        flushing, kept = started
+        flushing, taken_back = step
         self._set_mode(FLUSHING)
         order = self.traffic.order
         order.stop_numbering()
@@ -769,15 +741,14 @@ class Core:
         for frame in order.relays(flushing.removed):
             self.out.send(others, frame)
         self.out.send(others, Flush(p.view, p.attempt, p.coordinator))
-        if kept:
-            for s, f in change.take_back(kept):
-                if s in self.peers.links:
-                    try:
-                        handler = self._handlers.get(type(f))
-                        if type(handler) is Ordered:
-                            handler(self, s, f)
-                    except FrameError:
-                        pass
+        for s, f in taken_back:
+            if s in self.peers.links:
+                try:
+                    handler = self._handlers.get(type(f))
+                    if type(handler) is Ordered:
+                        handler(self, s, f)
+                except FrameError:
+                    pass
         self._deliver_ready()
 
     def _on_flush(self, src: str, f: Flush) -> None:
@@ -791,41 +762,24 @@ class Core:
 
     def _on_install(self, src: str, i: Install) -> None:
         view = self.view
-        if view is None:
-            if dict(i.members).get(self.me) != self.incarnation:
-                return
-            if self.founding.promised_elsewhere(i.coordinator if i.view == 1 else "", i.group, self.now):
-                return  # bound to another founder for now (it may install us); this group asks again
-            if i.group == self._cut_from[0] and i.view <= self._cut_from[1]:
-                return  # a view from before this peer was cut off (a member that did not know yet)
-        elif i.view != view.id + 1 or i.group != view.group:
-            return
-        self._install(i)
+        if (self.founding.admits(i, self.me, self.incarnation, self.now) if view is None
+                else i.view == view.id + 1 and i.group == view.group):
+            self._install(i)
 
     def _install(self, i: Install) -> None:
         if self.out.marks_due:
             self.out.send_marks()  # what was received in the old view, before anything of the next
         old = self.view
-        members = dict(i.members)
-        if old is not None and self.me not in members and self.me not in i.left:
-            # removed: it never flushed for this view (it would have been told at the proposal), so
-            # it did not deliver all of the old view and must not record the view as if it had
-            self._become_removed(f"{i.coordinator} installed view {i.view} without this peer")
+        outcome = self.change.concluded(i, old, self.me)
+        if isinstance(outcome, str):
+            self._become_removed(outcome)
             return
-        if old is not None:
-            outcome = self.change.outcomes.get((i.attempt, i.coordinator))
-            if outcome is None:
-                # an attempt this peer never flushed (or took for dead): it cannot end the old view
-                # as the others did, so it is out of this view, like a member cut off
-                self._become_removed(f"{i.coordinator} installed view {i.view} from an attempt this peer "
-                                     "did not flush")
-                return
-            # the flush's last step takes effect now: the old view's rest, then the view
+        members = dict(i.members)
+        if outcome is not None:  # the flush's last step takes effect now: the old view's rest, then the view
             self.traffic.order = outcome.order
             if outcome.delivered:
                 self._emit(outcome.delivered)
         self.traffic.install(i)
-        self._rejoining = False
         if old is None and self._resubmit:
             # admitted again after a partition: what the group delivered of ours is up to our mark
             mark = self.traffic.last_delivered.get(self.me, -1)
@@ -894,16 +848,10 @@ class Core:
         view = self.view
         members = sorted_pids(view.members) if view is not None else []
         order = self.traffic.order
-        pending = tuple(
-            PendingStatus(e.clock, e.pid, e.text,
-                          tuple(p for p in members if p in e.acks),
-                          tuple(p for p in members if p not in e.acks) if order.acknowledged else (),
-                          order.waits(e, members), e.seq)
-            for e in order
-        )
-        return Status(self.me, self.mode, self.traffic.clock.time, view, self.traffic.delivered, pending,
-                      tuple(sorted_pids(self.detector.suspected)), dict(self.detector.last_heard), self.now,
-                      tuple(self.alarms), self.view_delivered, self.digest, order.name, self.no_quorum)
+        return Status(self.me, self.mode, self.traffic.clock.time, view, self.traffic.delivered,
+                      pending_status(order, members), tuple(sorted_pids(self.detector.suspected)),
+                      dict(self.detector.last_heard), self.now, tuple(self.alarms), self.view_delivered,
+                      self.digest, order.name, self.no_quorum)
 
 
 # -- dispatch: `tom.core.dispatch.TABLE`, its names made handlers -----------------------------------

@@ -22,6 +22,7 @@ from ..codec.frames import Frame, Message, Relay, Seq
 from .causal import CausalOrder
 from .lamport import LamportOrder
 from .queue import Entry
+from .records import PendingStatus
 from .sequencer import SequencerOrder
 
 
@@ -77,3 +78,13 @@ ORDERS = ("lamport", "sequencer", "causal")
 
 ORDER_CLASSES: dict[str, Callable[[str, dict[str, int]], Order]] = {
     "lamport": LamportOrder, "sequencer": SequencerOrder, "causal": CausalOrder}
+
+
+def pending_status(order: Order, members: list[str]) -> tuple[PendingStatus, ...]:
+    """What a status shows of the messages pending in ``order``: who of ``members`` (pid order) holds
+    each, who does not (in an order with ACKs), and what it waits for."""
+    return tuple(
+        PendingStatus(e.clock, e.pid, e.text, tuple(p for p in members if p in e.acks),
+                      tuple(p for p in members if p not in e.acks) if order.acknowledged else (),
+                      order.waits(e, members), e.seq)
+        for e in order)

@@ -9,8 +9,9 @@ and lapses unless renewed (`Peers.expire_joins`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from ..codec.pid import pid_key
 from .records import View
 
 NO_INCARNATION = 0
@@ -69,6 +70,23 @@ class Peers:
         return {p: inc for p, (inc, _) in self.joins.items()
                 if p in links and links[p] == inc and view.incarnations.get(p) != inc
                 and self.views.get(p, 0) == 0}
+
+    def founders(self, me: str, incarnation: int, last_heard: Mapping[str, float],
+                 heard_since: float) -> dict[str, int] | None:
+        """The members of a group this joining peer may found now (pid -> incarnation): itself and
+        every connected peer that asked to join, as the incarnation connected. None (it keeps asking
+        to join) while a group exists — a peer announced a view and was heard after ``heard_since``,
+        even if its link is down for a moment —, a connected peer was not heard yet, or a smaller pid
+        is joining too: the smallest joining peer forms the group, the others join it."""
+        if any(v > 0 and last_heard.get(p, float("-inf")) > heard_since for p, v in self.views.items()):
+            return None
+        if any(p not in self.views for p in self.links):
+            return None
+        if any(pid_key(p) < pid_key(me) for p in self.links):
+            return None
+        members = {me: incarnation}
+        members.update({p: inc for p, (inc, _) in self.joins.items() if self.links.get(p) == inc})
+        return members
 
     def may_tell_removed(self, pid: str, now: float, period: float) -> bool:
         """Whether to tell ``pid`` again that it is not a member (at most once a ``period``)."""

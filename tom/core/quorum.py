@@ -7,9 +7,10 @@ sides of a partition never both go on (with ``quorum="majority"``).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from ..codec.pid import pid_key
+from .records import View
 
 
 def has_quorum(members: Collection[str], reachable: Iterable[str]) -> bool:
@@ -18,6 +19,14 @@ def has_quorum(members: Collection[str], reachable: Iterable[str]) -> bool:
     here = set(reachable) & set(members)
     twice = 2 * len(here)
     return twice > len(members) or (twice == len(members) and min(members, key=pid_key) in here)
+
+
+def lost_quorum(view: View, verified: set[str], announced: Mapping[str, int]) -> tuple[int, int] | None:
+    """``(reachable, members)`` while the members of ``view`` not found dead (``verified``) are no
+    primary component of it, else None. A member that ``announced`` a newer view went on without this
+    peer: it is not with it."""
+    reachable = {p for p in view.members - verified if announced.get(p, -1) <= view.id}
+    return None if has_quorum(view.members, reachable) else (len(reachable), len(view.members))
 
 
 def coordinator(members: Iterable[str], verified: Collection[str], leaving: Collection[str]) -> str | None:

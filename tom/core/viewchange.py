@@ -15,7 +15,9 @@ Invariants kept here:
 * ``cut`` are the members whose frames are no longer taken in this change (removed by it); what they
   sent since (``cut_frames``) is dropped at the install, or taken after all if a newer attempt keeps
   them;
-* markers that come before their proposal wait in ``early_markers`` (bounded).
+* markers that come before their proposal wait in ``early_markers`` (bounded);
+* a coordinator sends its proposal again at most once a heartbeat period (``proposed_at``: when it
+  last sent one), to members that may have ignored it while they still followed another.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 from ..codec.frames import Frame, Install, Propose
 from ..codec.pid import pid_key, sorted_pids
 from ..errors import FrameError
+from .peers import Peers
 from .queue import Entry
 from .quorum import may_change_without
 from .records import View
@@ -66,7 +69,7 @@ class Flushing:
 class ViewChange:
     """The flush this member follows, the outcomes it reported, and the frames of removed members."""
 
-    __slots__ = ("flush", "early_markers", "highest", "cut", "outcomes", "cut_frames")
+    __slots__ = ("flush", "early_markers", "highest", "cut", "outcomes", "cut_frames", "proposed_at")
 
     def __init__(self) -> None:
         self.flush: Flushing | None = None
@@ -75,6 +78,7 @@ class ViewChange:
         self.cut: set[str] = set()
         self.outcomes: dict[tuple[int, str], Outcome] = {}
         self.cut_frames: list[tuple[str, Frame]] = []
+        self.proposed_at = float("-inf")
 
     def end(self) -> None:
         """Forget the view change that just ended (an install) or that this peer left (a rejoin)."""
@@ -100,6 +104,25 @@ class ViewChange:
         if len(self.early_markers) < MAX_EARLY_MARKERS:
             self.early_markers.setdefault((view, attempt, coordinator), set()).add(src)
 
+    def to_propose(self, view: View, me: str, now: float, period: float, verified: set[str],
+                   suspected: Collection[str], peers: Peers, quorum: bool) -> tuple[Propose | None, Propose | None]:
+        """As the coordinator of ``view``: its proposal under way, if due to be sent again (a
+        ``period`` after the last), and the next proposal (`next_proposal`: the ``peers`` asking to
+        join or leave, the ``verified`` members found dead), each to send now, or None."""
+        flush = self.flush
+        again = None
+        joins: dict[str, int] = {}
+        leaves: set[str] = set()
+        if flush is None:
+            joins = peers.joiners(view)
+            leaves = set(peers.leaves) & view.members
+        elif flush.proposal.coordinator == me and now - self.proposed_at >= period:
+            again = flush.proposal
+        new = next_proposal(view, me, self, verified, suspected, joins, leaves, quorum)
+        if again is not None or new is not None:
+            self.proposed_at = now
+        return again, new
+
     def follows(self, p: Propose, coordinator_now: str | None) -> bool:
         """Whether to follow proposal ``p`` (of the right view and group, from its coordinator): a new
         attempt, newer than the one followed or from the coordinator this member now takes for right."""
@@ -124,6 +147,26 @@ class ViewChange:
         self.cut = set(removed)
         self.flush = Flushing(p, flush_set, removed, {me} | (early & flush_set))
         return self.flush, kept
+
+    def accept(self, src: str, p: Propose, view: View, me: str, coordinator_now: str | None,
+               quorum: bool) -> tuple[Flushing, list[tuple[str, Frame]]] | str | None:
+        """What proposal ``p`` from ``src`` does to this member of ``view``: the flush it now follows,
+        with the frames of members an earlier attempt cut and this one keeps (to be taken now, in
+        order); or why this member is out of the group (without a quorum, a proposal that removes it
+        does); or None: ignored — not the next view of this group from its coordinator, not newer
+        than the attempt followed (`follows`), removing this member with a quorum (only a proposal:
+        if it completes, a member of the new view will say so), or this member not in its flush set."""
+        if p.view != view.id + 1 or p.coordinator != src or p.group != view.group:
+            return None
+        if not self.follows(p, coordinator_now):
+            return None
+        if any(pid == me for pid, _ in p.removed):
+            return None if quorum else f"{src} removed this peer"
+        started = self.start(p, view, me)
+        if started is None:
+            return None
+        flushing, kept = started
+        return flushing, self.take_back(kept) if kept else []
 
     def take_back(self, kept: Collection[str]) -> list[tuple[str, Frame]]:
         """The frames of ``kept`` members held since they were cut, in order (they count after all)."""
@@ -195,6 +238,22 @@ class ViewChange:
             return False
         flush.flushed[src] = clock
         return set(flush.flushed) >= flush.flush_set
+
+    def concluded(self, i: Install, old: View | None, me: str) -> Outcome | str | None:
+        """What INSTALL ``i`` makes of ``old``, the view this member is in: the last step of the
+        attempt ``i`` ends, real now (None outside any view); or why this member is out of the new
+        view instead. Removed: it never flushed for this view (it would have been told at the
+        proposal), so it did not deliver all of the old view and must not record the view as if it
+        had. An attempt it never flushed (or took for dead): it cannot end the old view as the
+        others did, so it is out of the new one, like a member cut off."""
+        if old is None:
+            return None
+        if me not in dict(i.members) and me not in i.left:
+            return f"{i.coordinator} installed view {i.view} without this peer"
+        outcome = self.outcomes.get((i.attempt, i.coordinator))
+        if outcome is None:
+            return f"{i.coordinator} installed view {i.view} from an attempt this peer did not flush"
+        return outcome
 
     def install(self, view: View, me: str, delivered_marks: Mapping[str, int]) -> Install:
         """The INSTALL of the attempt this coordinator runs, every report in. ``delivered_marks``: the
