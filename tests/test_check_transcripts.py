@@ -4,7 +4,12 @@ block, ``check``, must find every invariant holding. A counterexample `tom check
 (``tom-check/counterexample.txt``) becomes one of these by copying it here once the bug is fixed
 (``TOM_REWRITE=1`` records the fixed core's outputs; read the diff before committing it).
 
-The files here are the schedules that found the six planted bugs of tests/test_check.py."""
+The files here are the schedules that found the six planted bugs of tests/test_check.py, and the
+holes of the real core that the checker reaches (`HOLES`): strict expected failures whose ``check``
+block says what must hold (``ok``) while the core breaks it. Every step before it must still do what
+the file says (a drift there is a plain failure: record the steps again); only the verdict of the
+``check`` block is expected to fail, so a fix makes the test pass, which strict xfail reports: move
+the file out of `HOLES` then. ``TOM_REWRITE=1`` keeps a hole's ``check`` block as written."""
 
 from __future__ import annotations
 
@@ -18,17 +23,40 @@ from tom.check.trace import run_transcript
 
 DATA = Path(__file__).parent / "testdata" / "check"
 
+# holes of today's core the checker reaches (issue 25): file stem -> the reason of the strict xfail
+HOLES = {
+    "view_change_gap_coordinator_cut_off_after_the_last_flushed": "hole 1, issue 25",
+}
 
-@pytest.mark.parametrize("path", sorted(DATA.glob("*.txt")), ids=lambda p: p.stem)
+
+class HoleStillOpen(Exception):
+    """A hole's ``check`` block found the invariant broken, every step before it as recorded."""
+
+
+def _param(path: Path):
+    if path.stem in HOLES:
+        return pytest.param(path, id=path.stem, marks=pytest.mark.xfail(
+            strict=True, raises=HoleStillOpen, reason=HOLES[path.stem]))
+    return pytest.param(path, id=path.stem)
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in sorted(DATA.glob("*.txt"))])
 def test_check_transcript(path):
     check_world._cache.clear()
     text = path.read_text()
     rows = run_transcript(text)
+    hole = path.stem in HOLES
     if os.environ.get("TOM_REWRITE"):
         head = text.split("\n\n", 1)[0]  # the comments and the configuration block
-        path.write_text("\n\n".join([head] + ["\n".join([cmd, "----", *got]) for cmd, _, got in rows]) + "\n")
-        return
+        # (a hole's check block says what must hold: it is kept as written)
+        kept = [(cmd, want if hole and cmd == "check" else got) for cmd, want, got in rows]
+        path.write_text("\n\n".join([head] + ["\n".join([cmd, "----", *out]) for cmd, out in kept]) + "\n")
+        if not hole:
+            return
+        rows = run_transcript(path.read_text())  # (a hole still fails as expected)
     for cmd, want, got in rows:
+        if hole and cmd == "check" and got != want:
+            raise HoleStillOpen(f"{path.name}: {got[0]}")
         assert got == want, f"{path.name}: after {cmd!r}\nwant:\n" + "\n".join(want) + "\nhave:\n" + "\n".join(got)
 
 

@@ -377,3 +377,81 @@ def test_a_stale_join_founds_nothing_with_a_peer_already_in_a_group():
     assert answers == []  # b is in a group: it promises nothing
     founder.tick(t + 10.0)
     assert founder.view is None
+
+
+# -- hole 2 (issue 25): a member that cannot hear another stalls the group --------------------------
+# Today only the coordinator removes members, and only those it stops hearing itself: a member that
+# cannot hear another (neighbors files that differ, a one-way cut) suspects it and can do nothing
+# about it, and every message then waits for an ACK that never comes. What the issue wants: the member
+# tells the coordinator, which removes the unreachable peer (or never admits a joiner some member
+# cannot reach), and says who cannot reach whom (a notice tagged "unreachable" naming both peers;
+# docs/view-change-consensus.md, "Shared suspicions"). Strict: a fix makes them pass, loudly.
+
+HOLE2_BOUND = 30.0
+"""Simulated seconds the group may take to go on without the unreachable peer: the suspicion timeout
+(5 s) and its verification (1 s), a report to the coordinator, a view change, with room to spare."""
+
+
+def _hole2_group() -> tuple[Network, list, dict]:
+    """A B C started (D is the test's) on a fixed-latency network that knows the four pids, every
+    notice recorded per peer; from 12 s on A, B and C send a message each second for 20 s."""
+    sim = Network.fixed(4, expected=True)
+    notices: dict[str, list] = {}
+    sim.on_step = lambda node, ready: notices.setdefault(node.pid, []).extend(ready.notices)
+    a, b, c, d = sim.pids
+    for pid in (a, b, c):
+        sim.push(0.0, "start", pid)
+    sent = []
+    for k in range(20):
+        for pid in (a, b, c):
+            sim.push(12.0 + k, "send", pid, f"{pid[-1]}-{k}")
+            sent.append(f"{pid[-1]}-{k}")
+    return sim, sent, notices
+
+
+def _goes_on_without(sim: Network, sent: list, notices: dict, deaf: str, unheard: str) -> None:
+    a, b, c, d = sim.pids
+    for pid in (a, b, c):
+        node = sim.nodes[pid]
+        assert node.core.view is not None and d not in node.core.view.members, (
+            f"{pid} still has {d} in its view {node.core.view}")
+        texts = {x.text for x in node.delivered if not isinstance(x, ViewDelivery)}
+        missing = [t for t in sent if t not in texts]
+        assert not missing, f"{pid} delivered {len(sent) - len(missing)} of {len(sent)} messages"
+    said = [n for pid in (a, b, c) for n in notices.get(pid, []) if getattr(n, "tag", n) == "unreachable"]
+    assert any(deaf in repr(n) and unheard in repr(n) for n in said), (
+        f"no notice names {deaf} not reaching {unheard}: {said}")
+    check(sim)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="hole 2, issue 25: a member that cannot reach a joiner stalls the group")
+def test_hole2_neighbors_files_that_differ_do_not_stall_the_group():
+    """B's neighbors file lacks D, A's and C's list it (B never connects to D: a connection cut for
+    good), and D starts once A B C run view 1: today A admits D, B never hears D and suspects it but
+    only the coordinator removes members, and A hears D, so every message waits for an ACK across the
+    missing link. Wanted: within HOLE2_BOUND s A B C go on without D, deliver everything, and a notice
+    says B cannot reach D."""
+    sim, sent, notices = _hole2_group()
+    a, b, c, d = sim.pids
+    sim.cut(b, d)  # B's file lacks D: no connection, ever (no heal in this test)
+    sim.push(10.0, "start", d)
+    sim.run(until=12.0 + 20 + HOLE2_BOUND)
+    _goes_on_without(sim, sent, notices, b, d)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="hole 2, issue 25: a one-way cut stalls the group")
+def test_hole2_a_one_way_cut_does_not_stall_the_group():
+    """A B C D run view 1; then D's frames stop reaching B (a one-way cut: the connection stays up, B
+    still reaches D, and D reaches A and C): today B suspects D and can do nothing about it, A hears D
+    and removes nobody, so every message waits for D's ACK at B. Wanted: within HOLE2_BOUND s A B C go
+    on without D, deliver everything, and a notice says B cannot hear D."""
+    sim, sent, notices = _hole2_group()
+    a, b, c, d = sim.pids
+    sim.push(0.0, "start", d)
+    sim.run(until=11.0)
+    assert {p for p in sim.nodes[a].core.view.members} == set(sim.pids)
+    sim.hold(d, b)  # D's frames wait for ever on D->B (never released)
+    sim.run(until=12.0 + 20 + HOLE2_BOUND)
+    _goes_on_without(sim, sent, notices, b, d)

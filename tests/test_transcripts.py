@@ -45,6 +45,13 @@ Output: ``T X delivers ...`` per delivery and ``T X notice NAME`` per notice, ``
 
 ``TOM_REWRITE=1 pytest tests/test_transcripts.py`` rewrites the expected output from what the core
 does now (then read the diff before you commit it).
+
+Known holes (`HOLES`, issue 25): stories the core does not get right yet, each a strict expected
+failure whose ``check`` blocks say what must hold (``ok``). Every other block must do what the file
+says (a drift is a plain failure: record it again); only a ``check`` verdict is expected to differ, so
+a fix makes the test pass, which strict xfail reports: take the story out of `HOLES` then. A rewrite
+keeps a hole's ``check`` blocks as written. A frame a core refuses during a ``run`` (`FrameError`,
+a bug in the sender) stops the run and is shown as ``refused: ...``.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ from guarantees import check
 from simnet import Network, tag
 from tom.core import Core, Timing, ViewDelivery
 from tom.codec.frames import Heartbeat, Install, format_frame, parse_frame
+from tom.errors import FrameError
 
 DATA = Path(__file__).parent / "testdata"
 NAMES = "ABCDEFG"
@@ -180,7 +188,10 @@ class Transcript:
         self.lines = []
         if verb == "run":
             self.trace = words[2] if len(words) > 2 else ""
-            net.run(until=float(words[1]), exact=True)
+            try:
+                net.run(until=float(words[1]), exact=True)
+            except FrameError as e:  # (a hole: the run cannot go on)
+                self.lines.append(f"{net.now:.2f} refused: {named(str(e))}")
             self.trace = ""
         elif verb == "start":
             for name in words[1:]:
@@ -267,15 +278,46 @@ def render(blocks) -> str:
     return "\n\n".join("\n".join([*c, cmd, "----", *out]) for c, cmd, out in blocks) + "\n"
 
 
-@pytest.mark.parametrize("path", sorted(DATA.glob("*.txt")), ids=lambda p: p.stem)
+# the holes of issue 25 told as stories (see the module docstring): file stem -> why it fails
+HOLES = {
+    "hole1_founding_known_lamport_1488": "hole 1, issue 25 (FOUNDING_KNOWN lamport 1488)",
+    "hole1_founding_known_causal_1488": "hole 1, issue 25 (FOUNDING_KNOWN causal 1488)",
+    "hole1_founding_known_causal_1085": "hole 1, issue 25 (FOUNDING_KNOWN causal 1085)",
+    "founding_known_sequencer_351_two_primaries": "two primaries, issue 25 (FOUNDING_KNOWN sequencer 351)",
+    "founding_known_lamport_2161_member_left_alone": "a member left alone, issue 25 (FOUNDING_KNOWN lamport 2161)",
+    "founding_known_sequencer_2161_member_left_alone": "a member left alone, issue 25 (FOUNDING_KNOWN sequencer 2161)",
+    "founding_known_causal_2161_member_left_alone": "a member left alone, issue 25 (FOUNDING_KNOWN causal 2161)",
+    "edge_1037_joiner_founds_beside_the_group_that_admitted_it": "false divergence alarm, issue 25 (edge seed 1037)",
+}
+
+
+class HoleStillOpen(Exception):
+    """A known hole's ``check`` block found a guarantee broken, every other block as recorded."""
+
+
+def _param(path: Path):
+    if path.stem in HOLES:
+        return pytest.param(path, id=path.stem, marks=pytest.mark.xfail(
+            strict=True, raises=HoleStillOpen, reason=HOLES[path.stem]))
+    return pytest.param(path, id=path.stem)
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in sorted(DATA.glob("*.txt"))])
 def test_transcript(path):
     blocks = parse(path.read_text())
     t = Transcript()
     got = [(c, cmd, t.run(cmd)) for c, cmd, _ in blocks]
+    hole = path.stem in HOLES
     if os.environ.get("TOM_REWRITE"):
-        path.write_text(render(got))
-        return
+        # (a hole's check blocks say what must hold: kept as written)
+        path.write_text(render([(c, cmd, want if hole and cmd == "check" else have)
+                                for (c, cmd, have), (_, _, want) in zip(got, blocks)]))
+        if not hole:
+            return
+        blocks = parse(path.read_text())
     for (_, cmd, want), (_, _, have) in zip(blocks, got):
+        if hole and cmd == "check" and have != want:
+            raise HoleStillOpen(f"{path.name}: {have[0]}")
         assert have == want, f"{path.name}: after {cmd!r}\nwant:\n" + "\n".join(want) + "\nhave:\n" + "\n".join(have)
 
 
