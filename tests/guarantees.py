@@ -142,7 +142,7 @@ def _check_leaves_and_liveness(sim: Network, seqs: dict, where: str, liveness: b
     # no divergence alarm where nothing diverged (what the checks above hold)
     for node in sim.history:
         alarms = node.core.stats["divergence_alarms"]
-        assert not alarms, f"{node.pid}/{node.incarnation}: {node.core.alarms}; {where}"
+        assert not alarms, f"{node.pid}/{node.incarnation}: {node.core.divergence.alarms}; {where}"
     # liveness: the live members end in one view, with nothing pending, and got every survivor's message
     live = [n for n in sim.nodes.values() if n.alive]
     assert live, f"nobody left alive; {where}"
@@ -171,7 +171,7 @@ def _check_leaves_and_liveness(sim: Network, seqs: dict, where: str, liveness: b
     for n in live:
         assert n.core.mode == "normal", f"{n.pid} ends in mode {n.core.mode}; {where}"
         assert len(n.core.order) == 0, f"{n.pid} ends with {len(n.core.order)} pending; {where}"
-        assert not n.core._held_texts, f"{n.pid} ends with unsent texts; {where}"
+        assert not n.core.held.texts, f"{n.pid} ends with unsent texts; {where}"
     for n in live:
         # (a peer that rejoined after a partition delivers from its new join on: what it entered
         # before may have been delivered by the others only)

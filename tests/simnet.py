@@ -316,7 +316,7 @@ class Network:
                 self.push(self.now, "drain", b, a)
                 continue
             na, nb = self.nodes.get(a), self.nodes.get(b)
-            if na and nb and na.alive and nb.alive and b not in na.core.links:
+            if na and nb and na.alive and nb.alive and b not in na.core.peers.links:
                 at = self.now + self._draw(0.001, 0.5, self.default_latency)
                 self.push(at, "reconnect", a, b, na.incarnation, nb.incarnation)
 
@@ -340,7 +340,7 @@ class Network:
         if (src, dst.pid) in self.held:
             return False
         if self.connections:
-            return src in dst.core.links
+            return src in dst.core.peers.links
         return frozenset((src, dst.pid)) not in self.down
 
     # -- traffic ---------------------------------------------------------------------------------

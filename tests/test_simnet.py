@@ -64,7 +64,7 @@ def test_a_cut_tells_both_cores_and_a_heal_reconnects_them():
     net.run(5, exact=True)
     a, b, c = net.pids
     net.cut(a, b)
-    assert b not in net.cores[a].links and a not in net.cores[b].links and c in net.cores[a].links
+    assert b not in net.cores[a].peers.links and a not in net.cores[b].peers.links and c in net.cores[a].peers.links
     net.send(a, "hello")
     net.run(6, exact=True)
     assert [texts(net, p) for p in net.pids] == [[], [], []] and net.now == 6  # the frame to B waits

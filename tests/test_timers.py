@@ -75,4 +75,4 @@ async def test_a_member_that_keeps_talking_is_never_suspected(autojump_clock, tm
 
     sent = await run_for(25, core, tmp_path / "a.jsonl", feed)
     assert not [f for _, _, f in sent if type(f) is Propose]
-    assert core.view is not None and core.view.members == {A, B} and not core.suspected
+    assert core.view is not None and core.view.members == {A, B} and not core.detector.suspected

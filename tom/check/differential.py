@@ -297,6 +297,27 @@ class _Mirrored(MutableMapping):
         return len(self.new)
 
 
+class _Part:
+    """A part both cores hold (``detector``): its attributes read from the new core's, its dicts
+    mirrored (`_Mirrored`). An old core from before the parts holds their attributes itself."""
+
+    __slots__ = ("old", "new")
+
+    def __init__(self, old: Any, new: Any) -> None:
+        self.old, self.new = old, new
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.new, name)
+        if type(value) is dict:
+            old = getattr(self.old, name, None)
+            return _Mirrored(old if type(old) is dict else None, value)
+        return value
+
+
+_PARTS = ("detector",)
+"""The parts the check's world reaches into (`tom.check.world`: who was heard when)."""
+
+
 def _forwarded(name: str):
     def call(self: "PairedCore", *args: Any, **kwargs: Any) -> Any:
         return self._call(name, args, kwargs)
@@ -423,6 +444,8 @@ class PairedCore:
         if name.startswith("__") or name in PairedCore.__slots__:
             raise AttributeError(name)
         value = getattr(self.new, name)
+        if name in _PARTS:
+            return _Part(getattr(self.old, name, self.old), value)
         if callable(value) and not isinstance(value, type):
             return lambda *args, **kwargs: self._call(name, args, kwargs)
         if type(value) is dict:
@@ -465,6 +488,8 @@ def _state(core: Any, s: SimpleNamespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in _STATE:
         value = getattr(core, name, _MISSING)
+        if name == "suspected" and value is _MISSING and hasattr(core, "detector"):
+            value = core.detector.suspected  # (a property of `Core` before it held its parts openly)
         if name == "clock":
             value = getattr(value, "time", value)
         out[name] = plain(value, s)

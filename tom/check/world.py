@@ -263,7 +263,7 @@ class Local:
     def of(core: Core) -> "Local":
         blob, fp = freeze(core)
         return Local(blob, fp, getattr(core.mode, "value", core.mode), core.view.members if core.view is not None else frozenset(),
-                     frozenset(core.suspected), core.backlog(), core.leaving, core.now, core.no_quorum is not None)
+                     frozenset(core.detector.suspected), core.backlog(), core.leaving, core.now, core.no_quorum is not None)
 
     def core(self) -> Core:
         return thaw(self.blob)
@@ -305,19 +305,19 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
             sent = (msg.clock, msg.pid) if msg is not None else None
         elif kind == "timeout":
             x, t = arg
-            for p in list(core.last_heard):
+            for p in list(core.detector.last_heard):
                 if p != x:
-                    core.last_heard[p] = t
+                    core.detector.last_heard[p] = t
             core.tick(t)
             t += TIMING.verify_after
-            for p in list(core.last_heard):
-                if p != x and p not in core.suspected:
-                    core.last_heard[p] = t
+            for p in list(core.detector.last_heard):
+                if p != x and p not in core.detector.suspected:
+                    core.detector.last_heard[p] = t
             core.tick(t)
         elif kind == "tick":
             heard, t = arg
             for p in heard:
-                core.last_heard[p] = t
+                core.detector.last_heard[p] = t
             core.tick(t)
         elif kind == "leave":
             core.leave()

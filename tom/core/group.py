@@ -44,18 +44,20 @@ from ..codec.frames import (
 from ..codec.pid import sorted_pids
 from ..errors import FrameError, UsageError
 from . import notices
+from .admission import Admission, admission
 from .clock import LamportClock
 from .detector import FailureDetector
 from .dispatch import TABLE, Admit
 from .divergence import DivergenceCheck
 from .founding import Founding
+from .held import Held
 from .modes import TRANSITIONS, Mode
 from .order import ORDERS, Order, pending_status
 from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
 from .queue import Entry
 from .quorum import coordinator, lost_quorum
-from .records import Divergence, Ready, Status, Timing, View, ViewDelivery
+from .records import Ready, Status, Timing, View
 from .texts import check_text
 from .traffic import Traffic
 from .viewchange import Flushing, ViewChange
@@ -63,6 +65,8 @@ from .viewchange import Flushing, ViewChange
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
     Mode.JOINING, Mode.NORMAL, Mode.FLUSHING, Mode.FLUSHED, Mode.LEFT, Mode.REMOVED)
+
+TAKEN = Admission.TAKEN
 
 QUORUMS = ("majority", "none")
 """What a group does when a view change would leave fewer than a primary component of the view:
@@ -115,11 +119,10 @@ class Core:
         self.view: View | None = None
         self._trusted: frozenset[str] | None = None  # see `_trusted_sources`
         self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
-        self._resubmit: list[tuple[int, str, float | None]] = []  # own messages cut off with a rejoin
         self.peers = Peers()
         self.last_install: Install | None = None
         self.leaving = False
-        self._held_texts: list[tuple[str, float | None]] = []  # the users' texts, held outside a view
+        self.held = Held()
         self._early: list[tuple[str, Frame]] = []  # frames of a view not installed yet
         self._last_heartbeat = float("-inf")
         self._installed_at = now
@@ -160,33 +163,9 @@ class Core:
         return self.traffic.delivered
 
     @property
-    def links(self) -> dict[str, int]:
-        """Connected peers -> their incarnation."""
-        return self.peers.links
-
-    @property
-    def suspected(self) -> dict[str, float]:
-        """Members suspected (-> since when)."""
-        return self.detector.suspected
-
-    @property
-    def last_heard(self) -> dict[str, float]:
-        return self.detector.last_heard
-
-    @property
     def member_order(self) -> tuple[str, ...]:
         """The view's members in pid order: what the positions of marks name (empty outside a view)."""
         return tuple(self.out.index) if self.view is not None else ()
-
-    @property
-    def alarms(self) -> list[Divergence]:
-        """The last divergence alarms (for status)."""
-        return self.divergence.alarms
-
-    @property
-    def to_resubmit(self) -> int:
-        """This peer's messages cut off with a rejoin, to be sent again unless the group delivered them."""
-        return len(self._resubmit)
 
     def __getstate__(self) -> dict[str, Any]:
         """Plain data only (for copies and `tom check`'s fingerprints): the handler table is the
@@ -218,7 +197,7 @@ class Core:
         if self.leaving:
             raise UsageError("this peer is leaving the group")
         if self.mode != NORMAL or self.no_quorum is not None:
-            self._held_texts.append((text, sent_at))
+            self.held.hold(text, sent_at)
             return None
         return self._multicast(text, sent_at)
 
@@ -351,18 +330,15 @@ class Core:
         return view
 
     def _trusted_sources(self) -> frozenset[str]:
-        """Peers whose ordered frames pass every check of `Core._admit` as things stand now.
-
-        Reset to None (recomputed on use) by everything that changes one of those checks: the view,
-        the mode, connections, announced views, the cut."""
+        """Peers connected now whose ordered frames `admission` takes, as things stand: reset to None
+        (recomputed on use) by everything that changes its inputs — the view, the mode, connections,
+        announced views, the cut."""
         view = self.view
         if view is None or self.mode not in (NORMAL, FLUSHING):
             return frozenset()
-        cut = self.change.cut
-        return frozenset(src for src in view.members
-                         if src != self.me and self.peers.views.get(src, self._unannounced) == view.id
-                         and self._member_link(src) and src not in cut
-                         and (self.static or src in self.peers.links))
+        return frozenset(src for src in view.members if src != self.me and (self.static or src in self.peers.links)
+                         and admission(view.id, self.peers.views.get(src, self._unannounced), self._member_link(src),
+                                       src in self.change.cut) is TAKEN)
 
     @property
     def _unannounced(self) -> int:
@@ -378,30 +354,22 @@ class Core:
     # -- ordered traffic -----------------------------------------------------------------------
 
     def _admit(self, src: str, frame: Frame) -> bool:
-        """Whether an ordered frame is taken now: from a member of this view, connected as its
-        incarnation, not cut off. A frame of a view not installed yet waits; one of an older view is
-        stale."""
+        """Whether an ordered frame is taken now (`tom.core.admission`); what is not taken waits for
+        its view, is kept while its sender is cut off, or tells a stranger it is not a member."""
         view = self.view
-        if view is None:
+        verdict = admission(view.id if view is not None else None, self.peers.views.get(src, self._unannounced),
+                            self._member_link(src), src in self.change.cut)
+        if verdict is TAKEN:
+            return True
+        if verdict is Admission.WAIT:
             self._hold(src, frame)
-            return False
-        announced = self.peers.views.get(src, self._unannounced)
-        if announced > view.id:
-            self._hold(src, frame)
-            return False
-        if announced < view.id:
-            return False
-        if not self._member_link(src):
+        elif verdict is Admission.CUT:
+            self.change.keep_cut_frame(src, frame)
+        elif verdict is Admission.STRANGER:
             if self.static:
                 raise FrameError(f"frame from {src}, which is not a member")
             self._tell_removed(src)
-            return False
-        if src in self.change.cut:
-            # cut off: what a removed member sends after the flush started is not delivered (kept
-            # only until the install, in case a newer proposal keeps it after all)
-            self.change.keep_cut_frame(src, frame)
-            return False
-        return True
+        return False
 
     def _hold(self, src: str, frame: Frame) -> None:
         if len(self._early) >= MAX_EARLY_FRAMES:
@@ -456,8 +424,7 @@ class Core:
 
     def _send_held(self) -> None:
         """Multicast what was held while no view was installed, a flush ran or the quorum was lost."""
-        held, self._held_texts = self._held_texts, []
-        for text, sent_at in held:
+        for text, sent_at in self.held.take():
             self._multicast(text, sent_at)
 
     def _deliver_ready(self) -> None:
@@ -620,8 +587,7 @@ class Core:
         self._chain_digests()
         if self.out.marks_due:
             self.out.send_marks()
-        self._resubmit += sorted((e.clock, e.text, e.sent_at) for e in self.traffic.order
-                                 if e.pid == self.me and e.text is not None)
+        self.held.cut_off(e for e in self.traffic.order if e.pid == self.me)
         self._set_mode(JOINING)
         self.founding.cut_off(self._current.group, self._current.id)
         self.view = None
@@ -780,11 +746,8 @@ class Core:
             if outcome.delivered:
                 self._emit(outcome.delivered)
         self.traffic.install(i)
-        if old is None and self._resubmit:
-            # admitted again after a partition: what the group delivered of ours is up to our mark
-            mark = self.traffic.last_delivered.get(self.me, -1)
-            self._held_texts[:0] = [(text, sent_at) for clock, text, sent_at in self._resubmit if clock > mark]
-            self._resubmit = []
+        if old is None:  # (admitted again after a partition: the group delivered ours up to our mark)
+            self.held.admitted(self.traffic.last_delivered.get(self.me, -1))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
         self._chain_digests()  # what was delivered in the old view belongs to its chain
@@ -837,12 +800,12 @@ class Core:
 
     def backlog(self) -> int:
         """Messages accepted but not yet delivered (pending here or held until a view is installed)."""
-        return len(self.traffic.order) + len(self._held_texts)
+        return len(self.traffic.order) + len(self.held.texts)
 
     def undelivered_own(self) -> int:
         """Messages entered at this peer and not delivered here (held, or pending): what a stop now
         would leave undelivered, as far as this peer knows."""
-        return len(self._held_texts) + sum(1 for e in self.traffic.order if e.pid == self.me and e.text is not None)
+        return len(self.held.texts) + sum(1 for e in self.traffic.order if e.pid == self.me and e.text is not None)
 
     def status(self) -> Status:
         view = self.view
@@ -850,7 +813,7 @@ class Core:
         order = self.traffic.order
         return Status(self.me, self.mode, self.traffic.clock.time, view, self.traffic.delivered,
                       pending_status(order, members), tuple(sorted_pids(self.detector.suspected)),
-                      dict(self.detector.last_heard), self.now, tuple(self.alarms), self.view_delivered,
+                      dict(self.detector.last_heard), self.now, tuple(self.divergence.alarms), self.view_delivered,
                       self.digest, order.name, self.no_quorum)
 
 

@@ -277,7 +277,7 @@ class Peer:
             log.info("quorum again: delivering")
             return
         if type(notice) is notices.Rejoining:
-            held = self.core.backlog() + self.core.to_resubmit
+            held = self.core.backlog() + len(self.core.held.resubmit)
             log.warning("cut off: the group went on without this peer (a partition): joining it again as a "
                         "new member%s", f"; {held} message{'s' if held != 1 else ''} entered here will be sent "
                         "again unless the group delivered them" if held else "")
