@@ -90,6 +90,8 @@ class Network:
     # with its neighbors file): with a quorum, peers may then start, and partitions come, while the
     # first group forms — only a primary component of the pids founds one
     expected: bool = False
+    # with ``expected``: a group may shrink below a majority of the pids (`Core(last_man_standing=)`)
+    last_man_standing: bool = False
     # batching: a core often takes several frames in one step, so its ACKs go out in runs; the rule
     # (from the stream ``batching``): after a frame a peer's step goes on with probability 0.7, or
     # (``steps_end_together``, the static group's rule) every open step ends at once with
@@ -175,7 +177,8 @@ class Network:
             self.crash(pid)
         inc = len(self.history) + 1
         node = Node(pid, Core.joining(pid, inc, self.timing, now=self.now, order=self.order,
-                                      quorum=self.quorum, expected=self.pids if self.expected else ()), inc)
+                                      quorum=self.quorum, expected=self.pids if self.expected else (),
+                                      last_man_standing=self.last_man_standing), inc)
         self.nodes[pid] = node
         self.history.append(node)
         self.log.append(f"{self.now:.2f} start {pid}/{inc}")

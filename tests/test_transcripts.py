@@ -23,6 +23,7 @@ Cores on a network (`simnet.Network.fixed`: frames flow by themselves, FIFO, eac
 latency; nothing is random; time passes in ticks of 0.25 s, and every live core is ticked):
     network A B C D          the peers of the network (none runs yet); options: order=, quorum=none,
                              expected (they know each other's pids, as from a neighbors file),
+                             last-man-standing (a group may shrink below a majority of them),
                              latency=0.01 (seconds per frame)
     start A B                processes start, and dial every live peer (a restart if one runs)
     run 12.5                 the clock runs to 12.5 s; ``run 12.5 trace`` also shows every frame
@@ -236,7 +237,8 @@ class Transcript:
         settings = dict(w.split("=") for w in options if "=" in w)
         net = self.net = Network.fixed(len(self.names), latency=float(settings.get("latency", 0.01)),
                                        order=settings.get("order", "lamport"),
-                                       quorum=settings.get("quorum", "majority"), expected="expected" in options)
+                                       quorum=settings.get("quorum", "majority"), expected="expected" in options,
+                                       last_man_standing="last-man-standing" in options)
         net.on_step = lambda node, ready: self.lines.extend(
             f"{net.now:.2f} {line}" for line in ready_lines(named(node.pid), ready))
         net.on_receive = self.received
@@ -283,11 +285,6 @@ HOLES = {
     "hole1_founding_known_lamport_1488": "hole 1, issue 25 (FOUNDING_KNOWN lamport 1488)",
     "hole1_founding_known_causal_1488": "hole 1, issue 25 (FOUNDING_KNOWN causal 1488)",
     "hole1_founding_known_causal_1085": "hole 1, issue 25 (FOUNDING_KNOWN causal 1085)",
-    "founding_known_sequencer_351_two_primaries": "two primaries, issue 25 (FOUNDING_KNOWN sequencer 351)",
-    "founding_known_lamport_2161_member_left_alone": "a member left alone, issue 25 (FOUNDING_KNOWN lamport 2161)",
-    "founding_known_sequencer_2161_member_left_alone": "a member left alone, issue 25 (FOUNDING_KNOWN sequencer 2161)",
-    "founding_known_causal_2161_member_left_alone": "a member left alone, issue 25 (FOUNDING_KNOWN causal 2161)",
-    "edge_1037_joiner_founds_beside_the_group_that_admitted_it": "false divergence alarm, issue 25 (edge seed 1037)",
 }
 
 

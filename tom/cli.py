@@ -100,9 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="majority (default): a first group is founded only by a majority of the neighbors "
                            "file's peers (a peer alone waits); when a partition or failures leave fewer than a "
                            "majority of the view (or half without its smallest member), this side waits, holding "
-                           "its messages, and rejoins the others when the network heals; none: a peer alone "
-                           "founds a group, and each side goes on as a group of its own (available, but two "
-                           "histories)")
+                           "its messages, and rejoins the others when the network heals; so it does when the "
+                           "members it reaches are fewer than a majority of the neighbors file (see "
+                           "--last-man-standing); none: a peer alone founds a group, and each side goes on as a "
+                           "group of its own (available, but two histories)")
+    peer.add_argument("--last-man-standing", action="store_true",
+                      help="with --quorum majority: let the group go on as it shrinks below a majority of the "
+                           "neighbors file, each step a majority of the view before it (Corosync's name); "
+                           "available, but a group founded by the file's other peers may then go on beside it")
     peer.add_argument("--order", choices=ORDERS, default="lamport",
                       help="how the group orders its messages, the same at every member (a neighbor of another "
                            "order is refused): lamport (default) delivers in one total order once every member "
@@ -222,7 +227,7 @@ def run_peer(args: argparse.Namespace) -> int:
     peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
                            args.static, args.heartbeat, args.timeout, jitter=args.jitter, keys=args.keys,
                            http=args.http, api_token=api_token_file(args), order=args.order,
-                           quorum=args.quorum))
+                           quorum=args.quorum, last_man_standing=args.last_man_standing))
 
     def late_signal(signum, frame) -> None:
         # a SIGINT/SIGTERM while the peer is not listening for one: before it started, stop at once;

@@ -19,10 +19,11 @@ TOM adds:
                                                 up to clock c_k that it received from that member
     MESSAGE@<sent_at>+<c1>,<c2>,...-<clock>-<pid>-<text>   (and CMESSAGE...+<marks>-...)
                                                 wire v2: a message with the sender's MARKS riding on it
-    HEARTBEAT-<view>[-<count>-<digest>-<clock>-<pid>]
+    HEARTBEAT-<view>[-<count>-<digest>-<clock>-<pid>][ <group>]
                                                 "I am alive, in view <view>" (0: not in a group yet),
                                                 "delivered <count> messages in it, digest <crc32>, the
-                                                last event I delivered is (<clock>, <pid>)"
+                                                last event I delivered is (<clock>, <pid>)"; a dynamic
+                                                group's member names its group after a space
     REFUSED-<reason>                            last line on a connection the sender will not take
     RELAY[@<sent_at>]-<clock>-<pid>-<text>      a removed member's message, forwarded during a flush
     CMESSAGE[@<sent_at>]-<clock>-<pid>-<vc>-<text>, CRELAY[@<sent_at>]-<clock>-<pid>-<vc>-<text>
@@ -35,7 +36,7 @@ TOM adds:
     LEAVE-<pid>                                 please take me out of the group
     FLUSH-<view>-<attempt>-<coordinator>        marker: I sent everything I will send before <view>
     FLUSHED-<view>-<attempt>-<clock>            to the coordinator: my old view is fully delivered
-    REMOVED-<view>                              you are not a member of my view <view>
+    REMOVED-<view>[ <group>]                    you are not a member of my view <view> (of <group>)
     RESUME-<count>, RECEIVED-<count>            link layer: frames received from you so far (this
                                                 incarnation); on reconnect and every few hundred frames
     PROPOSE-<json>, INSTALL-<json>              a view change proposed, a view change decided
@@ -324,16 +325,20 @@ class Heartbeat(Frame):
     With a digest: the sender has delivered ``count`` messages in that view, ``digest`` is the CRC-32
     chain of their keys and texts (`delivery_digest`), and ``last`` the key ``(clock, pid)`` of the last
     event it delivered; peers compare them with their own to notice a divergence. ``count`` is None
-    (and ``last`` too) in the plain ``HEARTBEAT-<view>``.
+    (and ``last`` too) in the plain ``HEARTBEAT-<view>``. ``group``: the group the view belongs to
+    (`View.group`, e.g. ``127.0.0.1:5000/1``; a view is ``(group, view)``, never a bare number), empty
+    in a static group and outside any group — the handout's wire.
     """
 
     view: int
     count: int | None = None
     digest: int = 0
     last: tuple[int, str] | None = None
+    group: str = ""
 
     def __post_init__(self) -> None:
         _check_count(self.view, "view")
+        _check_group(self.group)
         if self.count is not None:
             _check_count(self.count, "count")
         if type(self.digest) is not int or not 0 <= self.digest <= 0xFFFFFFFF:
@@ -419,12 +424,14 @@ class Flushed(Frame):
 
 @dataclass(frozen=True, slots=True)
 class Removed(Frame):
-    """The receiver is not a member of the sender's view ``view``."""
+    """The receiver is not a member of the sender's view ``view`` of ``group`` (empty: a static group)."""
 
     view: int
+    group: str = ""
 
     def __post_init__(self) -> None:
         _check_count(self.view, "view")
+        _check_group(self.group)
 
 
 @dataclass(frozen=True, slots=True)
@@ -818,22 +825,41 @@ def _fast_seq(head: str, rest: str) -> Seq | None:
     return seq
 
 
+def _group_suffix(group: str) -> str:
+    """A frame's group after a space (nothing before it holds one), or nothing for no group."""
+    return f" {group}" if group else ""
+
+
+def _split_group(rest: str) -> tuple[str, str]:
+    """``rest`` without its group suffix, and the group (`_group_suffix`)."""
+    rest, sep, group = rest.partition(" ")
+    if sep and not group:
+        raise FrameError("empty group")
+    return rest, group
+
+
 def _format_heartbeat(h: Heartbeat) -> str:
     if h.last is None:
-        return f"HEARTBEAT-{h.view}"
-    return f"HEARTBEAT-{h.view}-{h.count}-{h.digest:08x}-{h.last[0]}-{h.last[1]}"
+        return f"HEARTBEAT-{h.view}{_group_suffix(h.group)}"
+    return f"HEARTBEAT-{h.view}-{h.count}-{h.digest:08x}-{h.last[0]}-{h.last[1]}{_group_suffix(h.group)}"
 
 
 def _parse_heartbeat(head: str, rest: str) -> Heartbeat:
+    rest, group = _split_group(rest)
     if "-" not in rest:
-        return Heartbeat(_int(rest, "view"))
+        return Heartbeat(_int(rest, "view"), group=group)
     parts = rest.split("-", 4)
     if len(parts) != 5:
         raise FrameError("HEARTBEAT needs view, count, digest, clock and pid")
     view, count, digest, clock, pid = parts
     if len(digest) != 8 or any(c not in "0123456789abcdef" for c in digest):
         raise FrameError(f"bad digest {digest!r}")
-    return Heartbeat(_int(view, "view"), _int(count, "count"), int(digest, 16), (_int(clock, "clock"), pid))
+    return Heartbeat(_int(view, "view"), _int(count, "count"), int(digest, 16), (_int(clock, "clock"), pid), group)
+
+
+def _parse_removed(head: str, rest: str) -> Removed:
+    rest, group = _split_group(rest)
+    return Removed(_int(rest, "view"), group)
 
 
 def _format_hello(h: Hello) -> str:
@@ -945,7 +971,7 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
     FrameKind(("LEAVE",), Leave, lambda leave: f"LEAVE-{leave.pid}", lambda head, rest: Leave(rest)),
     FrameKind(("FLUSH",), Flush, lambda f: f"FLUSH-{f.view}-{f.attempt}-{f.coordinator}", _parse_flush),
     FrameKind(("FLUSHED",), Flushed, lambda f: f"FLUSHED-{f.view}-{f.attempt}-{f.clock}", _parse_flushed),
-    FrameKind(("REMOVED",), Removed, lambda r: f"REMOVED-{r.view}", lambda head, rest: Removed(_int(rest, "view"))),
+    FrameKind(("REMOVED",), Removed, lambda r: f"REMOVED-{r.view}{_group_suffix(r.group)}", _parse_removed),
     FrameKind(("RESUME",), Resume, lambda r: f"RESUME-{r.count}", lambda head, rest: Resume(_int(rest, "count"))),
     FrameKind(("RECEIVED",), Received, lambda r: f"RECEIVED-{r.count}",
               lambda head, rest: Received(_int(rest, "count"))),

@@ -97,7 +97,7 @@ class Core:
     def __init__(self, me: str, members: Iterable[str] = (), *, incarnation: int = NO_INCARNATION,
                  static: bool = True, timing: Timing = Timing(), now: float = 0.0,
                  order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
-                 expected: Iterable[str] = ()) -> None:
+                 expected: Iterable[str] = (), last_man_standing: bool = False) -> None:
         check_options(wire, order, quorum)
         self.me = me
         self.incarnation = incarnation
@@ -113,6 +113,9 @@ class Core:
         self.detector = FailureDetector(timing.verify_after)
         self.change = ViewChange()
         self.founding = Founding(expected, timing.suspect_after)
+        # the file a view change keeps a primary component of, as founding does (`tom.core.quorum`);
+        # none with last_man_standing: a group may shrink below it (Corosync's votequorum option)
+        self.file = frozenset() if last_man_standing or not self.quorum else self.founding.expected
         self.divergence = DivergenceCheck(self.stats)
         self.mode = JOINING
         self._handlers = HANDLERS[(static, JOINING)]
@@ -139,12 +142,15 @@ class Core:
     @classmethod
     def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0,
                 order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
-                expected: Iterable[str] = ()) -> "Core":
+                expected: Iterable[str] = (), last_man_standing: bool = False) -> "Core":
         """Outside any group: join one, or found one. ``expected``: the peers a first group is founded
         among (the neighbors file); with a quorum, a group is only founded by a primary component of
-        them (`has_quorum`), so that peers cut off from each other at the start never found two."""
+        them (`has_quorum`), so that peers cut off from each other at the start never found two, and
+        no view change removes members unless those staying are one too — unless ``last_man_standing``
+        (then only a primary component of the view before is needed, and a group that shrank below a
+        majority of the file may go on beside one the rest of the file found)."""
         return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order,
-                   quorum=quorum, wire=wire, expected=expected)
+                   quorum=quorum, wire=wire, expected=expected, last_man_standing=last_man_standing)
 
     # -- what the shell and tools read -----------------------------------------------------------
 
@@ -261,8 +267,10 @@ class Core:
         if view is None or self.mode in (LEFT, REMOVED):
             return
         peers = self.peers
+        elsewhere = peers.elsewhere(view)  # (they never announced our view, whatever its number)
         self.detector.sweep(view, self.me, now, t.suspect_after, self.started_at, self._installed_at,
-                            lambda pid: peers.member_link(view, pid), peers.views)
+                            lambda pid: peers.member_link(view, pid),
+                            {**peers.views, **dict.fromkeys(elsewhere, -1)} if elsewhere else peers.views)
         self._check_quorum()
         if self.change.outcomes and self.mode == FLUSHING:
             self._deliver_ready()  # an attempt it flushed may be found dead by now (`open_outcome`)
@@ -287,9 +295,11 @@ class Core:
         self.detector.heard(src, self.now)
         view = self.view
         if (view is not None and src in self.detector.suspected and self._member_link(src)
-                and self.peers.views.get(src, self._unannounced) >= view.id):
+                and self.peers.views.get(src, self._unannounced) >= view.id
+                and self.peers.groups.get(src, "") in ("", view.group)):
             # (a new incarnation speaking does not clear its old one; nor does a member still in an
-            # older view: it missed an install — a partition — and must be removed to join again)
+            # older view: it missed an install — a partition — and must be removed to join again;
+            # nor one in another group, whatever its view number)
             del self.detector.suspected[src]
         if handler is None:
             raise FrameError(f"unexpected {type(frame).__name__} from {src}")
@@ -471,17 +481,17 @@ class Core:
             self.out.send_marks()
         if self.peers.links:
             if self.view is not None and self.mode == NORMAL:
-                beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key)
+                beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key, self.view.group)
             elif self.view is not None and self.mode != JOINING:
                 # a flush's last step may pass over what only removed members held: what this peer
                 # delivered is compared again once the next view is installed
-                beat = Heartbeat(self.view.id)
+                beat = Heartbeat(self.view.id, group=self.view.group)
             else:
                 beat = Heartbeat(0)
             self.out.send(tuple(self.peers.links), beat)
 
     def _on_heartbeat(self, src: str, frame: Heartbeat) -> None:
-        if self.peers.announced(src, frame.view):
+        if self.peers.announced(src, frame.view, frame.group):
             self._trusted = None
         if (self.quorum and frame.view > 0 and self.view is not None and self.mode == NORMAL
                 and not self._member_link(src)):
@@ -490,7 +500,8 @@ class Core:
             self._tell_removed(src)
         view = self.view
         if (frame.count is not None and view is not None and frame.view == view.id
-                and self._member_link(src)):  # (a view 2 of another group is not ours)
+                and frame.group in ("", view.group) and self._member_link(src)):
+            # (a view 2 of another group is not ours: edge seed 1037's false alarm)
             order = self.traffic.order
             order.progress(src, frame.count)
             if order.total:  # (in the causal order, peers may deliver one set in different orders)
@@ -542,11 +553,21 @@ class Core:
         if self.view is None or self.static:
             return
         if self.peers.may_tell_removed(src, self.now, self.timing.heartbeat):
-            self.out.send((src,), Removed(self.view.id))
+            self.out.send((src,), Removed(self.view.id, self.view.group))
 
     def _on_removed(self, src: str, frame: Removed) -> None:
+        """``src`` says this peer is not in its view. Of our group: a newer view went on without this
+        peer. Of another group (a view is ``(group, view)``): while this peer has no quorum, its group
+        is dead or cut off for good — it delivers nothing meanwhile — so it joins again (its own
+        undelivered messages sent again, as after a partition: `_rejoin`); with a quorum, nothing."""
         view = self.view
-        if view is None or not self._member_link(src) or frame.view <= view.id:
+        if view is None:
+            return
+        if frame.group and frame.group != view.group:
+            if self.no_quorum is not None:
+                self._become_removed(f"{src} is in group {frame.group} and this peer has no quorum")
+            return
+        if not self._member_link(src) or frame.view <= view.id:
             return
         self._become_removed(f"{src} is in view {frame.view} without this peer")
 
@@ -567,7 +588,8 @@ class Core:
         view = self.view
         if not self.quorum or self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
             return
-        lost = lost_quorum(view, self.detector.verified(self.now), self.peers.views)
+        lost = lost_quorum(view, self.detector.verified(self.now) | self.peers.elsewhere(view), self.peers.views,
+                           self.file)
         if lost is None:
             if self.no_quorum is not None:
                 self.no_quorum = None
@@ -613,6 +635,7 @@ class Core:
         view = self.view
         if view is not None and not self._member_link(src) and peers.views.get(src, 0):
             peers.views[src] = 0  # it asks to join: it is in no group now (cut off and told so)
+            peers.groups.pop(src, None)
             self._trusted = None
         if view is not None and src in view.members and view.incarnations[src] == join.incarnation:
             # already a member: it missed the INSTALL; resend it
@@ -680,7 +703,7 @@ class Core:
             return
         again, new = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
                                             self.detector.verified(self.now) & view.members,
-                                            self.detector.suspected, self.peers, self.quorum)
+                                            self.detector.suspected, self.peers, self.quorum, self.file)
         for p in (again, new):  # (again: a member may have ignored it while it followed another)
             if p is not None:
                 self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
@@ -773,7 +796,7 @@ class Core:
         # the view announcement must precede this view's frames on every link, connected or not
         announce = tuple(sorted_pids(set(self.peers.links) | set(self.out.others)))
         if announce:
-            self.out.send(announce, Heartbeat(i.view, 0, 0, self._last_key))
+            self.out.send(announce, Heartbeat(i.view, 0, 0, self._last_key, i.group))
         early, self._early = self._early, []
         for src, frame in early:
             if src in self.peers.links:

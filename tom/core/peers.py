@@ -2,8 +2,10 @@
 and their requests to join and to leave.
 
 Invariants: ``links`` holds exactly the peers connected now (pid -> incarnation); ``views[p]`` is the
-highest view ``p`` announced on its link (a heartbeat), forgotten when ``p`` is seen as a new
-incarnation — what an old incarnation said is void; a join request names the incarnation that asked
+highest view ``p`` announced on its link (a heartbeat) in the group ``groups[p]`` it last named (a
+view is ``(group, view)``: a peer that names another group starts again from the view it names; a
+heartbeat naming no group — a static group, a joining peer — keeps the group), both forgotten when
+``p`` is seen as a new incarnation — what an old incarnation said is void; a join request names the incarnation that asked
 and lapses unless renewed (`Peers.expire_joins`).
 """
 
@@ -21,12 +23,13 @@ NO_INCARNATION = 0
 class Peers:
     """Connections, announced views, and join / leave requests of the other peers."""
 
-    __slots__ = ("links", "incarnations", "views", "joins", "leaves", "told_removed")
+    __slots__ = ("links", "incarnations", "views", "groups", "joins", "leaves", "told_removed")
 
     def __init__(self) -> None:
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
         self.incarnations: dict[str, int] = {}  # last incarnation seen of each peer, connected or not
         self.views: dict[str, int] = {}  # the view each peer last announced on its link
+        self.groups: dict[str, str] = {}  # the group of that view ("" or absent: none named)
         self.joins: dict[str, tuple[int, float]] = {}  # join requests: pid -> (incarnation, when)
         self.leaves: dict[str, float] = {}  # leave requests: pid -> when
         self.told_removed: dict[str, float] = {}  # pid -> when it was last told it is not a member
@@ -38,18 +41,34 @@ class Peers:
         if self.incarnations.get(pid) != incarnation:
             self.incarnations[pid] = incarnation
             self.views.pop(pid, None)
+            self.groups.pop(pid, None)
             return True
         if joining:
             self.views.pop(pid, None)
+            self.groups.pop(pid, None)
             self.joins.pop(pid, None)
         return False
 
-    def announced(self, pid: str, view: int) -> bool:
-        """``pid`` announced ``view``: whether that is newer than what it said before."""
+    def announced(self, pid: str, view: int, group: str = "") -> bool:
+        """``pid`` announced ``view`` of ``group``: whether that is newer than what it said before (or
+        of another group than the one it named before)."""
+        if group and view > 0 and group != self.groups.get(pid, group):
+            self.groups[pid] = group
+            self.views[pid] = view
+            return True
+        if group and view > 0:
+            self.groups[pid] = group
         if view > self.views.get(pid, -1):
             self.views[pid] = view
             return True
         return False
+
+    def elsewhere(self, view: View | None) -> set[str]:
+        """The peers whose last announced view is of another group than ``view``'s: whatever its
+        number, it is not our view (a member among them never installed ours, or left it)."""
+        if view is None or not self.groups:
+            return set()
+        return {p for p, g in self.groups.items() if g and g != view.group}
 
     def member_link(self, view: View | None, pid: str) -> bool:
         """Whether ``pid`` is a member of ``view``, connected (if at all) as the incarnation it holds."""

@@ -3,6 +3,13 @@
 A *primary component* of a view is a strict majority of its members, or exactly half holding the
 view's smallest pid (the tie-breaker): two disjoint sets of members are never both primary, so two
 sides of a partition never both go on (with ``quorum="majority"``).
+
+The neighbors file (``expected``: the pids a core is given) is a set of the same kind: a group is
+founded only by a primary component of it (`tom.core.founding`), and, unless the group runs with
+``last_man_standing`` (an empty ``expected`` here), every view change keeps one of it too and a member
+that cannot reach one stops. All three use `has_quorum`, and primary components of one set pairwise
+intersect, so two primaries of the file never exist at once: a group that shrank step by step below
+a majority of the file would otherwise go on beside a group the rest of the file founds.
 """
 
 from __future__ import annotations
@@ -21,12 +28,18 @@ def has_quorum(members: Collection[str], reachable: Iterable[str]) -> bool:
     return twice > len(members) or (twice == len(members) and min(members, key=pid_key) in here)
 
 
-def lost_quorum(view: View, verified: set[str], announced: Mapping[str, int]) -> tuple[int, int] | None:
+def lost_quorum(view: View, verified: set[str], announced: Mapping[str, int],
+                expected: Collection[str] = ()) -> tuple[int, int] | None:
     """``(reachable, members)`` while the members of ``view`` not found dead (``verified``) are no
-    primary component of it, else None. A member that ``announced`` a newer view went on without this
-    peer: it is not with it."""
+    primary component of it, or — some of them missing — of the neighbors file ``expected`` (if
+    given), else None. A member that ``announced`` a newer view went on without this peer: it is not
+    with it. (A view whose members are all here was decided by them: it keeps its quorum even if it
+    is smaller than the file's majority, e.g. after leaves.)"""
     reachable = {p for p in view.members - verified if announced.get(p, -1) <= view.id}
-    return None if has_quorum(view.members, reachable) else (len(reachable), len(view.members))
+    if has_quorum(view.members, reachable) and (
+            not expected or reachable == view.members or has_quorum(expected, reachable)):
+        return None
+    return (len(reachable), len(view.members))
 
 
 def coordinator(members: Iterable[str], verified: Collection[str], leaving: Collection[str]) -> str | None:
@@ -42,8 +55,13 @@ def coordinator(members: Iterable[str], verified: Collection[str], leaving: Coll
 
 
 def may_change_without(members: frozenset[str], removed: Collection[str], suspected: Collection[str],
-                       quorum: bool) -> bool:
+                       quorum: bool, expected: Collection[str] = ()) -> bool:
     """Whether a view change removing ``removed`` may go ahead: always without a quorum; with one, if
     the members that stay and were heard from lately (not even suspected, so that a side cut off does
-    not count on the other before it finds it gone) are a primary component."""
-    return not quorum or has_quorum(members, members - set(removed) - set(suspected))
+    not count on the other before it finds it gone) are a primary component of the view, and of the
+    neighbors file ``expected`` too if given (empty: ``last_man_standing``, or no file) when the change
+    removes anyone."""
+    if not quorum:
+        return True
+    staying = members - set(removed) - set(suspected)
+    return has_quorum(members, staying) and (not expected or not removed or has_quorum(expected, staying))

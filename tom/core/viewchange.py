@@ -105,10 +105,12 @@ class ViewChange:
             self.early_markers.setdefault((view, attempt, coordinator), set()).add(src)
 
     def to_propose(self, view: View, me: str, now: float, period: float, verified: set[str],
-                   suspected: Collection[str], peers: Peers, quorum: bool) -> tuple[Propose | None, Propose | None]:
+                   suspected: Collection[str], peers: Peers, quorum: bool,
+                   expected: Collection[str] = ()) -> tuple[Propose | None, Propose | None]:
         """As the coordinator of ``view``: its proposal under way, if due to be sent again (a
         ``period`` after the last), and the next proposal (`next_proposal`: the ``peers`` asking to
-        join or leave, the ``verified`` members found dead), each to send now, or None."""
+        join or leave, the ``verified`` members found dead; ``expected``: the file whose primary
+        component a removal keeps, `may_change_without`), each to send now, or None."""
         flush = self.flush
         again = None
         joins: dict[str, int] = {}
@@ -118,7 +120,7 @@ class ViewChange:
             leaves = set(peers.leaves) & view.members
         elif flush.proposal.coordinator == me and now - self.proposed_at >= period:
             again = flush.proposal
-        new = next_proposal(view, me, self, verified, suspected, joins, leaves, quorum)
+        new = next_proposal(view, me, self, verified, suspected, joins, leaves, quorum, expected)
         if again is not None or new is not None:
             self.proposed_at = now
         return again, new
@@ -293,7 +295,8 @@ def proposal(view: View, me: str, attempt: int, members: Mapping[str, int], remo
 
 
 def next_proposal(view: View, me: str, change: ViewChange, verified: set[str], suspected: Collection[str],
-                  joins: Mapping[str, int], leaves: Collection[str], quorum: bool) -> Propose | None:
+                  joins: Mapping[str, int], leaves: Collection[str], quorum: bool,
+                  expected: Collection[str] = ()) -> Propose | None:
     """The proposal this coordinator makes now, or None. Without a flush under way: one that admits the
     ``joins`` (pid -> incarnation, still joining), lets the ``leaves`` go and removes the ``verified``
     (found dead), if there is any of those and the rest is a primary component. With one under way:
@@ -308,18 +311,18 @@ def next_proposal(view: View, me: str, change: ViewChange, verified: set[str], s
         removed: set[str] = verified
         members = {p: i for p, i in view.incarnations.items() if p not in removed and p not in leaves}
         members.update(joins)
-        if not may_change_without(view.members, removed, suspected, quorum):
+        if not may_change_without(view.members, removed, suspected, quorum, expected):
             return None  # wait: for the network, or to be told to rejoin
     else:
         p = flush.proposal
         if not (verified & flush.flush_set or p.coordinator in verified):
             return None
         removed = set(flush.removed) | verified
-        if not may_change_without(view.members, removed, suspected, quorum):
+        if not may_change_without(view.members, removed, suspected, quorum, expected):
             # not without the members this flush removed: take back those heard from again (a
             # partition healed meanwhile), if that makes a primary component
             removed = verified | (set(flush.removed) & set(suspected))
-            if not may_change_without(view.members, removed, suspected, quorum):
+            if not may_change_without(view.members, removed, suspected, quorum, expected):
                 return None
         members = {m: i for m, i in p.members if m not in removed}
         members.update({m: view.incarnations[m] for m in flush.removed if m not in removed})

@@ -63,6 +63,7 @@ class PeerConfig:
     api_token: Path | None = None  # require the bearer token kept in this file (created if missing)
     order: str = "lamport"  # the group's delivery order (`tom.core.ORDERS`); every member runs the same
     quorum: str = "majority"  # `tom.core.QUORUMS`: wait for a primary component, or go on regardless
+    last_man_standing: bool = False  # a group may shrink below a majority of the neighbors file
 
 
 def own_pid(cfg: PeerConfig, neighbors: list[str]) -> str:
@@ -109,7 +110,7 @@ class Peer:
             self.core = Core(self.me, self.neighbors, order=cfg.order)
         else:
             self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order, quorum=cfg.quorum,
-                                     expected=self.neighbors)
+                                     expected=self.neighbors, last_man_standing=cfg.last_man_standing)
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
         self.output = OutputFile(cfg.output, self.me)
         self.port: int | None = None
@@ -270,7 +271,7 @@ class Peer:
         if type(notice) is notices.NoQuorum:
             held = self.core.backlog()
             log.warning("no quorum: %d of %d members reachable; waiting (nothing is delivered here until a "
-                        "majority of the view is back; messages entered here are held%s)", notice.reachable,
+                        "majority of the view, and of the neighbors file, is back; messages entered here are held%s)", notice.reachable,
                         notice.members, f", {held} now" if held else "")
             return
         if type(notice) is notices.QuorumBack:
