@@ -110,10 +110,12 @@ def _check_one_sequence(sim: Network, seqs: dict, where: str) -> None:
                 f"{a.pid}/{a.incarnation} and {b.pid}/{b.incarnation} delivered different sets; {where}"
 
 
-def _stalled_without_quorum(live: list[Node], expected: frozenset[str] = frozenset()) -> bool:
+def _stalled_without_quorum(live: list[Node], expected: frozenset[str] = frozenset(),
+                            file: frozenset[str] = frozenset()) -> bool:
     """Whether the live peers may rightly be stuck: the live members of the newest view any of them
-    installed are no primary component of it (``has_quorum``), so nobody may install the next; or
-    no group was ever founded and the live peers are no primary component of the ``expected`` ones."""
+    installed are no primary component of it (``has_quorum``) — nor, some missing, of the ``file``
+    (the neighbors file, unless last_man_standing) —, so nobody may install the next; or no group was
+    ever founded and the live peers are no primary component of the ``expected`` ones."""
     views = [n.core.view for n in live if n.core.view is not None]
     if not views:  # nobody in a group: a peer cut off from its group never founds another (its
         # group may live on elsewhere)
@@ -122,7 +124,8 @@ def _stalled_without_quorum(live: list[Node], expected: frozenset[str] = frozens
     top = max(views, key=lambda v: v.id)
     alive = {n.pid for n in live if n.core.view is not None and n.core.view.id == top.id
              and n.core.mode != "joining"}
-    return not has_quorum(top.members, alive)
+    return (not has_quorum(top.members, alive)
+            or bool(file) and alive != set(top.members) and not has_quorum(file, alive))
 
 
 def _check_leaves_and_liveness(sim: Network, seqs: dict, where: str, liveness: bool = True) -> None:
@@ -164,7 +167,8 @@ def _check_leaves_and_liveness(sim: Network, seqs: dict, where: str, liveness: b
     for text, keys in keys_of.items():
         assert len(keys) == 1, f"{text!r} delivered as {sorted(keys)}; {where}"
     expected = frozenset(sim.pids) if sim.expected else frozenset()
-    if not liveness or (sim.quorum == "majority" and _stalled_without_quorum(live, expected)):
+    file = frozenset() if sim.last_man_standing else expected
+    if not liveness or (sim.quorum == "majority" and _stalled_without_quorum(live, expected, file)):
         return
     final = {n.core.view.id if n.core.view else None for n in live}
     assert len(final) == 1 and None not in final, f"live peers end in views {final}; {where}"
