@@ -103,6 +103,7 @@ def test_hello_names_an_order_other_than_lamport_only():
     "MESSAGE@1.5+-1-127.0.0.1:5000-x", "MESSAGE@1.5+1,02-1-127.0.0.1:5000-x", "MESSAGE+x-1-127.0.0.1:5000-x",
     "RELAY+1-1-127.0.0.1:5000-x", "MESSAGEX-1-127.0.0.1:5000-x",
     "PROPOSE-" + "[" * 60000, "INSTALL-" + '{"a":' * 13000, "PROPOSE-[]", "INSTALL-{}",
+    "HEARTBEAT-1 ", "REMOVED-1 ", "REMOVED-x 127.0.0.1:5000/1", "HEARTBEAT-1-2 127.0.0.1:5000/1",
 ])
 def test_malformed_lines_are_rejected(line):
     with pytest.raises(FrameError):
