@@ -257,7 +257,7 @@ def test_partitions_while_the_first_group_forms_found_one_group(chunk, order):
 # founding_promised_elsewhere_founds_no_rival.txt, readmitted_member_sends_nothing_twice.txt
 FOUNDING_REGRESSIONS = [("lamport", 2), ("lamport", 34), ("lamport", 59), ("lamport", 105), ("lamport", 110),
                         ("lamport", 124), ("lamport", 811), ("sequencer", 811), ("lamport", 1200),
-                        ("sequencer", 1689)]
+                        ("sequencer", 1689), ("lamport", 1488), ("causal", 1488), ("causal", 1085)]
 
 
 @pytest.mark.parametrize("order,seed", FOUNDING_REGRESSIONS)
@@ -267,11 +267,12 @@ def test_founding_regression_seeds(order, seed):
 
 # what the sweep still finds, each a known limit (docs/guarantees.md, "Assumptions and limits"): strict, so a
 # fix shows here
+# lamport 1488, causal 1488 and causal 1085 showed hole 1 (two view changes decided for one view: a
+# coordinator cut off right after the last FLUSHED reached it installs on its side, the other side
+# another) until joins waited for every member's SEES (`tom.core.reach`): the schedule shifted and no
+# longer reaches the race, so they are regressions now; the race itself stays shown by the transcripts
+# hole1_founding_known_{lamport,causal}_1488 and hole1_founding_known_causal_1085 (strict xfail).
 FOUNDING_KNOWN = {
-    ("lamport", 1488): "two view changes decided for one view: a coordinator cut off right after the "
-                       "last FLUSHED reached it installs on its side, the other side another",
-    ("causal", 1488): "the same race",
-    ("causal", 1085): "the same race (the other side's messages carry another view's vector)",
     ("sequencer", 351): "a group that shrank below a majority of the file (2 of 5, each step a majority "
                         "of its view) goes on beside a group the other side's 3 found",
     ("lamport", 2161): "a member left alone in a dead group (its partner restarted into a new group) "

@@ -802,15 +802,20 @@ class Core:
         return tuple(sorted_pids(p for p in to if p is not None))
 
     def _report_unreached(self) -> None:
-        """As a member that is not the coordinator: tell the coordinator which members it takes for dead,
-        once a heartbeat period while that lasts."""
+        """As a member that is not the coordinator (or is, in its own eyes, without a quorum: it may be
+        the one cut off): tell the coordinator which members it takes for dead and the coordinator did
+        not remove within a heartbeat period of that (a crash: the coordinator's own detector acts
+        first), once a heartbeat period while that lasts."""
         view = self.view
         if view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
             return
-        verified = self.detector.verified(self.now)
-        unheard = {p: since for p, since in self.detector.suspected.items() if p in verified}
-        to = self._report_to(view)
-        reports, said = self.reach.report(view, self.me, unheard, to, self.now, self.timing.heartbeat)
+        t, now = self.timing, self.now
+        to = () if self._coordinator() == self.me and self.no_quorum is None else self._report_to(view)
+        flush = self.change.flush
+        gone = flush.removed if flush is not None else frozenset()
+        unheard = {p: since for p, since in self.detector.suspected.items()
+                   if now - since >= t.verify_after + t.heartbeat and p not in gone}
+        reports, said = self.reach.report(view, self.me, unheard, to, now, t.heartbeat)
         for frame in reports:
             self.out.send(to, frame)
         for notice in said:
