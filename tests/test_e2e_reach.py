@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
 
 from procs import free_ports
@@ -19,9 +20,10 @@ pytestmark = pytest.mark.e2e
 
 def test_a_joiner_one_member_has_no_link_to_is_not_admitted_and_the_group_goes_on(tmp_path):
     a, b, c, d = sorted(free_ports(4))  # A, the smallest, coordinates
+    (http,) = free_ports(1)
     pb, pd = (f"127.0.0.1:{p}" for p in (b, d))
     with Group(tmp_path) as g:
-        g.start(a, [a, b, c, d])
+        g.start(a, [a, b, c, d], "--http", str(http))
         g.start(b, [a, b, c])
         g.start(c, [a, b, c, d])
         g.wait(lambda: all(any(r["kind"] == "view" and len(r["members"]) == 3 for r in g.records(p))
@@ -45,6 +47,9 @@ def test_a_joiner_one_member_has_no_link_to_is_not_admitted_and_the_group_goes_o
             views = [r for r in g.records(p) if r["kind"] == "view"]
             assert all(pd not in r["members"] for r in views), views
         assert not g.messages(d)
+        with httpx.Client(timeout=10) as client:
+            assert [pb, pd] in client.get(f"http://127.0.0.1:{http}/api/status").json()["unreachable"]
+            assert "tom_unreachable_pairs 1.0" in client.get(f"http://127.0.0.1:{http}/metrics").text
         assert g.log(a).count(line) == 1, g.log(a)  # one line per pair while it lasts
         for p in (a, b, c, d):
             no_traceback(g.log(p))
