@@ -219,13 +219,12 @@ class Reach:
 
     def new_view(self, members: Iterable[str]) -> None:
         """A view was installed: reports were about the old one (their reporters send them again);
-        the joiners now members are done with."""
+        the joiners now members are done with. What this member reports stays (it is said once)."""
         self.reports.clear()
         self.decided.clear()
         for m in members:
             self.sees.pop(m, None)
             self.held_since.pop(m, None)
-        self.mine = {}
         self.unreached_by.clear()
 
     def restart(self) -> None:
