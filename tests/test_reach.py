@@ -165,3 +165,17 @@ def test_nothing_is_sent_while_every_member_hears_every_other():
     """The cost when nothing is wrong: no SUSPECT at all; a SEES only for a JOIN."""
     sim, _, frames = _group(until=30.0)
     assert not [f for fs in frames.values() for _, _, f in fs if isinstance(f, (Suspect, Sees))]
+
+
+def test_what_a_suspicion_costs_while_it_lasts():
+    """The frames the rule adds, per second of simulated time, while B cannot reach a joiner D (it
+    asks to join for ever): one SEES a second from C (one per JOIN that reaches it), one SUSPECT a
+    second from A telling D who does not reach it; none from B. The message path adds none."""
+    sim, notices, frames = _group(3)
+    sim.cut(B, D)
+    sim.push(12.0, "start", D)
+    sim.run(until=52.0)
+    window = [(pid, type(f).__name__, len(dst)) for pid, fs in frames.items() for t, dst, f in fs
+              if 22.0 <= t < 52.0 and isinstance(f, (Suspect, Sees))]
+    rate = {key: sum(n for p, k, n in window if (p, k) == key) / 30.0 for key in {(p, k) for p, k, _ in window}}
+    assert rate == {(C, "Sees"): pytest.approx(1.0, abs=0.1), (A, "Suspect"): pytest.approx(1.0, abs=0.1)}
