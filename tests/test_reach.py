@@ -36,6 +36,12 @@ def test_who_the_shared_suspicions_remove(reported, removed):
     assert removals(ABCD, A, reported) == removed
 
 
+def test_what_a_cut_off_member_reports_counts_against_nobody_else():
+    """B's receiver is broken (it reports everyone) and, apart from that, C cannot hear D: B goes for
+    its own reports, and D (not C, whom only B reports) for C's."""
+    assert removals({A, B, C, D, E}, A, {B: {A, C, D, E}, C: {D}}) == {B: (B, C), D: (C, D)}
+
+
 def test_never_the_group_majority_nor_half():
     assert removals({A, B, C}, A, {B: {C}}) == {C: (B, C)}
     assert removals({A, B}, A, {B: {A}}) == {}

@@ -11,8 +11,9 @@ for the ACKs that never cross the missing link. So:
   (a member that cannot hear the smallest still tells it: it may be the one cut off).
 * **Act.** The coordinator keeps the reports that are fresh (renewed within `FRESH_PERIODS` heartbeat
   periods) and removes, by a normal view change, the peer each report costs (`removals`): the
-  suspect — unless the reporter is the one cut off (others report it, or it reports a majority of
-  the other members), then the reporter; two members that report
+  suspect — unless the reporter is the one cut off (it reports a majority of the other members, or
+  others report it — not counting the reports of a member that is itself cut off that way), then the
+  reporter; two members that report
   each other: the larger pid. A report of the coordinator itself removes nobody (a side of a partition
   reports it; the coordinator's own detector and the quorum rules decide). Never a set whose removal
   leaves no strict majority of the view: then nobody is removed by this rule, and the quorum rules
@@ -55,18 +56,19 @@ def removals(members: Collection[str], coordinator: str, reported: Mapping[str, 
         ts = {t for t in targets if t in members and t != r}
         if r in members and r != coordinator and ts:
             by[r] = ts
+    others = len(members) - 1
+    cut_off = {r for r, ts in by.items() if 2 * len(ts) > others}  # a broken receiver reports everyone
     reporters_of: dict[str, set[str]] = {}
     for r, ts in by.items():
-        for t in ts:
-            reporters_of.setdefault(t, set()).add(r)
-    others = len(members) - 1
+        if r not in cut_off:  # (what a cut-off member reports says nothing about the others)
+            for t in ts:
+                reporters_of.setdefault(t, set()).add(r)
     out: dict[str, Pair] = {}
     for r in sorted_pids(by):
-        cut_off = 2 * len(by[r]) > others
         for t in sorted_pids(by[r]):
             if t == coordinator:
                 continue  # its own detector and the quorum rules decide (a partition's side reports it)
-            if cut_off or reporters_of.get(r, set()) - {t}:
+            if r in cut_off or reporters_of.get(r, set()) - {t}:
                 loser = r  # the reporter is the one cut off
             elif r in by.get(t, ()):
                 loser = max(r, t, key=pid_key)  # a pair that cannot hear each other
