@@ -5,19 +5,20 @@ that cannot hear another (a one-way cut, neighbors files that differ) would othe
 for the ACKs that never cross the missing link. So:
 
 * **Report.** A member that takes a member ``s`` for dead (its own `FailureDetector` verified it)
-  and is not the coordinator sends ``SUSPECT(view, s, incarnation, since)`` to the coordinator, again
-  every heartbeat period while the suspicion holds (`Reach.report`). "The coordinator" is the smallest
-  staying member of the view *and* the one this member takes for the coordinator, when they differ
-  (a member that cannot hear the smallest still tells it: it may be the one cut off).
+  and sees it still in the view a heartbeat period later (a crash: the coordinator's own detector acts
+  first, and nothing is reported) sends ``SUSPECT(view, s, incarnation, since)`` to the coordinator,
+  again every heartbeat period while that holds (`Reach.report`). "The coordinator" is the one this
+  member takes for the coordinator *and* the smallest staying member of the view, when they differ
+  (a member that cannot hear the smallest still tells it: it may be the one cut off); a member that
+  takes itself for the coordinator reports only while it has no quorum (a broken receiver).
 * **Act.** The coordinator keeps the reports that are fresh (renewed within `FRESH_PERIODS` heartbeat
   periods) and removes, by a normal view change, the peer each report costs (`removals`): the
   suspect — unless the reporter is the one cut off (it reports a majority of the other members, or
   others report it — not counting the reports of a member that is itself cut off that way), then the
-  reporter; two members that report
-  each other: the larger pid. A report of the coordinator itself removes nobody (a side of a partition
-  reports it; the coordinator's own detector and the quorum rules decide). Never a set whose removal
-  leaves no strict majority of the view: then nobody is removed by this rule, and the quorum rules
-  hold as before.
+  reporter; two members that report each other: the larger pid. A report of the coordinator itself
+  removes nobody (a side of a partition reports it; the coordinator's own detector and the quorum
+  rules decide). Never a set whose removal leaves no strict majority of the view: then nobody is
+  removed by this rule, and the quorum rules hold as before.
 * **Joins.** A member that receives a joiner's JOIN on its own link sends ``SEES(view, j,
   incarnation)`` to the coordinator. The coordinator admits ``j`` only when every member that stays
   reported it (`Reach.hold_back`); after `Timing.suspect_after` without some member's report it says
