@@ -53,9 +53,9 @@ def test_never_the_group_majority_nor_half():
 # -- on the simulated network ------------------------------------------------------------------
 
 
-def _group(n: int = 4, until: float = 11.0):
+def _group(n: int = 4, until: float = 11.0, **options):
     """The first ``n`` of four peers founded as one view; every notice and frame recorded per peer."""
-    sim = Network.fixed(4, expected=True)
+    sim = Network.fixed(4, expected=True, **options)
     notices: dict[str, list] = {}
     frames: dict[str, list] = {}
 
@@ -138,6 +138,20 @@ def test_a_one_way_cut_removes_the_peer_one_member_cannot_hear_and_the_reporter_
     assert suspects and all(dst == (A,) and f.pid == D for _, dst, f in suspects)
     # no SUSPECT before B's own detector verified D (5 s of silence + 1 s), none after D was removed
     assert all(t - suspects[0][0] < 3 for t, _, _ in suspects)
+    check(sim, liveness=False)
+
+
+def test_without_a_quorum_rule_the_one_way_cut_removes_the_same_peer():
+    """``--quorum none``: the same removal; D, told it was removed, stops (it does not join again)."""
+    sim, notices, _ = _group(quorum="none")
+    sim.hold(D, B)
+    sent = _traffic(sim, (A, B, C), 12.0)
+    sim.run(until=40.0)
+    for pid in (A, B, C):
+        assert _members(sim, pid) == {A, B, C}
+    _delivered_all(sim, (A, B, C), sent)
+    assert (B, D, f"removing {D}") in _unreachable(notices, A)
+    assert sim.nodes[D].core.mode == "removed"
     check(sim, liveness=False)
 
 
