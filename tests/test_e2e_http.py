@@ -72,6 +72,7 @@ def test_status_send_events_metrics_and_errors(tmp_path):
             c = st["counters"]
             assert c["delivered"] >= 1 and c["premature_acks"] == c["released_behind_head"] == 0
             assert c["divergence_alarms"] == 0 and st["alarms"] == []
+            assert st["unreachable"] == []  # (pairs that cannot reach each other: none here)
             rows = {r["pid"]: r for r in st["peers"]}
             assert rows[pids[i]]["connection"] == "self"
             for other in set(pids) - {pids[i]}:
@@ -129,6 +130,7 @@ def test_status_send_events_metrics_and_errors(tmp_path):
         assert value[("tom_frames_total", (("direction", "in"), ("kind", "MESSAGE")))] == 3
         assert value[("tom_delivery_latency_seconds_count", ())] == 6
         assert value[("tom_pending_messages", ())] == 0
+        assert value[("tom_unreachable_pairs", ())] == 0
         for other in pids[1:]:
             assert value[("tom_neighbor_connected", (("neighbor", other), ("state", "up")))] == 1
         assert metrics["tom_premature_acks"].type == "counter"

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from tom.errors import FrameError
 from tom.codec import frames
 from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
-                              Leave, Marks, Message, Propose, Received, Refused, Relay, Removed, Resume, Seq,
+                              Leave, Marks, Message, Propose, Received, Refused, Relay, Removed, Resume, Sees, Suspect, Seq,
                               FRAME_KINDS, _parse_by_table, _plain_message, encode_frame, escape_text, format_frame, parse_frame)
 
 PIDS = st.sampled_from(["127.0.0.1:5000", "10.0.0.2:5000", "my-host.lan:80", "[::1]:65535"])
@@ -144,7 +144,8 @@ BAD_BUILDS = [
     lambda: Hello(P, -1), lambda: Hello(P, 1, "Causal"), lambda: Hello(P, 1, "lamportcumulative"),
     lambda: Hello(P, 1, "lamport", 3),
     lambda: Join(P, -1), lambda: Leave("127.0.0.1:0"), lambda: Flush(1, 1, "x"), lambda: Flushed(1, 1, 1.0),
-    lambda: Removed(-1), lambda: Removed(1, "a\nb"), lambda: Heartbeat(1, group="a\nb"), lambda: Resume("1"), lambda: Received(None),
+    lambda: Removed(-1), lambda: Removed(1, "a\nb"), lambda: Heartbeat(1, group="a\nb"), lambda: Suspect(1, P, 1, -1),
+    lambda: Sees(1, "x", 1), lambda: Resume("1"), lambda: Received(None),
     lambda: Propose(1, 1, P, ((P,),), ()), lambda: Propose(1, 1, P, (), (), "a\nb"),
     lambda: Install(1, 1, P, 1, (), ("bad",), (), ()), lambda: Install(1, 1, P, 1, (), (), (), (), "", ((P, -1),)),
 ]
@@ -196,6 +197,8 @@ FRAMES = st.one_of(
     st.builds(Flush, COUNT, COUNT, ANY_PID),
     st.builds(Flushed, COUNT, COUNT, CLOCK),
     st.builds(Removed, COUNT),
+    st.builds(Suspect, COUNT, ANY_PID, COUNT, COUNT),
+    st.builds(Sees, COUNT, ANY_PID, COUNT),
     st.builds(Resume, COUNT),
     st.builds(Received, COUNT),
     st.builds(Propose, COUNT, COUNT, ANY_PID, MEMBERS, MEMBERS, GROUP),
@@ -373,6 +376,8 @@ GOLDEN = [
     (Flushed(2, 1, 99), "FLUSHED-2-1-99"),
     (Removed(4), "REMOVED-4"),
     (Removed(4, "127.0.0.1:5000/1"), "REMOVED-4 127.0.0.1:5000/1"),
+    (Suspect(4, B, 5, 6), "SUSPECT-4-5-6-my-host.lan:80"),
+    (Sees(4, B, 5), "SEES-4-5-my-host.lan:80"),
     (Resume(0), "RESUME-0"),
     (Received(300), "RECEIVED-300"),
     (Propose(2, 1, A, ((A, 1), (B, 2)), ((V6, 3),), "127.0.0.1:5000/1"),

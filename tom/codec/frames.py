@@ -37,6 +37,12 @@ TOM adds:
     FLUSH-<view>-<attempt>-<coordinator>        marker: I sent everything I will send before <view>
     FLUSHED-<view>-<attempt>-<clock>            to the coordinator: my old view is fully delivered
     REMOVED-<view>[ <group>]                    you are not a member of my view <view> (of <group>)
+    SUSPECT-<view>-<incarnation>-<since>-<pid>  to the coordinator: I have not heard member <pid>
+                                                (<incarnation>) for <since> s (a shared suspicion); from
+                                                the coordinator to a joiner (view 0): <pid> does not
+                                                reach you
+    SEES-<view>-<incarnation>-<pid>             to the coordinator: joiner <pid> (<incarnation>) asked me
+                                                to join, on my own link to it
     RESUME-<count>, RECEIVED-<count>            link layer: frames received from you so far (this
                                                 incarnation); on reconnect and every few hundred frames
     PROPOSE-<json>, INSTALL-<json>              a view change proposed, a view change decided
@@ -69,7 +75,7 @@ __all__ = [
     "FRAME_KINDS", "MAX_CLOCK", "MAX_FRAME_BYTES", "MAX_MARKS", "MAX_VC_CHARS", "WIRE_VERSION",
     "Ack", "Acks", "Flush", "Flushed", "Frame", "FrameError", "FrameKind", "Heartbeat", "Hello", "Install",
     "Join", "Leave", "Marks", "Message", "Propose", "Received", "Refused", "Relay", "Removed", "Resume",
-    "Seq", "delivery_digest", "encode_frame", "escape_text", "format_frame", "message_frame_bytes",
+    "Sees", "Seq", "Suspect", "delivery_digest", "encode_frame", "escape_text", "format_frame", "message_frame_bytes",
     "parse_frame", "trusted_ack", "trusted_acks", "trusted_marks", "trusted_message", "unescape_text",
     "wire_of",
 ]
@@ -432,6 +438,39 @@ class Removed(Frame):
     def __post_init__(self) -> None:
         _check_count(self.view, "view")
         _check_group(self.group)
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect(Frame):
+    """To the coordinator of view ``view``: the sender has not heard member ``pid`` (running as
+    ``incarnation``) for ``since`` whole seconds (`tom.core.reach`). From a coordinator to a joiner,
+    with view 0: member ``pid`` of its group does not reach the joiner (it is not admitted for that)."""
+
+    view: int
+    pid: str
+    incarnation: int
+    since: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+        _check_pid(self.pid)
+        _check_count(self.incarnation, "incarnation")
+        _check_count(self.since, "since")
+
+
+@dataclass(frozen=True, slots=True)
+class Sees(Frame):
+    """To the coordinator of view ``view``: joiner ``pid`` (as ``incarnation``) asked the sender to
+    join, on the sender's own link to it (`tom.core.reach`)."""
+
+    view: int
+    pid: str
+    incarnation: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+        _check_pid(self.pid)
+        _check_count(self.incarnation, "incarnation")
 
 
 @dataclass(frozen=True, slots=True)
@@ -900,6 +939,22 @@ def _parse_flushed(head: str, rest: str) -> Flushed:
     return Flushed(_int(view, "view"), _int(attempt, "attempt"), _int(clock, "clock"))
 
 
+def _parse_suspect(head: str, rest: str) -> Suspect:
+    parts = rest.split("-", 3)
+    if len(parts) != 4:
+        raise FrameError("SUSPECT needs view, incarnation, since and pid")
+    view, inc, since, pid = parts
+    return Suspect(_int(view, "view"), pid, _int(inc, "incarnation"), _int(since, "since"))
+
+
+def _parse_sees(head: str, rest: str) -> Sees:
+    parts = rest.split("-", 2)
+    if len(parts) != 3:
+        raise FrameError("SEES needs view, incarnation and pid")
+    view, inc, pid = parts
+    return Sees(_int(view, "view"), pid, _int(inc, "incarnation"))
+
+
 def _format_propose(p: Propose) -> str:
     return _json_frame(Propose, {f.name: getattr(p, f.name) for f in fields(p)})
 
@@ -972,6 +1027,8 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
     FrameKind(("FLUSH",), Flush, lambda f: f"FLUSH-{f.view}-{f.attempt}-{f.coordinator}", _parse_flush),
     FrameKind(("FLUSHED",), Flushed, lambda f: f"FLUSHED-{f.view}-{f.attempt}-{f.clock}", _parse_flushed),
     FrameKind(("REMOVED",), Removed, lambda r: f"REMOVED-{r.view}{_group_suffix(r.group)}", _parse_removed),
+    FrameKind(("SUSPECT",), Suspect, lambda f: f"SUSPECT-{f.view}-{f.incarnation}-{f.since}-{f.pid}", _parse_suspect),
+    FrameKind(("SEES",), Sees, lambda f: f"SEES-{f.view}-{f.incarnation}-{f.pid}", _parse_sees),
     FrameKind(("RESUME",), Resume, lambda r: f"RESUME-{r.count}", lambda head, rest: Resume(_int(rest, "count"))),
     FrameKind(("RECEIVED",), Received, lambda r: f"RECEIVED-{r.count}",
               lambda head, rest: Received(_int(rest, "count"))),

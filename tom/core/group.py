@@ -39,7 +39,7 @@ from typing import Any
 
 from ..codec.frames import (
     WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
-    Marks, Message, Propose, Relay, Removed, Seq,
+    Marks, Message, Propose, Relay, Removed, Sees, Seq, Suspect,
 )
 from ..codec.pid import sorted_pids
 from ..errors import FrameError, UsageError
@@ -57,6 +57,7 @@ from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
 from .queue import Entry
 from .quorum import coordinator, lost_quorum
+from .reach import FRESH_PERIODS, Reach
 from .records import Ready, Status, Timing, View
 from .texts import check_text
 from .traffic import Traffic
@@ -117,6 +118,7 @@ class Core:
         # none with last_man_standing: a group may shrink below it (Corosync's votequorum option)
         self.file = frozenset() if last_man_standing or not self.quorum else self.founding.expected
         self.divergence = DivergenceCheck(self.stats)
+        self.reach = Reach()
         self.mode = JOINING
         self._handlers = HANDLERS[(static, JOINING)]
         self.view: View | None = None
@@ -249,7 +251,7 @@ class Core:
         if (self.mode == JOINING and not self.static
                 and now - max(self.started_at, self._not_admitted_at) >= t.admit_after):
             self._not_admitted_at = now
-            self.out.notice(notices.NotAdmitted())
+            self.out.notice(notices.NotAdmitted(self.reach.unreached(now, t.admit_after)))
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now
             self._send_heartbeats()
@@ -272,6 +274,7 @@ class Core:
                             lambda pid: peers.member_link(view, pid),
                             {**peers.views, **dict.fromkeys(elsewhere, -1)} if elsewhere else peers.views)
         self._check_quorum()
+        self._report_unreached()
         if self.change.outcomes and self.mode == FLUSHING:
             self._deliver_ready()  # an attempt it flushed may be found dead by now (`open_outcome`)
         self._maybe_propose()
@@ -619,6 +622,7 @@ class Core:
         self.no_quorum = None
         self.detector.suspected.clear()
         self.peers.restart()
+        self.reach.restart()
         self._early = []
         self.divergence.restart()
         self.last_install = None
@@ -633,6 +637,8 @@ class Core:
         peers = self.peers
         peers.joins[src] = (join.incarnation, self.now)
         view = self.view
+        if view is not None and view.incarnations.get(src) != join.incarnation:
+            self._report_sees(src, join.incarnation)
         if view is not None and not self._member_link(src) and peers.views.get(src, 0):
             peers.views[src] = 0  # it asks to join: it is in no group now (cut off and told so)
             peers.groups.pop(src, None)
@@ -702,8 +708,8 @@ class Core:
         if self._coordinator() != self.me:
             return
         again, new = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
-                                            self.detector.verified(self.now) & view.members,
-                                            self.detector.suspected, self.peers, self.quorum, self.file)
+                                            self._found_dead(view), self.detector.suspected, self.peers,
+                                            self.quorum, self.file)
         for p in (again, new):  # (again: a member may have ignored it while it followed another)
             if p is not None:
                 self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
@@ -779,6 +785,7 @@ class Core:
         self.change.end()
         self.detector.settle(members, old.incarnations if old is not None else {}, self.now)
         self.peers.installed(members)
+        self.reach.new_view(members)
         # forward the decision once, so that it survives the coordinator; then announce the view
         told = tuple(sorted_pids((set(members) | set(i.left)) - {self.me, i.coordinator}))
         if told:
@@ -809,6 +816,82 @@ class Core:
             self._request_leave()
         self._maybe_propose()
 
+    # -- shared suspicions (`tom.core.reach`) ------------------------------------------------------
+
+    def _report_to(self, view: View) -> tuple[str, ...]:
+        """Where this member's SUSPECT and SEES go: the coordinator it sees, and the smallest staying
+        member (the coordinator if this member's own suspicions are wrong: it may be the one cut off)."""
+        to = {coordinator(view.members, (), self.peers.leaves), self._coordinator()} - {self.me, None}
+        return tuple(sorted_pids(p for p in to if p is not None))
+
+    def _report_unreached(self) -> None:
+        """As a member that is not the coordinator (or is, in its own eyes, without a quorum: it may be
+        the one cut off): tell the coordinator which members it takes for dead and the coordinator did
+        not remove within a heartbeat period of that (a crash: the coordinator's own detector acts
+        first), once a heartbeat period while that lasts."""
+        view = self.view
+        if view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
+            return
+        t, now = self.timing, self.now
+        to = () if self._coordinator() == self.me and self.no_quorum is None else self._report_to(view)
+        flush = self.change.flush
+        gone = flush.removed if flush is not None else frozenset()
+        unheard = {p: since for p, since in self.detector.suspected.items()
+                   if now - since >= t.verify_after + t.heartbeat and p not in gone}
+        reports, said = self.reach.report(view, self.me, unheard, to, now, t.heartbeat)
+        for frame in reports:
+            self.out.send(to, frame)
+        for notice in said:
+            self.out.notice(notice)
+
+    def _report_sees(self, joiner: str, incarnation: int) -> None:
+        """A joiner's JOIN came on this member's own link: tell the coordinator (it admits a joiner only
+        once every member that stays has a link to it)."""
+        view = self.view
+        if view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
+            return
+        to = self._report_to(view)
+        if to:
+            self.out.send(to, Sees(view.id, joiner, incarnation))
+
+    def _on_suspect(self, src: str, frame: Suspect) -> None:
+        """A member cannot hear ``frame.pid``: kept by the coordinator (`Reach.removals` decides)."""
+        if self._member_link(src) and self.reach.suspect(src, frame, self._current, self.now):
+            self._maybe_propose()
+
+    def _on_sees(self, src: str, frame: Sees) -> None:
+        """A member has a link to joiner ``frame.pid``."""
+        if self._member_link(src):
+            self.reach.seen(src, frame, self.now)
+            self._maybe_propose()
+
+    def _on_not_reached(self, src: str, frame: Suspect) -> None:
+        """Joining: the coordinator of the group this peer asks to join says member ``frame.pid`` does
+        not reach it (named by its `NotAdmitted` notice)."""
+        if frame.view == 0 and self.peers.views.get(src, 0) > 0:
+            self.reach.not_reached_by(frame, self.now)
+
+    def _found_dead(self, view: View) -> set[str]:
+        """As the coordinator: the members a view change removes now — those its own detector verified,
+        and those the members' shared suspicions cost (`Reach.removals`) — and, with that, the joiners it
+        holds back (`Reach.hold_back`) and tells so."""
+        t, now, reach = self.timing, self.now, self.reach
+        verified = self.detector.verified(now) & view.members
+        shared, said = reach.removals(view, self.me, now, FRESH_PERIODS * t.heartbeat)
+        dead = verified | set(shared)
+        peers = self.peers
+        peers.held_back = set()
+        staying = view.members - dead - set(peers.leaves) - {self.me}
+        held, held_said = reach.hold_back(view, peers.joiners(view), staying, now,
+                                          FRESH_PERIODS * t.heartbeat + t.suspect_after, t.suspect_after)
+        peers.held_back = held
+        for notice in (*said, *held_said):
+            self.out.notice(notice)
+        for joiner, frame in reach.tell_joiners(view, now, t.heartbeat):
+            if joiner in peers.links:
+                self.out.send((joiner,), frame)
+        return dead
+
     def _ignore(self, src: str, frame: Frame) -> None:
         """A frame this mode takes and does nothing with (see `HANDLERS`)."""
 
@@ -837,7 +920,7 @@ class Core:
         return Status(self.me, self.mode, self.traffic.clock.time, view, self.traffic.delivered,
                       pending_status(order, members), tuple(sorted_pids(self.detector.suspected)),
                       dict(self.detector.last_heard), self.now, tuple(self.divergence.alarms), self.view_delivered,
-                      self.digest, order.name, self.no_quorum)
+                      self.digest, order.name, self.no_quorum, self.reach.pairs)
 
 
 # -- dispatch: `tom.core.dispatch.TABLE`, its names made handlers -----------------------------------

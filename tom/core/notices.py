@@ -4,7 +4,8 @@ Each notice is a frozen record; ``tag`` is its name in logs, the event feed and 
 shell acts on a notice by its type: `Left` and `Removed` end the peer's membership for good,
 `Rejoining` starts it again as a joiner, `NoQuorum`/`QuorumBack` bracket a time without a primary
 component (nothing is delivered in normal mode, the users' messages are held), `NoFoundingQuorum` and
-`NotAdmitted` say why a joining peer is still outside any group.
+`NotAdmitted` say why a joining peer is still outside any group, `Unreachable` names a member that
+cannot reach another and what the group does about it (`tom.core.reach`).
 """
 
 from __future__ import annotations
@@ -63,9 +64,26 @@ class NoFoundingQuorum:
 
 @dataclass(frozen=True, slots=True)
 class NotAdmitted:
-    """Joining for longer than `Timing.admit_after` (said again each such period)."""
+    """Joining for longer than `Timing.admit_after` (said again each such period); ``unreachable``:
+    the members its group's coordinator says do not reach this peer (why it is not admitted)."""
 
+    unreachable: tuple[str, ...] = ()
     tag: ClassVar[str] = "not-admitted"
 
 
-Notice = Left | Removed | Rejoining | NoQuorum | QuorumBack | NoFoundingQuorum | NotAdmitted
+@dataclass(frozen=True, slots=True)
+class Unreachable:
+    """``reporter`` cannot reach (hear) ``target``; ``action``: what is done about it — at the reporter
+    "telling <coordinator>", at the coordinator "removing <pid>" (the target, or the reporter when it
+    is the one cut off) or "not admitting it" (a joiner). Said once per pair while it lasts."""
+
+    reporter: str
+    target: str
+    action: str
+    tag: ClassVar[str] = "unreachable"
+
+    def __str__(self) -> str:
+        return f"{self.reporter} cannot reach {self.target}: {self.action}"
+
+
+Notice = Left | Removed | Rejoining | NoQuorum | QuorumBack | NoFoundingQuorum | NotAdmitted | Unreachable

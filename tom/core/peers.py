@@ -23,7 +23,7 @@ NO_INCARNATION = 0
 class Peers:
     """Connections, announced views, and join / leave requests of the other peers."""
 
-    __slots__ = ("links", "incarnations", "views", "groups", "joins", "leaves", "told_removed")
+    __slots__ = ("links", "incarnations", "views", "groups", "joins", "leaves", "told_removed", "held_back")
 
     def __init__(self) -> None:
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
@@ -33,6 +33,7 @@ class Peers:
         self.joins: dict[str, tuple[int, float]] = {}  # join requests: pid -> (incarnation, when)
         self.leaves: dict[str, float] = {}  # leave requests: pid -> when
         self.told_removed: dict[str, float] = {}  # pid -> when it was last told it is not a member
+        self.held_back: set[str] = set()  # joiners not admitted yet: a member does not reach them (`Reach`)
 
     def connected(self, pid: str, incarnation: int, joining: bool) -> bool:
         """A connection to ``pid`` as ``incarnation`` is up: whether that is a new incarnation. A peer
@@ -84,11 +85,11 @@ class Peers:
 
     def joiners(self, view: View) -> dict[str, int]:
         """The peers asking to join ``view``'s group now (pid -> incarnation): connected as the
-        incarnation that asked, not in the view as it, and in no group of their own."""
+        incarnation that asked, not in the view as it, in no group of their own, and not held back."""
         links = self.links
         return {p: inc for p, (inc, _) in self.joins.items()
                 if p in links and links[p] == inc and view.incarnations.get(p) != inc
-                and self.views.get(p, 0) == 0}
+                and self.views.get(p, 0) == 0 and p not in self.held_back}
 
     def founders(self, me: str, incarnation: int, last_heard: Mapping[str, float],
                  heard_since: float) -> dict[str, int] | None:
@@ -129,3 +130,4 @@ class Peers:
         self.joins.clear()
         self.leaves.clear()
         self.told_removed.clear()
+        self.held_back.clear()

@@ -104,6 +104,7 @@ class Status:
     digest: int = 0  # their running digest
     order: str = "lamport"
     no_quorum: tuple[int, int] | None = None  # (reachable, members of the view) while the quorum is lost
+    unreachable: tuple[tuple[str, str], ...] = ()  # (reporter, target): pairs that cannot reach each other
 
 
 @dataclass(frozen=True, slots=True)

@@ -263,7 +263,11 @@ class Peer:
 
     def _on_notice(self, notice: Notice) -> None:
         if type(notice) is notices.NotAdmitted:
-            log.warning("%s", self.not_admitted_line())
+            log.warning("%s", self.not_admitted_line(notice.unreachable))
+            return
+        if type(notice) is notices.Unreachable:
+            # at the reporter ("telling" the coordinator) and at the coordinator (what it does about it)
+            log.warning("%s cannot reach %s: %s", notice.reporter, notice.target, notice.action)
             return
         if type(notice) is notices.NoFoundingQuorum:
             log.warning("%s", self.founding_line())
@@ -301,15 +305,18 @@ class Peer:
         return (f"no group yet: {here} of the {expected} peers of the neighbors file here, and founding one "
                 f"needs {need} (a primary component; --quorum none founds one with whoever is here); waiting")
 
-    def not_admitted_line(self) -> str:
-        """Why this peer is still outside the group, as far as it can tell: which neighbors connected,
-        which refused it (and why), which never answered."""
+    def not_admitted_line(self, unreachable: tuple[str, ...] = ()) -> str:
+        """Why this peer is still outside the group, as far as it can tell: which members cannot reach
+        it (``unreachable``, as the group's coordinator says), which neighbors connected, which refused
+        it (and why), which never answered."""
         waited = trio.current_time() - self.core.started_at
         up = [p for p, link in self.links.items() if link.stream is not None]
         refused = {p: link.refused for p, link in self.links.items() if link.refused and not link.mismatch}
         other_order = [link.mismatch for link in self.links.values() if link.mismatch and link.stream is None]
         silent = [p for p in self.links if p not in up and p not in refused and not self.links[p].mismatch]
         parts = [f"not admitted to the group after {waited:.0f} s: no member adds {self.me}"]
+        if unreachable:
+            parts.append(f"the coordinator does not admit it: {', '.join(unreachable)} cannot reach it")
         if other_order:
             parts.extend(other_order)
         if refused:

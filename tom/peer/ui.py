@@ -58,6 +58,8 @@ def render_status(status: Status, links: dict[str, Link], now: float) -> list:
     if status.no_quorum is not None:
         head += (f"\n[bold red]no quorum[/]: {status.no_quorum[0]} of {status.no_quorum[1]} members reachable; "
                  f"waiting (messages entered here are held)")
+    if status.unreachable:
+        head += "\n[bold red]unreachable[/]: " + "; ".join(f"{r} cannot reach {t}" for r, t in status.unreachable)
     members = Table(title="Peers", title_justify="left", box=None, pad_edge=False)
     for col in ("peer", "member", "connection", "incarnation", "frames in", "frames out", "queued", "last heard"):
         members.add_column(col)

@@ -144,6 +144,9 @@ class _Metrics(Collector):
         yield up
         yield heard
         yield suspected
+        yield GaugeMetricFamily("tom_unreachable_pairs",
+                                "Pairs (reporter, target) known here where the reporter cannot reach the target",
+                                value=len(s.get("unreachable", ())))
         yield GaugeMetricFamily("tom_event_watchers", "Open /api/events streams", value=len(feed.subscribers))
         yield CounterMetricFamily("tom_event_frames_skipped",
                                   "Frames not shown on /api/events?frames=1 (over the per-second budget)",

@@ -83,6 +83,7 @@ def snapshot(core: Core, links: Mapping[str, Link], now: float) -> dict[str, Any
         "order": st.order,
         "mode": st.mode,
         "quorum": None if st.no_quorum is None else {"reachable": st.no_quorum[0], "members": st.no_quorum[1]},
+        "unreachable": [list(pair) for pair in st.unreachable],
         "clock": st.clock,
         "view": None if view is None else {
             "id": view.id,

@@ -153,6 +153,16 @@ class LabNetwork:
             a, b = sorted(link)
             sources.setdefault(a, []).append(self.address(b))
             sources.setdefault(b, []).append(self.address(a))
+        self._drop(key, probability, sources)
+
+    def cut_one_way(self, key: int, src: int, dst: int) -> None:
+        """Drop every IPv4 packet from peer ``src`` to peer ``dst``: a one-way cut (``dst`` stops
+        hearing ``src``; over TCP, ``src`` still gets what ``dst`` sends first, never its ACKs).
+        `loss_off` with the same ``key`` mends it."""
+        self._drop(key, 1.0, {dst: [self.address(src)]})
+
+    def _drop(self, key: int, probability: float, sources: dict[int, list[str]]) -> None:
+        """On hub port p<j>, drop with ``probability`` the packets from ``sources[j]`` (rule ``key``)."""
         lines = []
         for port, addresses in sorted(sources.items()):
             if port not in self.shaped:

@@ -1,0 +1,240 @@
+"""Shared suspicions: who cannot reach whom, and what the coordinator does about it (issue 25, hole 2).
+
+Only the coordinator changes the view, and it removes only the members *it* stops hearing; a member
+that cannot hear another (a one-way cut, neighbors files that differ) would otherwise wait for ever
+for the ACKs that never cross the missing link. So:
+
+* **Report.** A member that takes a member ``s`` for dead (its own `FailureDetector` verified it)
+  and sees it still in the view a heartbeat period later (a crash: the coordinator's own detector acts
+  first, and nothing is reported) sends ``SUSPECT(view, s, incarnation, since)`` to the coordinator,
+  again every heartbeat period while that holds (`Reach.report`). "The coordinator" is the one this
+  member takes for the coordinator *and* the smallest staying member of the view, when they differ
+  (a member that cannot hear the smallest still tells it: it may be the one cut off); a member that
+  takes itself for the coordinator reports only while it has no quorum (a broken receiver).
+* **Act.** The coordinator keeps the reports that are fresh (renewed within `FRESH_PERIODS` heartbeat
+  periods) and removes, by a normal view change, the peer each report costs (`removals`): the
+  suspect — unless the reporter is the one cut off (it reports a majority of the other members, or
+  others report it — not counting the reports of a member that is itself cut off that way), then the
+  reporter; two members that report each other: the larger pid. A report of the coordinator itself
+  removes nobody (a side of a partition reports it; the coordinator's own detector and the quorum
+  rules decide). Never a set whose removal leaves no strict majority of the view: then nobody is
+  removed by this rule, and the quorum rules hold as before.
+* **Joins.** A member that receives a joiner's JOIN on its own link sends ``SEES(view, j,
+  incarnation)`` to the coordinator. The coordinator admits ``j`` only when every member that stays
+  reported it (`Reach.hold_back`); after `Timing.suspect_after` without some member's report it says
+  which member cannot reach the joiner, and tells the joiner (``SUSPECT`` with view 0, naming that
+  member), so that the joiner's `NotAdmitted` notice names it too.
+* **Say so.** Each pair ``(reporter, target)`` is noticed once while it lasts (`notices.Unreachable`),
+  at the reporter and at the coordinator; the pairs held now are `Reach.pairs` (the status).
+
+No I/O, no clock: the caller passes ``now``. Nothing here is on the message path: reports go out at
+most once a heartbeat period, SEES once per JOIN received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+
+from ..codec.frames import Sees, Suspect
+from ..codec.pid import pid_key, sorted_pids
+from .notices import Unreachable
+from .records import View
+
+FRESH_PERIODS = 3
+"""A report counts while renewed within this many heartbeat periods (its reporter sends one a period)."""
+
+Pair = tuple[str, str]
+"""(reporter, target): the reporter cannot reach (hear) the target."""
+
+
+def removals(members: Collection[str], coordinator: str, reported: Mapping[str, Collection[str]]) -> dict[str, Pair]:
+    """Who the shared suspicions remove from a view of ``members`` run by ``coordinator``:
+    ``reported`` maps each reporter to the members it cannot hear; the answer maps each peer to remove
+    to the first pair (in pid order) that costs it. See the module's "Act" for the rule."""
+    members = set(members)
+    by: dict[str, set[str]] = {}
+    for r, targets in reported.items():
+        ts = {t for t in targets if t in members and t != r}
+        if r in members and r != coordinator and ts:
+            by[r] = ts
+    others = len(members) - 1
+    cut_off = {r for r, ts in by.items() if 2 * len(ts) > others}  # a broken receiver reports everyone
+    reporters_of: dict[str, set[str]] = {}
+    for r, ts in by.items():
+        if r not in cut_off:  # (what a cut-off member reports says nothing about the others)
+            for t in ts:
+                reporters_of.setdefault(t, set()).add(r)
+    out: dict[str, Pair] = {}
+    for r in sorted_pids(by):
+        for t in sorted_pids(by[r]):
+            if t == coordinator:
+                continue  # its own detector and the quorum rules decide (a partition's side reports it)
+            if r in cut_off or reporters_of.get(r, set()) - {t}:
+                loser = r  # the reporter is the one cut off
+            elif r in by.get(t, ()):
+                loser = max(r, t, key=pid_key)  # a pair that cannot hear each other
+            else:
+                loser = t
+            out.setdefault(loser, (r, t))
+    if 2 * len(members - set(out)) <= len(members):
+        return {}  # never the group's majority (nor half of it): the quorum rules decide, as before
+    return out
+
+
+def unadmitted(joiner: str, incarnation: int, staying: Iterable[str], sees: Mapping[str, tuple[int, float]],
+               since: float) -> list[str]:
+    """The ``staying`` members that did not report joiner ``joiner`` (as ``incarnation``) since ``since``:
+    ``sees`` maps each member to the incarnation and time of its last SEES."""
+    missing = []
+    for m in sorted_pids(staying):
+        seen = sees.get(m)
+        if seen is None or seen[0] != incarnation or seen[1] < since:
+            missing.append(m)
+    return missing
+
+
+class Reach:
+    """What this peer knows of who cannot reach whom: as a reporter, when it last reported; as the
+    coordinator, the reports and SEES it holds, the joiners it holds back; as a joiner, the members
+    its group's coordinator says do not reach it; and the pairs noticed."""
+
+    __slots__ = ("reports", "sees", "held_since", "told_joiner", "reported_at", "mine", "decided", "holding",
+                 "unreached_by")
+
+    def __init__(self) -> None:
+        self.reports: dict[str, dict[str, tuple[int, float]]] = {}  # suspect -> reporter -> (incarnation, when)
+        self.sees: dict[str, dict[str, tuple[int, float]]] = {}  # joiner -> member -> (incarnation, when)
+        self.held_since: dict[str, tuple[int, float]] = {}  # joiner -> (incarnation, held back since)
+        self.told_joiner: dict[str, float] = {}  # joiner -> when it was last told who does not reach it
+        self.reported_at = float("-inf")  # when this member last sent its SUSPECTs
+        self.mine: dict[Pair, str] = {}  # the pairs this member reports (it is their reporter), and why
+        self.decided: dict[Pair, str] = {}  # as the coordinator: the pairs acted on, and how
+        self.holding: dict[Pair, str] = {}  # as the coordinator: members that do not reach a joiner
+        self.unreached_by: dict[str, float] = {}  # as a joiner: members said not to reach it -> when
+
+    @property
+    def pairs(self) -> tuple[Pair, ...]:
+        """The unreachable pairs known here now (reported, acted on, or holding a joiner back)."""
+        held = set(self.mine) | set(self.decided) | set(self.holding)
+        return tuple(sorted(held, key=lambda p: (pid_key(p[0]), pid_key(p[1]))))
+
+    # -- a reporter --------------------------------------------------------------------------------
+
+    def report(self, view: View, me: str, unheard: Mapping[str, float], to: Collection[str], now: float,
+               period: float) -> tuple[list[Suspect], list[Unreachable]]:
+        """The SUSPECTs this member sends now (to ``to``, the coordinator), one per member of ``view`` it
+        takes for dead (``unheard``: pid -> suspected since), at most once a ``period``; and the notices
+        of the pairs new since the last report."""
+        targets = {p: since for p, since in unheard.items() if p in view.members and p != me}
+        if not to:
+            targets = {}
+        pairs = {(me, p): f"telling {', '.join(sorted_pids(to))}" for p in targets}
+        notices = _news(self.mine, pairs)
+        self.mine = pairs
+        if not targets or now - self.reported_at < period:
+            return [], notices
+        self.reported_at = now
+        return [Suspect(view.id, p, view.incarnations[p], max(0, int(now - since)))
+                for p, since in sorted(targets.items(), key=lambda kv: pid_key(kv[0]))], notices
+
+    # -- the coordinator -------------------------------------------------------------------------
+
+    def suspect(self, src: str, frame: Suspect, view: View, now: float) -> bool:
+        """A member's SUSPECT: whether it is kept (of this view, about a member as its incarnation)."""
+        if (frame.view != view.id or src not in view.members or frame.pid not in view.members
+                or view.incarnations[frame.pid] != frame.incarnation or frame.pid == src):
+            return False
+        self.reports.setdefault(frame.pid, {})[src] = (frame.incarnation, now)
+        return True
+
+    def seen(self, src: str, frame: Sees, now: float) -> None:
+        """A member's SEES: it has a link to the joiner."""
+        self.sees.setdefault(frame.pid, {})[src] = (frame.incarnation, now)
+
+    def removals(self, view: View, me: str, now: float, fresh: float) -> tuple[dict[str, Pair], list[Unreachable]]:
+        """As the coordinator of ``view``: the members the fresh reports remove (`removals`), each with
+        the pair that costs it, and the notices of pairs new since the last call."""
+        reported: dict[str, set[str]] = {}
+        for target, by in self.reports.items():
+            for reporter, (inc, when) in by.items():
+                if now - when <= fresh and view.incarnations.get(target) == inc:
+                    reported.setdefault(reporter, set()).add(target)
+        out = removals(view.members, me, reported)
+        pairs = {pair: f"removing {loser}" for loser, pair in out.items()}
+        for r, ts in reported.items():  # pairs that cost nobody (the loser is already going): said too
+            for t in ts:
+                if (r, t) not in pairs and (r in out or t in out):
+                    pairs[(r, t)] = f"removing {r if r in out else t}"
+        notices = _news(self.decided, pairs)
+        self.decided = pairs
+        return out, notices
+
+    def hold_back(self, view: View, joiners: Mapping[str, int], staying: Collection[str], now: float,
+                  fresh: float, after: float) -> tuple[set[str], list[Unreachable]]:
+        """As the coordinator: the ``joiners`` (pid -> incarnation) not to admit yet, since some member
+        that stays (``staying``, this coordinator left out) has not reported them within ``fresh``; and
+        the notices of members not reporting a joiner held back for ``after``."""
+        held: set[str] = set()
+        pairs: dict[Pair, str] = {}
+        for j, inc in joiners.items():
+            missing = unadmitted(j, inc, staying, self.sees.get(j, {}), now - fresh)
+            if not missing:
+                self.held_since.pop(j, None)
+                continue
+            held.add(j)
+            inc0, since = self.held_since.get(j, (inc, now))
+            if inc0 != inc:
+                since = now
+            self.held_since[j] = (inc, since)
+            if now - since >= after:
+                pairs.update({(m, j): "not admitting it" for m in missing})
+        for j in list(self.held_since):
+            if j not in joiners:
+                del self.held_since[j]
+                self.told_joiner.pop(j, None)
+        for j in list(self.sees):
+            if j not in joiners:
+                del self.sees[j]
+        notices = _news(self.holding, pairs)
+        self.holding = pairs
+        return held, notices
+
+    def tell_joiners(self, view: View, now: float, period: float) -> list[tuple[str, Suspect]]:
+        """The SUSPECTs (view 0) that tell each joiner held back which members do not reach it, once a
+        ``period``."""
+        due = {j for _, j in self.holding if now - self.told_joiner.get(j, float("-inf")) >= period}
+        for j in due:
+            self.told_joiner[j] = now
+        return [(j, Suspect(0, m, view.incarnations.get(m, 0), max(0, int(now - self.held_since[j][1]))))
+                for m, j in sorted(self.holding, key=lambda p: (pid_key(p[1]), pid_key(p[0]))) if j in due]
+
+    # -- a joiner ----------------------------------------------------------------------------------
+
+    def not_reached_by(self, frame: Suspect, now: float) -> None:
+        """Its group's coordinator says member ``frame.pid`` does not reach this joining peer."""
+        self.unreached_by[frame.pid] = now
+
+    def unreached(self, now: float, fresh: float) -> tuple[str, ...]:
+        """The members said lately (within ``fresh``) not to reach this joining peer."""
+        return tuple(sorted_pids(p for p, when in self.unreached_by.items() if now - when <= fresh))
+
+    # -- views -------------------------------------------------------------------------------------
+
+    def new_view(self, members: Iterable[str]) -> None:
+        """A view was installed: reports were about the old one (their reporters send them again);
+        the joiners now members are done with. What this member reports stays (it is said once)."""
+        self.reports.clear()
+        self.decided.clear()
+        for m in members:
+            self.sees.pop(m, None)
+            self.held_since.pop(m, None)
+        self.unreached_by.clear()
+
+    def restart(self) -> None:
+        """This peer rejoins (or is out of any group): everything about the old group is void."""
+        self.__init__()  # type: ignore[misc]
+
+
+def _news(old: Mapping[Pair, str], new: Mapping[Pair, str]) -> list[Unreachable]:
+    """The notices of the pairs in ``new`` that ``old`` did not hold with the same action."""
+    return [Unreachable(r, t, action) for (r, t), action in new.items() if old.get((r, t)) != action]
