@@ -280,9 +280,6 @@ def render(blocks) -> str:
 
 # the holes of issue 25 told as stories (see the module docstring): file stem -> why it fails
 HOLES = {
-    "hole1_founding_known_lamport_1488": "hole 1, issue 25 (FOUNDING_KNOWN lamport 1488)",
-    "hole1_founding_known_causal_1488": "hole 1, issue 25 (FOUNDING_KNOWN causal 1488)",
-    "hole1_founding_known_causal_1085": "hole 1, issue 25 (FOUNDING_KNOWN causal 1085)",
     "founding_known_sequencer_351_two_primaries": "two primaries, issue 25 (FOUNDING_KNOWN sequencer 351)",
     "founding_known_lamport_2161_member_left_alone": "a member left alone, issue 25 (FOUNDING_KNOWN lamport 2161)",
     "founding_known_sequencer_2161_member_left_alone": "a member left alone, issue 25 (FOUNDING_KNOWN sequencer 2161)",

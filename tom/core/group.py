@@ -39,7 +39,7 @@ from typing import Any
 
 from ..codec.frames import (
     WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
-    Marks, Message, Propose, Relay, Removed, Seq,
+    Marks, Message, Prepare, Promise, Propose, Relay, Removed, Seq,
 )
 from ..codec.pid import sorted_pids
 from ..errors import FrameError, UsageError
@@ -433,15 +433,15 @@ class Core:
         if self.mode not in (NORMAL, FLUSHING) or (self.no_quorum is not None and self.mode == NORMAL):
             return
         change = self.change
-        if change.outcomes and change.open_outcome(self.detector.verified(self.now), self.me):
-            return  # an attempt this peer flushed may still be installed: nothing leaves until then
         view = self.view
         assert view is not None
-        released = self.traffic.order.release(view.members, False)
-        if released:
-            self._emit(released)
+        # an attempt this peer flushed may still be installed: nothing leaves until the view change ends
+        if not (change.outcomes and change.open_outcome()):
+            released = self.traffic.order.release(view.members, False)
+            if released:
+                self._emit(released)
         flush = change.flush
-        if flush is not None and not flush.done and flush.markers >= flush.flush_set:
+        if flush is not None and not flush.done and flush.markers.keys() >= flush.flush_set:
             self._settle(flush)
 
     def _emit(self, released: list[Entry]) -> None:
@@ -452,10 +452,15 @@ class Core:
 
     def _settle(self, flush: Flushing) -> None:
         """Work out the flush's last step (`ViewChange.settle`); once it is, report FLUSHED."""
-        p = self.change.settle(self.traffic.order, self.stats)
+        p = self.change.settle(self.traffic.order, self.stats, self._current, self.traffic.last_delivered)
         if p is None:
             return
-        self._set_mode(FLUSHED)
+        self._report(p)
+
+    def _report(self, p: Propose) -> None:
+        """Report FLUSHED for ``p`` (this member's vote for it) to its coordinator."""
+        if self.mode != FLUSHED:
+            self._set_mode(FLUSHED)
         report = Flushed(p.view, p.attempt, self.traffic.clock.time)
         if p.coordinator == self.me:
             self._on_flushed(self.me, report)
@@ -678,14 +683,50 @@ class Core:
             return
         if self._coordinator() != self.me:
             return
-        again, new = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
-                                            self.detector.verified(self.now) & view.members,
-                                            self.detector.suspected, self.peers, self.quorum)
+        again, new, prepare = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
+                                                     self.detector.verified(self.now) & view.members,
+                                                     self.detector.suspected, self.peers, self.quorum)
         for p in (again, new):  # (again: a member may have ignored it while it followed another)
             if p is not None:
                 self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
         if new is not None:
             self._on_propose(self.me, new)  # once sent: the removed must hear it too, and the view may change now
+        if prepare is not None:  # phase 1 of a ballot other than (0, the smallest member)
+            others = tuple(sorted_pids(view.members - {self.me}))
+            if others:
+                self.out.send(others, prepare)
+            self._on_prepare(self.me, prepare)
+
+    def _on_prepare(self, src: str, f: Prepare) -> None:
+        """PREPARE: promise its ballot if it is not below the one promised (`ViewChange.promise`)."""
+        view = self._current
+        if f.view == view.id and self.last_install is not None and src != self.me:
+            if self._member_link(src):
+                self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
+            return
+        promise = self.change.promise(src, f, view)
+        if promise is None:
+            return
+        if src == self.me:
+            self._on_promise(self.me, promise)
+        else:
+            self.out.send((src,), promise)
+
+    def _on_promise(self, src: str, f: Promise) -> None:
+        """A PROMISE: once a primary component promised, propose (adopting what may have been decided:
+        `ViewChange.choose`)."""
+        view = self._current
+        if src != self.me and not self._member_link(src):
+            return
+        if not self.change.take_promise(src, f, view, self.me):
+            return
+        p = self.change.choose(view, self.me, self.detector.verified(self.now) & view.members,
+                               self.detector.suspected, self.peers, self.quorum)
+        if p is None:
+            return
+        self.change.proposed_at = self.now
+        self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
+        self._on_propose(self.me, p)
 
     def _on_propose(self, src: str, p: Propose) -> None:
         """A proposal: follow it if `ViewChange.accept` says so — stop numbering, relay the removed
@@ -694,19 +735,27 @@ class Core:
         if p.view == view.id and self.last_install is not None and src != self.me:
             self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
             return
-        step = self.change.accept(src, p, view, self.me, self._coordinator(), self.quorum)
+        clock = self.traffic.clock.time
+        step = self.change.accept(src, p, view, self.me, clock, self.quorum)
         if isinstance(step, str):
             self._become_removed(step)
         if not isinstance(step, tuple):
             return
         flushing, taken_back = step
-        self._set_mode(FLUSHING)
         order = self.traffic.order
+        if p.adopts is not None:  # no flush: vote at once (`ViewChange.start`)
+            if self.mode == NORMAL:
+                self._set_mode(FLUSHING)
+            order.stop_numbering()
+            self._report(p)
+            return
+        self._set_mode(FLUSHING)
         order.stop_numbering()
         others = tuple(sorted_pids(flushing.flush_set - {self.me}))
         for frame in order.relays(flushing.removed):
             self.out.send(others, frame)
-        self.out.send(others, Flush(p.view, p.attempt, p.coordinator))
+        # (the marker's clock: relays do not move it, so it bounds them as it bounds this peer's messages)
+        self.out.send(others, Flush(p.view, p.attempt, p.coordinator, clock))
         for s, f in taken_back:
             if s in self.peers.links:
                 try:
@@ -719,12 +768,13 @@ class Core:
 
     def _on_flush(self, src: str, f: Flush) -> None:
         view = self.view
-        if self.change.marker(src, f.view, f.attempt, f.coordinator, view.id if view is not None else None):
+        if self.change.marker(src, f.view, f.attempt, f.coordinator, f.clock,
+                              view.id if view is not None else None):
             self._deliver_ready()
 
     def _on_flushed(self, src: str, f: Flushed) -> None:
         if self.change.report(src, f.view, f.attempt, f.clock, self.me):
-            self._install(self.change.install(self._current, self.me, self.traffic.last_delivered))
+            self._install(self.change.install())
 
     def _on_install(self, src: str, i: Install) -> None:
         view = self.view
