@@ -196,7 +196,7 @@ class Core:
             raise UsageError(f"this peer has {self.mode} the group")
         if self.leaving:
             raise UsageError("this peer is leaving the group")
-        if self.mode != NORMAL or self.no_quorum is not None:
+        if self.mode != NORMAL or self.no_quorum is not None or self.change.promised is not None:
             self.held.hold(text, sent_at)
             return None
         return self._multicast(text, sent_at)
@@ -430,8 +430,9 @@ class Core:
     def _deliver_ready(self) -> None:
         """Deliver what the order releases now (every member of the view holds it); in a flush that
         has every survivor's marker, work out its last step (`_settle`)."""
-        if self.mode not in (NORMAL, FLUSHING) or (self.no_quorum is not None and self.mode == NORMAL):
-            return
+        if self.mode not in (NORMAL, FLUSHING) or (self.mode == NORMAL and (
+                self.no_quorum is not None or self.change.promised is not None)):
+            return  # (promised a ballot: a view change runs, which may remove this peer)
         change = self.change
         view = self.view
         assert view is not None
@@ -498,7 +499,10 @@ class Core:
                 and self._member_link(src)):  # (a view 2 of another group is not ours)
             order = self.traffic.order
             order.progress(src, frame.count)
-            if order.total:  # (in the causal order, peers may deliver one set in different orders)
+            if order.total and (src not in self.change.cut or order.name == "lamport"):
+                # (in the causal order, peers may deliver one set in different orders; in the
+                # sequencer order, a member the flush under way removes may have delivered, unknowing,
+                # what the rest number otherwise: it is not uniform)
                 self._chain_digests()
                 self.divergence.compare(src, frame.count, frame.digest, view.id)
             if (order.acknowledged and order.total and frame.last is not None and self.mode == NORMAL
@@ -577,7 +581,7 @@ class Core:
             if self.no_quorum is not None:
                 self.no_quorum = None
                 self.out.notice(notices.QuorumBack())
-                if self.mode == NORMAL:
+                if self.mode == NORMAL and self.change.promised is None:
                     self._send_held()
                     self._deliver_ready()
             return
@@ -704,9 +708,12 @@ class Core:
             if self._member_link(src):
                 self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
             return
-        promise = self.change.promise(src, f, view)
+        promise = self.change.promise(src, f, view, self.now)
         if promise is None:
             return
+        # a view change runs from now on, which may remove this peer without its knowing: it numbers and
+        # delivers nothing more in this view (as in a flush) until the change ends
+        self.traffic.order.stop_numbering()
         if src == self.me:
             self._on_promise(self.me, promise)
         else:
@@ -719,6 +726,9 @@ class Core:
         if src != self.me and not self._member_link(src):
             return
         if not self.change.take_promise(src, f, view, self.me):
+            return
+        if self._coordinator() != self.me:  # (it asked to leave meanwhile, say: the next coordinator runs it)
+            self.change.preparing = None
             return
         p = self.change.choose(view, self.me, self.detector.verified(self.now) & view.members,
                                self.detector.suspected, self.peers, self.quorum)
@@ -736,7 +746,7 @@ class Core:
             self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
             return
         clock = self.traffic.clock.time
-        step = self.change.accept(src, p, view, self.me, clock, self.quorum)
+        step = self.change.accept(src, p, view, self.me, clock, self.quorum, self.now)
         if isinstance(step, str):
             self._become_removed(step)
         if not isinstance(step, tuple):
@@ -800,6 +810,8 @@ class Core:
             self.held.admitted(self.traffic.last_delivered.get(self.me, -1))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
+        if self.traffic.order.name != "lamport":  # (the sequencer order is not uniform: see `forget`)
+            self.divergence.forget(i.removed)
         self._chain_digests()  # what was delivered in the old view belongs to its chain
         self.divergence.new_view()
         self.last_install = i

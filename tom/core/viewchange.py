@@ -107,7 +107,7 @@ class ViewChange:
     """The flush this member follows, the outcomes it reported, and the frames of removed members."""
 
     __slots__ = ("flush", "early_markers", "highest", "cut", "outcomes", "cut_frames", "proposed_at",
-                 "promised", "accepted", "preparing", "promises")
+                 "promised", "promised_at", "accepted", "preparing", "promises")
 
     def __init__(self) -> None:
         self.flush: Flushing | None = None
@@ -118,6 +118,7 @@ class ViewChange:
         self.cut_frames: list[tuple[str, Frame]] = []
         self.proposed_at = float("-inf")
         self.promised: Ballot | None = None  # the highest ballot promised or followed
+        self.promised_at = float("-inf")  # when
         self.accepted: dict[Ballot, tuple[frozenset[str], Install]] = {}  # reported FLUSHED for
         self.preparing: Ballot | None = None  # as a coordinator: the ballot of the phase 1 under way
         self.promises: dict[str, Promise] = {}  # its promises so far
@@ -170,6 +171,11 @@ class ViewChange:
         if flush is not None and flush.proposal.coordinator == me and now - self.proposed_at >= period:
             again = flush.proposal
         new = self.wanted(view, me, verified, suspected, peers, quorum)
+        if (new is None and self.preparing is None and self.promised is not None
+                and (flush is None or flush.ballot != self.promised) and now - self.promised_at >= period):
+            # a ballot promised a while ago and not followed (its coordinator gave it up, or is no
+            # coordinator for this member): the view change it stopped must end
+            new = self.again(view, me, verified, suspected, quorum)
         prepare = None
         if self.preparing is not None:
             if self._above(self.preparing, False):  # still the highest ballot: its promises may come
@@ -182,6 +188,10 @@ class ViewChange:
             # (round 0 is the smallest member's only: a phase 1 runs for round 1 or above)
             round_ = max(self.highest, self.promised[0] if self.promised is not None else 0, 0) + 1
             self.highest = round_
+            if not quorum:  # no consensus without a quorum (its stated trade): no phase 1 either
+                new = Propose(new.view, round_, me, new.members, new.removed, new.group)
+                self.proposed_at = now
+                return again, new, None
             self.preparing = (round_, me)
             self.promises = {}
             prepare = Prepare(view.id + 1, round_, me, view.group)
@@ -200,7 +210,7 @@ class ViewChange:
             leaves = set(peers.leaves) & view.members
         return next_proposal(view, me, self, verified, suspected, joins, leaves, quorum)
 
-    def promise(self, src: str, f: Prepare, view: View) -> Promise | None:
+    def promise(self, src: str, f: Prepare, view: View, now: float) -> Promise | None:
         """PREPARE ``f`` from ``src``: the PROMISE to send back — every ballot this member reported
         FLUSHED for in this view change, with its voters and the INSTALL it decides — if its ballot
         is not below the one promised (again, if it is that one); else None (ignored: its sender
@@ -211,7 +221,8 @@ class ViewChange:
         b = (f.attempt, f.coordinator)
         if not self._above(b, False):
             return None
-        self.promised = b
+        if self.promised != b:
+            self.promised, self.promised_at = b, now
         accepted = tuple((a, c, tuple(sorted_pids(voters)), install)
                          for (a, c), (voters, install) in sorted(self.accepted.items(), key=lambda kv: ballot_key(kv[0])))
         return Promise(f.view, f.attempt, f.coordinator, accepted)
@@ -255,8 +266,19 @@ class ViewChange:
                 removed = sorted_pids(view.members - promisers)
                 return Propose(view.id + 1, b[0], me, install_of.members,
                                tuple((m, view.incarnations[m]) for m in removed), view.group, install_of)
-        new = self.wanted(view, me, verified, suspected, peers, quorum)
+        # (if the reason for it is gone - a partition healed meanwhile - the promises still stopped
+        # every flush of a lower ballot: a view change must end this one, `again`)
+        new = self.wanted(view, me, verified, suspected, peers, quorum) or self.again(view, me, verified, suspected, quorum)
         return None if new is None else Propose(new.view, b[0], me, new.members, new.removed, new.group)
+
+    def again(self, view: View, me: str, verified: set[str], suspected: Collection[str], quorum: bool) -> Propose | None:
+        """A view change with no reason of its own, to end one that stalled: the view again, without
+        the members found dead (if the rest is a primary component)."""
+        removed = verified & view.members
+        if not may_change_without(view.members, removed, suspected, quorum):
+            return None
+        return proposal(view, me, self.highest + 1, {m: i for m, i in view.incarnations.items() if m not in removed},
+                        removed)
 
     def follows(self, p: Propose, view: View) -> bool:
         """Whether to follow proposal ``p`` (of the right view and group, from its coordinator): ballot
@@ -269,7 +291,7 @@ class ViewChange:
             return False
         return self.flush is None or self.flush.ballot != b
 
-    def start(self, p: Propose, view: View, me: str, clock: int) -> tuple[Flushing, set[str]] | None:
+    def start(self, p: Propose, view: View, me: str, clock: int, now: float) -> tuple[Flushing, set[str]] | None:
         """Follow ``p``: the flush, and the members cut by an earlier attempt that this one keeps
         (their frames are taken after all); None if this member is not in the flush set. ``clock``:
         this member's clock, sent in its marker. An adopting proposal runs no flush: this member votes
@@ -278,7 +300,7 @@ class ViewChange:
         flush_set = frozenset(view.members - removed)
         if me not in flush_set:
             return None
-        self.promised = (p.attempt, p.coordinator)
+        self.promised, self.promised_at = (p.attempt, p.coordinator), now
         if p.adopts is not None:
             self.flush = Flushing(p, flush_set, removed, {}, done=True)
             self.accepted[self.flush.ballot] = (flush_set, p.adopts)
@@ -291,8 +313,8 @@ class ViewChange:
         self.flush = Flushing(p, flush_set, removed, markers)
         return self.flush, kept
 
-    def accept(self, src: str, p: Propose, view: View, me: str, clock: int,
-               quorum: bool) -> tuple[Flushing, list[tuple[str, Frame]]] | str | None:
+    def accept(self, src: str, p: Propose, view: View, me: str, clock: int, quorum: bool,
+               now: float) -> tuple[Flushing, list[tuple[str, Frame]]] | str | None:
         """What proposal ``p`` from ``src`` does to this member of ``view``: the flush it now follows,
         with the frames of members an earlier attempt cut and this one keeps (to be taken now, in
         order); or why this member is out of the group (without a quorum, a proposal that removes it
@@ -307,7 +329,7 @@ class ViewChange:
             if p.adopts is not None:
                 return None  # (not a voter of an adopted attempt: its INSTALL says what it is)
             return None if quorum else f"{src} removed this peer"
-        started = self.start(p, view, me, clock)
+        started = self.start(p, view, me, clock, now)
         if started is None:
             return None
         flushing, kept = started
