@@ -491,6 +491,12 @@ def next_proposal(view: View, me: str, change: ViewChange, verified: set[str], s
         p = flush.proposal
         if not (verified & flush.flush_set or p.coordinator in verified):
             return None
+        if p.adopts is not None:  # (its "removed" are the members that do not vote, not the view's removed)
+            removed = set(verified)
+            if not may_change_without(view.members, removed, suspected, quorum):
+                return None
+            members = {m: i for m, i in view.incarnations.items() if m not in removed}
+            return proposal(view, me, change.highest + 1, members, removed)
         removed = set(flush.removed) | verified
         if not may_change_without(view.members, removed, suspected, quorum):
             # not without the members this flush removed: take back those heard from again (a
