@@ -22,10 +22,12 @@ overtakes the acknowledgement it rests on. Relays are acknowledged explicitly (A
 message is in wire 1 (``Core(wire=1)``).
 
 Views (virtual synchrony, `tom.core.viewchange`): the group changes only through a flush run by the
-coordinator (`tom.core.quorum.coordinator`). Nothing irrevocable happens before the INSTALL of the
-attempt: a member may follow a newer attempt (after a heal, one taking back members an earlier one
-removed) — but having reported FLUSHED for an attempt, it delivers nothing and reports for no other
-until that attempt is known dead. Every member delivers the INSTALL's view event at
+coordinator (`tom.core.quorum.coordinator`), and is a consensus: an attempt is a ballot; every
+coordinator but the view's smallest member at attempt 0 first gets PROMISEs from a primary component
+(`_on_prepare`, `_on_promise`) and carries on an attempt that may have been decided. Nothing
+irrevocable happens before the INSTALL: a member may follow a higher ballot (after a heal, one taking
+back members an earlier one removed) — but it reports FLUSHED only for the ballot it promised, and,
+having reported one or promised one, delivers nothing in its view until the view change ends. Every member delivers the INSTALL's view event at
 ``(C + 1, coordinator)`` — after all of view v and before all of view v+1 — and forwards the INSTALL
 once, so that a coordinator crash cannot leave it half known. A member announces each view it
 installs with a HEARTBEAT on every link before any frame of that view, so a frame is always
