@@ -213,14 +213,18 @@ class ViewChange:
     def promise(self, src: str, f: Prepare, view: View, now: float) -> Promise | None:
         """PREPARE ``f`` from ``src``: the PROMISE to send back — every ballot this member reported
         FLUSHED for in this view change, with its voters and the INSTALL it decides — if its ballot
-        is not below the one promised (again, if it is that one); else None (ignored: its sender
-        hears of the higher ballot and tries again)."""
+        is not below the one promised (again, if it is that one); else a PROMISE naming the ballot
+        promised, and nothing accepted (its sender gives its ballot up and tries a higher one); None
+        if ``f`` is not for this view change."""
         if f.view != view.id + 1 or f.coordinator != src or f.group != view.group:
             return None
         self.highest = max(self.highest, f.attempt)
         b = (f.attempt, f.coordinator)
         if not self._above(b, False):
-            return None
+            assert self.promised is not None
+            # below the ballot promised: say which, so that its sender tries a higher one (a PROMISE
+            # of another ballot than it asked for promises it nothing)
+            return Promise(f.view, self.promised[0], self.promised[1], ())
         if self.promised != b:
             self.promised, self.promised_at = b, now
         accepted = tuple((a, c, tuple(sorted_pids(voters)), install)
@@ -230,9 +234,14 @@ class ViewChange:
     def take_promise(self, src: str, f: Promise, view: View, me: str) -> bool:
         """A PROMISE reaches this coordinator: whether the promises of the ballot it prepares now come
         from a primary component of ``view`` (choose then: `choose`)."""
-        if self.preparing is None or (f.view, f.attempt, f.coordinator) != (view.id + 1, *self.preparing):
+        if self.preparing is None or f.view != view.id + 1 or src not in view.members:
             return False
-        if f.coordinator != me or src not in view.members:
+        if ballot_key((f.attempt, f.coordinator)) > ballot_key(self.preparing):
+            # ``src`` promised a higher ballot: give this one up; the next is above it (`to_propose`)
+            self.highest = max(self.highest, f.attempt)
+            self.preparing = None
+            return False
+        if (f.attempt, f.coordinator) != self.preparing or f.coordinator != me:
             return False
         self.promises[src] = f
         return self._above(self.preparing, False) and has_quorum(view.members, self.promises)
