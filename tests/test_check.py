@@ -359,13 +359,13 @@ def test_a_joiner_owes_nothing_of_the_view_before_it_joined():
     assert r.found is None, r.found and r.found.violation
 
 
-def test_the_documented_view_change_gap_is_reached():
-    """The known limit of docs/guarantees.md: a coordinator cut off just after the last FLUSHED of its attempt reached
-    it installs that view on its own side, while the rest, taking it for dead, install another. Five
-    peers (so that the other four minus a crashed one are a majority), peer 5 crashes, peer 1's flush
-    runs until every FLUSHED is in (its INSTALL still in flight), then 1 is cut off: a depth-first
-    search from there reaches two different views 2. When a consensus on views closes the gap
-    (issue 25), this test must change."""
+def test_the_view_change_gap_is_closed_on_five_peers_with_a_crash():
+    """Hole 1 of issue 25, once the known limit of docs/guarantees.md: a coordinator cut off just after the
+    last FLUSHED of its attempt reached it installs that view on its own side, while the rest, taking it
+    for dead, installed another. Five peers (so that the other four minus a crashed one are a majority),
+    peer 5 crashes, peer 1's flush runs until every FLUSHED is in (its INSTALL still in flight), then 1
+    is cut off: a depth-first search from there (on the old core: two different views 2 within 20 s)
+    finds nothing now — peer 2 runs phase 1 and adopts peer 1's attempt (views decided by consensus)."""
     config = Config("lamport", 5, 0, crash=(5,), cut=(frozenset({1}), frozenset({2, 3, 4, 5})))
     world, _ = World.initial(config)
     for step in ["crash 5", "timeout 5@1", "timeout 5@2", "timeout 5@3", "timeout 5@4"]:
@@ -383,5 +383,5 @@ def test_the_documented_view_change_gap_is_reached():
         r = search(config, "dfs", time_limit=20)
     finally:
         World.initial = original  # type: ignore[method-assign]
-    assert r.found is not None and r.found.violation.name == "virtual synchrony", r.found
-    assert "view 2 has members 1,2,3,4" in str(r.found.violation)
+    assert r.found is None, r.found.violation
+    assert r.states > 1000

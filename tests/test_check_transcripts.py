@@ -25,7 +25,6 @@ DATA = Path(__file__).parent / "testdata" / "check"
 
 # holes of today's core the checker reaches (issue 25): file stem -> the reason of the strict xfail
 HOLES = {
-    "view_change_gap_coordinator_cut_off_after_the_last_flushed": "hole 1, issue 25",
 }
 
 

@@ -53,7 +53,11 @@ PARTITION_SEEDS = int(os.environ.get("TOM_PARTITION_SEEDS", "150"))
 # sequencer_message_numbered_twice.txt, missed_installs_member_removed_again.txt
 PARTITION_REGRESSIONS = [("lamport", 248), ("lamport", 654), ("lamport", 871), ("causal", 248),
                          ("causal", 500), ("sequencer", 248), ("sequencer", 293), ("sequencer", 550),
-                         ("sequencer", 613), ("sequencer", 729), ("sequencer", 886)]
+                         ("sequencer", 613), ("sequencer", 729), ("sequencer", 886),
+                         # a cut-off sequencer numbered and delivered what the others renumbered after the
+                         # heal (seen once joins waited for SEES); passes since view changes are ballots
+                         # (issue 25; which rule closed it is not traced)
+                         ("sequencer", 72)]
 
 
 @pytest.mark.parametrize("order,seed", PARTITION_REGRESSIONS)
@@ -62,13 +66,7 @@ def test_partition_regression_seeds(order, seed):
 
 
 # schedules of the sweep that fail on a known limit (strict: `test_partition_known_limits`)
-PARTITION_KNOWN = {
-    ("sequencer", 72): "the sequencer A, cut off, numbers and delivers its own message (non-uniform) just "
-                       "before it notices the partition; after the heal it takes its quorum back and "
-                       "numbers more while B and C, who never got its numbers in time, install a view "
-                       "without it and number the same messages otherwise: a true divergence alarm. "
-                       "Seen since joins wait for SEES (issue 25, hole 2: the schedule shifted by a link "
-                       "latency); no SUSPECT or SEES is sent between the partition and the alarm",
+PARTITION_KNOWN: dict[tuple[str, int], str] = {
 }
 
 
@@ -141,7 +139,7 @@ def test_the_checker_catches_a_flush_that_does_not_wait_for_the_markers(monkeypa
 
     def eager(self):
         if self.change.flush is not None and not self.change.flush.done:
-            self.change.flush.markers |= self.change.flush.flush_set
+            self.change.flush.markers.update(dict.fromkeys(self.change.flush.flush_set, 0))
         original(self)
 
     monkeypatch.setattr(Core, "_deliver_ready", eager)
@@ -284,7 +282,9 @@ def test_partitions_while_the_first_group_forms_found_one_group(chunk, order):
 FOUNDING_REGRESSIONS = [("lamport", 2), ("lamport", 34), ("lamport", 59), ("lamport", 105), ("lamport", 110),
                         ("lamport", 124), ("lamport", 811), ("sequencer", 811), ("lamport", 1200),
                         ("sequencer", 1689), ("sequencer", 351), ("lamport", 2161), ("sequencer", 2161),
-                        ("causal", 2161), ("lamport", 1488), ("causal", 1488), ("causal", 1085)]
+                        ("causal", 2161),
+                        # hole 1 of issue 25 (two view changes decided for one view), closed by ballots
+                        ("lamport", 1488), ("causal", 1488), ("causal", 1085)]
 
 
 @pytest.mark.parametrize("order,seed", FOUNDING_REGRESSIONS)

@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 from tom.errors import FrameError
 from tom.codec import frames
 from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
-                              Leave, Marks, Message, Propose, Received, Refused, Relay, Removed, Resume, Sees, Suspect, Seq,
+                              Leave, Marks, Message, Prepare, Promise, Propose, Received, Refused, Relay, Removed, Resume,
+                              Sees, Suspect, Seq,
                               FRAME_KINDS, _parse_by_table, _plain_message, encode_frame, escape_text, format_frame, parse_frame)
 
 PIDS = st.sampled_from(["127.0.0.1:5000", "10.0.0.2:5000", "my-host.lan:80", "[::1]:65535"])
@@ -148,6 +149,9 @@ BAD_BUILDS = [
     lambda: Sees(1, "x", 1), lambda: Resume("1"), lambda: Received(None),
     lambda: Propose(1, 1, P, ((P,),), ()), lambda: Propose(1, 1, P, (), (), "a\nb"),
     lambda: Install(1, 1, P, 1, (), ("bad",), (), ()), lambda: Install(1, 1, P, 1, (), (), (), (), "", ((P, -1),)),
+    lambda: Prepare(1, -1, P), lambda: Prepare(1, 1, P, "a\nb"),
+    lambda: Promise(2, 1, P, ((0, P, (P,), Install(3, 0, P, 1, (), (), (), ())),)),
+    lambda: Flush(1, 1, P, -1), lambda: Propose(2, 1, P, (), (), "", Install(3, 0, P, 1, (), (), (), ())),
 ]
 
 
@@ -373,6 +377,16 @@ GOLDEN = [
     (Join(B, 5), "JOIN-my-host.lan:80-5"),
     (Leave(V6), "LEAVE-[::1]:65535"),
     (Flush(2, 1, A), "FLUSH-2-1-127.0.0.1:5000"),
+    (Flush(2, 1, B, 17), "FLUSH-2-1-my-host.lan:80-17"),
+    (Prepare(2, 1, B, "g"), 'PREPARE-{"view":2,"attempt":1,"coordinator":"my-host.lan:80","group":"g"}'),
+    (Promise(2, 1, B, ((0, A, (A, B), Install(2, 0, A, 4, ((A, 1),), (), (B,), (), "g")),)),
+     'PROMISE-{"view":2,"attempt":1,"coordinator":"my-host.lan:80","accepted":[[0,"127.0.0.1:5000",'
+     '["127.0.0.1:5000","my-host.lan:80"],{"view":2,"attempt":0,"coordinator":"127.0.0.1:5000","clock":4,'
+     '"members":[["127.0.0.1:5000",1]],"joined":[],"left":["my-host.lan:80"],"removed":[],"group":"g"}]]}'),
+    (Propose(2, 1, B, ((A, 1),), ((A, 1),), "g", Install(2, 0, A, 4, ((A, 1),), (), (B,), (), "g")),
+     'PROPOSE-{"view":2,"attempt":1,"coordinator":"my-host.lan:80","members":[["127.0.0.1:5000",1]],'
+     '"removed":[["127.0.0.1:5000",1]],"group":"g","adopts":{"view":2,"attempt":0,"coordinator":"127.0.0.1:5000",'
+     '"clock":4,"members":[["127.0.0.1:5000",1]],"joined":[],"left":["my-host.lan:80"],"removed":[],"group":"g"}}'),
     (Flushed(2, 1, 99), "FLUSHED-2-1-99"),
     (Removed(4), "REMOVED-4"),
     (Removed(4, "127.0.0.1:5000/1"), "REMOVED-4 127.0.0.1:5000/1"),

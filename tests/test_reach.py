@@ -199,3 +199,11 @@ def test_what_a_suspicion_costs_while_it_lasts():
               if 22.0 <= t < 52.0 and isinstance(f, (Suspect, Sees))]
     rate = {key: sum(n for p, k, n in window if (p, k) == key) / 30.0 for key in {(p, k) for p, k, _ in window}}
     assert rate == {(C, "Sees"): pytest.approx(1.0, abs=0.1), (A, "Suspect"): pytest.approx(1.0, abs=0.1)}
+
+
+def test_a_report_of_members_the_coordinator_finds_dead_itself_costs_nobody():
+    """C reports B and D, which crashed: the coordinator A finds them dead too. C reports more than half
+    of the others, but that is no broken receiver: it must not be removed (partition sweep seed 22 in
+    every order, once view changes were ballots: A alone stayed flushing for ever)."""
+    assert removals(ABCD, A, {C: {B, D}}, dead={B, D}) == {}
+    assert removals(ABCD, A, {C: {B, D}}) == {C: (C, B)}  # (what it would cost if A heard B and D)

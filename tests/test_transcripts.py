@@ -282,9 +282,6 @@ def render(blocks) -> str:
 
 # the holes of issue 25 told as stories (see the module docstring): file stem -> why it fails
 HOLES = {
-    "hole1_founding_known_lamport_1488": "hole 1, issue 25 (FOUNDING_KNOWN lamport 1488)",
-    "hole1_founding_known_causal_1488": "hole 1, issue 25 (FOUNDING_KNOWN causal 1488)",
-    "hole1_founding_known_causal_1085": "hole 1, issue 25 (FOUNDING_KNOWN causal 1085)",
 }
 
 

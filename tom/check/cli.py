@@ -134,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{result.terminal:,} terminal states"
                   + (f" ({result.tick_bounded:,} of them stuck for want of ticks: liveness not judged there)"
                      if result.tick_bounded else "")
+                  + (f", {result.terminal - result.tick_bounded:,} quiescent "
+                     f"({100 * (result.terminal - result.tick_bounded) / result.terminal:.1f}% of terminal states)"
+                     if result.terminal else "")
                   + f", {result.elapsed:.1f} s ({result.rate:,.0f} states/s); {how}", markup=False)
     if result.found is None:
         console.print(f"[bold green]NO VIOLATION[/] ({how})")

@@ -34,7 +34,9 @@ TOM adds:
                                                 origin get the sequence numbers first, first+1, ...
     JOIN-<pid>-<incarnation>                    please add me to the group
     LEAVE-<pid>                                 please take me out of the group
-    FLUSH-<view>-<attempt>-<coordinator>        marker: I sent everything I will send before <view>
+    FLUSH-<view>-<attempt>-<coordinator>[-<clock>]
+                                                marker: I sent everything I will send before <view>;
+                                                my Lamport clock is <clock> (left out when 0)
     FLUSHED-<view>-<attempt>-<clock>            to the coordinator: my old view is fully delivered
     REMOVED-<view>[ <group>]                    you are not a member of my view <view> (of <group>)
     SUSPECT-<view>-<incarnation>-<since>-<pid>  to the coordinator: I have not heard member <pid>
@@ -46,6 +48,7 @@ TOM adds:
     RESUME-<count>, RECEIVED-<count>            link layer: frames received from you so far (this
                                                 incarnation); on reconnect and every few hundred frames
     PROPOSE-<json>, INSTALL-<json>              a view change proposed, a view change decided
+    PREPARE-<json>, PROMISE-<json>              a view change's phase 1: a ballot asked for, promised
 
 In ``text`` a backslash, a newline and a carriage return travel as ``\\\\``, ``\\n`` and ``\\r``, so a
 frame never spans lines; `parse_frame(format_frame(f)) == f` for every valid frame. The acker of an
@@ -74,8 +77,9 @@ from .pid import is_pid
 __all__ = [
     "FRAME_KINDS", "MAX_CLOCK", "MAX_FRAME_BYTES", "MAX_MARKS", "MAX_VC_CHARS", "WIRE_VERSION",
     "Ack", "Acks", "Flush", "Flushed", "Frame", "FrameError", "FrameKind", "Heartbeat", "Hello", "Install",
-    "Join", "Leave", "Marks", "Message", "Propose", "Received", "Refused", "Relay", "Removed", "Resume",
-    "Sees", "Seq", "Suspect", "delivery_digest", "encode_frame", "escape_text", "format_frame", "message_frame_bytes",
+    "Join", "Leave", "Marks", "Message", "Prepare", "Promise", "Propose", "Received", "Refused", "Relay", "Removed",
+    "Resume", "Sees", "Seq", "Suspect", "delivery_digest", "encode_frame", "escape_text", "format_frame",
+    "message_frame_bytes",
     "parse_frame", "trusted_ack", "trusted_acks", "trusted_marks", "trusted_message", "unescape_text",
     "wire_of",
 ]
@@ -402,16 +406,19 @@ class Leave(Frame):
 @dataclass(frozen=True, slots=True)
 class Flush(Frame):
     """Marker for ``coordinator``'s proposal ``(view, attempt)``: the sender has sent every frame
-    it will send in the view before ``view``."""
+    it will send in the view before ``view``; ``clock`` is its Lamport clock when it sent the marker
+    (the INSTALL's clock is the highest of the flush set's markers: `ViewChange.value`)."""
 
     view: int
     attempt: int
     coordinator: str
+    clock: int = 0
 
     def __post_init__(self) -> None:
         _check_count(self.view, "view")
         _check_count(self.attempt, "attempt")
         _check_pid(self.coordinator)
+        _check_clock(self.clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,6 +508,11 @@ class Propose(Frame):
     ``members`` is the new view as ``(pid, incarnation)`` pairs; ``removed`` are members of the old
     view taken out as failed. Every old member not removed flushes; ``members`` minus the old view
     are joining, the old view minus ``members`` minus ``removed`` are leaving.
+
+    ``adopts`` (issue 25; left out on the wire when None): the INSTALL of an earlier attempt of this
+    view change that may have been decided, carried on under this ballot ``(attempt, coordinator)``
+    instead of a new view. Then no flush runs: the old members not in ``removed`` vote (FLUSHED) at
+    once, and the decision is that INSTALL, byte for byte.
     """
 
     view: int
@@ -509,6 +521,7 @@ class Propose(Frame):
     members: tuple[tuple[str, int], ...]
     removed: tuple[tuple[str, int], ...]
     group: str = ""
+    adopts: Install | None = None
 
     def __post_init__(self) -> None:
         _check_group(self.group)
@@ -517,6 +530,8 @@ class Propose(Frame):
         _check_pid(self.coordinator)
         _check_members(self.members, "members")
         _check_members(self.removed, "removed")
+        if self.adopts is not None and (type(self.adopts) is not Install or self.adopts.view != self.view):
+            raise FrameError("adopts must be an INSTALL of the same view")
 
 
 @dataclass(frozen=True, slots=True)
@@ -928,6 +943,9 @@ def _parse_flush(head: str, rest: str) -> Flush:
     attempt, sep2, coordinator = rest.partition("-")
     if not (sep and sep2):
         raise FrameError("FLUSH needs view, attempt and coordinator")
+    pid, sep3, clock = coordinator.rpartition("-")
+    if sep3 and clock.isdigit():  # FLUSH-<view>-<attempt>-<coordinator>-<clock> (a pid ends in :<port>)
+        return Flush(_int(view, "view"), _int(attempt, "attempt"), pid, _int(clock, "clock"))
     return Flush(_int(view, "view"), _int(attempt, "attempt"), coordinator)
 
 
@@ -956,27 +974,73 @@ def _parse_sees(head: str, rest: str) -> Sees:
 
 
 def _format_propose(p: Propose) -> str:
-    return _json_frame(Propose, {f.name: getattr(p, f.name) for f in fields(p)})
+    body = {f.name: getattr(p, f.name) for f in fields(p)}
+    if p.adopts is None:
+        del body["adopts"]  # (optional: the wire form of a view change that adopts nothing is unchanged)
+    else:
+        body["adopts"] = _install_body(p.adopts)
+    return _json_frame(Propose, body)
 
 
 def _parse_propose(head: str, rest: str) -> Propose:
-    body = _json_body(Propose, rest)
+    body = _json_body(Propose, rest, optional=("adopts",))
     body["members"], body["removed"] = _pairs(body, "members"), _pairs(body, "removed")
+    if "adopts" in body:
+        body["adopts"] = _install_of(body["adopts"])
     return Propose(**body)
+
+
+def _format_prepare(p: Prepare) -> str:
+    return _json_frame(Prepare, {f.name: getattr(p, f.name) for f in fields(p)})
+
+
+def _parse_prepare(head: str, rest: str) -> Prepare:
+    return Prepare(**_json_body(Prepare, rest))
+
+
+def _format_promise(p: Promise) -> str:
+    body = {f.name: getattr(p, f.name) for f in fields(p)}
+    body["accepted"] = [[a, c, list(voters), _install_body(i)] for a, c, voters, i in p.accepted]
+    return _json_frame(Promise, body)
+
+
+def _parse_promise(head: str, rest: str) -> Promise:
+    body = _json_body(Promise, rest)
+    accepted = body["accepted"]
+    if type(accepted) is not list or len(accepted) > 64:
+        raise FrameError("bad accepted")
+    entries = []
+    for entry in accepted:
+        if type(entry) is not list or len(entry) != 4 or type(entry[2]) is not list:
+            raise FrameError(f"bad accepted entry {entry!r}")
+        entries.append((entry[0], entry[1], tuple(entry[2]), _install_of(entry[3])))
+    body["accepted"] = tuple(entries)
+    return Promise(**body)
 
 
 _INSTALL_WIRE_NAMES = {"delivered": "marks"}
 
 
-def _format_install(i: Install) -> str:
+def _install_body(i: Install) -> dict[str, Any]:
     body = {_INSTALL_WIRE_NAMES.get(f.name, f.name): getattr(i, f.name) for f in fields(i)}
     if not i.delivered:
         del body["marks"]  # (optional: the wire form of a view change without joiners is unchanged)
-    return _json_frame(Install, body)
+    return body
+
+
+def _format_install(i: Install) -> str:
+    return _json_frame(Install, _install_body(i))
 
 
 def _parse_install(head: str, rest: str) -> Install:
-    body = _json_body(Install, rest, optional=("marks",), wire_names=_INSTALL_WIRE_NAMES)
+    return _install_of(_json_body(Install, rest, optional=("marks",), wire_names=_INSTALL_WIRE_NAMES))
+
+
+def _install_of(body: dict[str, Any]) -> Install:
+    names = {_INSTALL_WIRE_NAMES.get(f.name, f.name) for f in fields(Install)}
+    if type(body) is not dict or set(body) - {"marks"} != names - {"marks"}:
+        raise FrameError(f"INSTALL needs fields {sorted(names)}")
+    body = dict(body)
     body["members"] = _pairs(body, "members")
     if "marks" in body:
         body["delivered"] = _pairs(body, "marks")
@@ -991,6 +1055,53 @@ def _parse_install(head: str, rest: str) -> Install:
 # -- the table -----------------------------------------------------------------------------------
 
 F = TypeVar("F", bound=Frame)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepare(Frame):
+    """Phase 1 of a view change (issue 25): ``coordinator`` asks the members of view ``view - 1`` of
+    ``group`` to promise ballot ``(attempt, coordinator)``."""
+
+    view: int
+    attempt: int
+    coordinator: str
+    group: str = ""
+
+    def __post_init__(self) -> None:
+        _check_group(self.group)
+        _check_count(self.view, "view")
+        _check_count(self.attempt, "attempt")
+        _check_pid(self.coordinator)
+
+
+@dataclass(frozen=True, slots=True)
+class Promise(Frame):
+    """To ``coordinator``: the sender promises ballot ``(attempt, coordinator)`` of view ``view`` (it
+    reports FLUSHED for no lower ballot from now on) and reports every ballot of this view change it
+    reported FLUSHED for: ``(attempt, coordinator, voters, install)`` — the ballot, the members whose
+    FLUSHED decide it, and the INSTALL it decides (what a new coordinator adopts)."""
+
+    view: int
+    attempt: int
+    coordinator: str
+    accepted: tuple[tuple[int, str, tuple[str, ...], Install], ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+        _check_count(self.attempt, "attempt")
+        _check_pid(self.coordinator)
+        if type(self.accepted) is not tuple:
+            raise FrameError("accepted must be a tuple")
+        for entry in self.accepted:
+            if type(entry) is not tuple or len(entry) != 4:
+                raise FrameError(f"bad accepted entry {entry!r}")
+            attempt, coordinator, voters, install = entry
+            _check_count(attempt, "attempt")
+            _check_pid(coordinator)
+            if type(voters) is not tuple or type(install) is not Install or install.view != self.view:
+                raise FrameError(f"bad accepted entry {entry!r}")
+            for pid in voters:
+                _check_pid(pid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1024,7 +1135,9 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
     FrameKind(("HELLO",), Hello, _format_hello, _parse_hello),
     FrameKind(("JOIN",), Join, lambda j: f"JOIN-{j.pid}-{j.incarnation}", _parse_join),
     FrameKind(("LEAVE",), Leave, lambda leave: f"LEAVE-{leave.pid}", lambda head, rest: Leave(rest)),
-    FrameKind(("FLUSH",), Flush, lambda f: f"FLUSH-{f.view}-{f.attempt}-{f.coordinator}", _parse_flush),
+    FrameKind(("FLUSH",), Flush,
+              lambda f: f"FLUSH-{f.view}-{f.attempt}-{f.coordinator}" + (f"-{f.clock}" if f.clock else ""),
+              _parse_flush),
     FrameKind(("FLUSHED",), Flushed, lambda f: f"FLUSHED-{f.view}-{f.attempt}-{f.clock}", _parse_flushed),
     FrameKind(("REMOVED",), Removed, lambda r: f"REMOVED-{r.view}{_group_suffix(r.group)}", _parse_removed),
     FrameKind(("SUSPECT",), Suspect, lambda f: f"SUSPECT-{f.view}-{f.incarnation}-{f.since}-{f.pid}", _parse_suspect),
@@ -1034,6 +1147,8 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
               lambda head, rest: Received(_int(rest, "count"))),
     FrameKind(("PROPOSE",), Propose, _format_propose, _parse_propose),
     FrameKind(("INSTALL",), Install, _format_install, _parse_install),
+    FrameKind(("PREPARE",), Prepare, _format_prepare, _parse_prepare),
+    FrameKind(("PROMISE",), Promise, _format_promise, _parse_promise),
 )
 """Every frame kind, once: `format_frame` and `parse_frame` know no other."""
 

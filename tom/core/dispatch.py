@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..codec.frames import (
-    Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave, Marks, Message, Propose, Relay, Removed,
-    Sees, Seq, Suspect,
+    Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave, Marks, Message, Prepare, Promise, Propose,
+    Relay, Removed, Sees, Seq, Suspect,
 )
 from .modes import Mode
 
@@ -42,17 +42,19 @@ IN_A_VIEW: Row = {
     Heartbeat: "_on_heartbeat", Join: "_on_join", Leave: "_on_leave", Propose: "_on_propose",
     Flush: "_on_flush", Flushed: "_on_flushed", Install: "_on_install", Removed: "_on_removed",
     Suspect: "_on_suspect", Sees: "_on_sees",
+    Prepare: "_on_prepare", Promise: "_on_promise",
 }
 
 _FINAL: Row = {  # left or removed: nothing changes the membership; heartbeats still compare deliveries
     **{kind: "_hold_or_drop" for kind in ORDERED},
     Heartbeat: "_on_heartbeat", Join: "_on_join", Leave: "_on_leave", Propose: IGNORE,
     Flush: "_on_flush", Flushed: IGNORE, Install: IGNORE, Removed: IGNORE, Suspect: IGNORE, Sees: IGNORE,
+    Prepare: IGNORE, Promise: IGNORE,
 }
 
 _STATIC: Row = {  # a fixed membership: a JOIN or a LEAVE is checked, never taken
     **IN_A_VIEW, Join: "_check_join", Leave: "_check_leave", Propose: IGNORE, Flushed: IGNORE,
-    Install: IGNORE, Removed: IGNORE, Suspect: IGNORE, Sees: IGNORE,
+    Install: IGNORE, Removed: IGNORE, Suspect: IGNORE, Sees: IGNORE, Prepare: IGNORE, Promise: IGNORE,
 }
 
 TABLE: dict[tuple[bool, Mode], Row] = {
@@ -62,7 +64,8 @@ TABLE: dict[tuple[bool, Mode], Row] = {
         **{kind: "_hold" for kind in ORDERED},
         Heartbeat: "_on_heartbeat", Join: "_on_join", Leave: "_on_leave",
         Propose: "_on_founding_proposal", Flush: IGNORE, Flushed: "_on_founding_promise",
-        Install: "_on_install", Removed: IGNORE, Suspect: "_on_not_reached", Sees: IGNORE,
+        Install: "_on_install", Removed: IGNORE, Suspect: "_on_not_reached", Sees: IGNORE, Prepare: IGNORE,
+        Promise: IGNORE,
     },
     # a member, no view change under way: an INSTALL only counts in the flush it ends
     (False, Mode.NORMAL): {**IN_A_VIEW, Install: IGNORE},

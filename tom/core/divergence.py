@@ -10,7 +10,7 @@ drops the claims of the view that ends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..codec.pid import pid_key
 from .digest import DigestChain
@@ -93,6 +93,12 @@ class DivergenceCheck:
                 or (head.clock, pid_key(head.pid)) > (last[0], pid_key(last[1]))):
             return
         self.alarm(src, view, self.chain.count + 1, self.chain.digest, 0, (head.clock, head.pid))
+
+    def forget(self, pids: Iterable[str]) -> None:
+        """Members removed as failed: their claims not reached yet are void (cut off, they may have
+        delivered in their last view what the rest did not: only a uniform order's check holds them)."""
+        for pid in pids:
+            self.claims.pop(pid, None)
 
     def new_view(self) -> None:
         """A view was installed: its chain starts empty; claims about the old one are void."""

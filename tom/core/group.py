@@ -22,10 +22,12 @@ overtakes the acknowledgement it rests on. Relays are acknowledged explicitly (A
 message is in wire 1 (``Core(wire=1)``).
 
 Views (virtual synchrony, `tom.core.viewchange`): the group changes only through a flush run by the
-coordinator (`tom.core.quorum.coordinator`). Nothing irrevocable happens before the INSTALL of the
-attempt: a member may follow a newer attempt (after a heal, one taking back members an earlier one
-removed) — but having reported FLUSHED for an attempt, it delivers nothing and reports for no other
-until that attempt is known dead. Every member delivers the INSTALL's view event at
+coordinator (`tom.core.quorum.coordinator`), and is a consensus: an attempt is a ballot; every
+coordinator but the view's smallest member at attempt 0 first gets PROMISEs from a primary component
+(`_on_prepare`, `_on_promise`) and carries on an attempt that may have been decided. Nothing
+irrevocable happens before the INSTALL: a member may follow a higher ballot (after a heal, one taking
+back members an earlier one removed) — but it reports FLUSHED only for the ballot it promised, and,
+having reported one or promised one, delivers nothing in its view until the view change ends. Every member delivers the INSTALL's view event at
 ``(C + 1, coordinator)`` — after all of view v and before all of view v+1 — and forwards the INSTALL
 once, so that a coordinator crash cannot leave it half known. A member announces each view it
 installs with a HEARTBEAT on every link before any frame of that view, so a frame is always
@@ -39,7 +41,7 @@ from typing import Any
 
 from ..codec.frames import (
     WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
-    Marks, Message, Propose, Relay, Removed, Sees, Seq, Suspect,
+    Marks, Message, Prepare, Promise, Propose, Relay, Removed, Sees, Seq, Suspect,
 )
 from ..codec.pid import sorted_pids
 from ..errors import FrameError, UsageError
@@ -204,7 +206,7 @@ class Core:
             raise UsageError(f"this peer has {self.mode} the group")
         if self.leaving:
             raise UsageError("this peer is leaving the group")
-        if self.mode != NORMAL or self.no_quorum is not None:
+        if self.mode != NORMAL or self.no_quorum is not None or self.change.promised is not None:
             self.held.hold(text, sent_at)
             return None
         return self._multicast(text, sent_at)
@@ -443,18 +445,19 @@ class Core:
     def _deliver_ready(self) -> None:
         """Deliver what the order releases now (every member of the view holds it); in a flush that
         has every survivor's marker, work out its last step (`_settle`)."""
-        if self.mode not in (NORMAL, FLUSHING) or (self.no_quorum is not None and self.mode == NORMAL):
-            return
+        if self.mode not in (NORMAL, FLUSHING) or (self.mode == NORMAL and (
+                self.no_quorum is not None or self.change.promised is not None)):
+            return  # (promised a ballot: a view change runs, which may remove this peer)
         change = self.change
-        if change.outcomes and change.open_outcome(self.detector.verified(self.now), self.me):
-            return  # an attempt this peer flushed may still be installed: nothing leaves until then
         view = self.view
         assert view is not None
-        released = self.traffic.order.release(view.members, False)
-        if released:
-            self._emit(released)
+        # an attempt this peer flushed may still be installed: nothing leaves until the view change ends
+        if not (change.outcomes and change.open_outcome()):
+            released = self.traffic.order.release(view.members, False)
+            if released:
+                self._emit(released)
         flush = change.flush
-        if flush is not None and not flush.done and flush.markers >= flush.flush_set:
+        if flush is not None and not flush.done and flush.markers.keys() >= flush.flush_set:
             self._settle(flush)
 
     def _emit(self, released: list[Entry]) -> None:
@@ -465,10 +468,15 @@ class Core:
 
     def _settle(self, flush: Flushing) -> None:
         """Work out the flush's last step (`ViewChange.settle`); once it is, report FLUSHED."""
-        p = self.change.settle(self.traffic.order, self.stats)
+        p = self.change.settle(self.traffic.order, self.stats, self._current, self.traffic.last_delivered)
         if p is None:
             return
-        self._set_mode(FLUSHED)
+        self._report(p)
+
+    def _report(self, p: Propose) -> None:
+        """Report FLUSHED for ``p`` (this member's vote for it) to its coordinator."""
+        if self.mode != FLUSHED:
+            self._set_mode(FLUSHED)
         report = Flushed(p.view, p.attempt, self.traffic.clock.time)
         if p.coordinator == self.me:
             self._on_flushed(self.me, report)
@@ -507,7 +515,10 @@ class Core:
             # (a view 2 of another group is not ours: edge seed 1037's false alarm)
             order = self.traffic.order
             order.progress(src, frame.count)
-            if order.total:  # (in the causal order, peers may deliver one set in different orders)
+            if order.total and (src not in self.change.cut or order.name == "lamport"):
+                # (in the causal order, peers may deliver one set in different orders; in the
+                # sequencer order, a member the flush under way removes may have delivered, unknowing,
+                # what the rest number otherwise: it is not uniform)
                 self._chain_digests()
                 self.divergence.compare(src, frame.count, frame.digest, view.id)
             if (order.acknowledged and order.total and frame.last is not None and self.mode == NORMAL
@@ -597,7 +608,7 @@ class Core:
             if self.no_quorum is not None:
                 self.no_quorum = None
                 self.out.notice(notices.QuorumBack())
-                if self.mode == NORMAL:
+                if self.mode == NORMAL and self.change.promised is None:
                     self._send_held()
                     self._deliver_ready()
             return
@@ -707,14 +718,56 @@ class Core:
             return
         if self._coordinator() != self.me:
             return
-        again, new = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
-                                            self._found_dead(view), self.detector.suspected, self.peers,
-                                            self.quorum, self.file)
+        again, new, prepare = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
+                                                     self._found_dead(view), self.detector.suspected, self.peers,
+                                                     self.quorum, self.file)
         for p in (again, new):  # (again: a member may have ignored it while it followed another)
             if p is not None:
                 self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
         if new is not None:
             self._on_propose(self.me, new)  # once sent: the removed must hear it too, and the view may change now
+        if prepare is not None:  # phase 1 of a ballot other than (0, the smallest member)
+            others = tuple(sorted_pids(view.members - {self.me}))
+            if others:
+                self.out.send(others, prepare)
+            self._on_prepare(self.me, prepare)
+
+    def _on_prepare(self, src: str, f: Prepare) -> None:
+        """PREPARE: promise its ballot if it is not below the one promised (`ViewChange.promise`)."""
+        view = self._current
+        if f.view == view.id and self.last_install is not None and src != self.me:
+            if self._member_link(src):
+                self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
+            return
+        promise = self.change.promise(src, f, view, self.now)
+        if promise is None:
+            return
+        # a view change runs from now on, which may remove this peer without its knowing: it numbers and
+        # delivers nothing more in this view (as in a flush) until the change ends
+        self.traffic.order.stop_numbering()
+        if src == self.me:
+            self._on_promise(self.me, promise)
+        else:
+            self.out.send((src,), promise)
+
+    def _on_promise(self, src: str, f: Promise) -> None:
+        """A PROMISE: once a primary component promised, propose (adopting what may have been decided:
+        `ViewChange.choose`)."""
+        view = self._current
+        if src != self.me and not self._member_link(src):
+            return
+        if not self.change.take_promise(src, f, view, self.me):
+            return
+        if self._coordinator() != self.me:  # (it asked to leave meanwhile, say: the next coordinator runs it)
+            self.change.preparing = None
+            return
+        p = self.change.choose(view, self.me, self._found_dead(view), self.detector.suspected, self.peers,
+                               self.quorum, self.file)
+        if p is None:
+            return
+        self.change.proposed_at = self.now
+        self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
+        self._on_propose(self.me, p)
 
     def _on_propose(self, src: str, p: Propose) -> None:
         """A proposal: follow it if `ViewChange.accept` says so — stop numbering, relay the removed
@@ -723,19 +776,27 @@ class Core:
         if p.view == view.id and self.last_install is not None and src != self.me:
             self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
             return
-        step = self.change.accept(src, p, view, self.me, self._coordinator(), self.quorum)
+        clock = self.traffic.clock.time
+        step = self.change.accept(src, p, view, self.me, clock, self.quorum, self.now)
         if isinstance(step, str):
             self._become_removed(step)
         if not isinstance(step, tuple):
             return
         flushing, taken_back = step
-        self._set_mode(FLUSHING)
         order = self.traffic.order
+        if p.adopts is not None:  # no flush: vote at once (`ViewChange.start`)
+            if self.mode == NORMAL:
+                self._set_mode(FLUSHING)
+            order.stop_numbering()
+            self._report(p)
+            return
+        self._set_mode(FLUSHING)
         order.stop_numbering()
         others = tuple(sorted_pids(flushing.flush_set - {self.me}))
         for frame in order.relays(flushing.removed):
             self.out.send(others, frame)
-        self.out.send(others, Flush(p.view, p.attempt, p.coordinator))
+        # (the marker's clock: relays do not move it, so it bounds them as it bounds this peer's messages)
+        self.out.send(others, Flush(p.view, p.attempt, p.coordinator, clock))
         for s, f in taken_back:
             if s in self.peers.links:
                 try:
@@ -748,12 +809,13 @@ class Core:
 
     def _on_flush(self, src: str, f: Flush) -> None:
         view = self.view
-        if self.change.marker(src, f.view, f.attempt, f.coordinator, view.id if view is not None else None):
+        if self.change.marker(src, f.view, f.attempt, f.coordinator, f.clock,
+                              view.id if view is not None else None):
             self._deliver_ready()
 
     def _on_flushed(self, src: str, f: Flushed) -> None:
         if self.change.report(src, f.view, f.attempt, f.clock, self.me):
-            self._install(self.change.install(self._current, self.me, self.traffic.last_delivered))
+            self._install(self.change.install())
 
     def _on_install(self, src: str, i: Install) -> None:
         view = self.view
@@ -779,6 +841,8 @@ class Core:
             self.held.admitted(self.traffic.last_delivered.get(self.me, -1))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
+        if self.traffic.order.name != "lamport":  # (the sequencer order is not uniform: see `forget`)
+            self.divergence.forget(i.removed)
         self._chain_digests()  # what was delivered in the old view belongs to its chain
         self.divergence.new_view()
         self.last_install = i
@@ -877,7 +941,7 @@ class Core:
         holds back (`Reach.hold_back`) and tells so."""
         t, now, reach = self.timing, self.now, self.reach
         verified = self.detector.verified(now) & view.members
-        shared, said = reach.removals(view, self.me, now, FRESH_PERIODS * t.heartbeat)
+        shared, said = reach.removals(view, self.me, now, FRESH_PERIODS * t.heartbeat, verified)
         dead = verified | set(shared)
         peers = self.peers
         peers.held_back = set()

@@ -47,14 +47,17 @@ Pair = tuple[str, str]
 """(reporter, target): the reporter cannot reach (hear) the target."""
 
 
-def removals(members: Collection[str], coordinator: str, reported: Mapping[str, Collection[str]]) -> dict[str, Pair]:
+def removals(members: Collection[str], coordinator: str, reported: Mapping[str, Collection[str]],
+             dead: Collection[str] = ()) -> dict[str, Pair]:
     """Who the shared suspicions remove from a view of ``members`` run by ``coordinator``:
     ``reported`` maps each reporter to the members it cannot hear; the answer maps each peer to remove
-    to the first pair (in pid order) that costs it. See the module's "Act" for the rule."""
+    to the first pair (in pid order) that costs it. See the module's "Act" for the rule. A report of a
+    member the coordinator finds ``dead`` itself counts for nothing: its own detector removes it, and
+    a member that reports the crashed is no broken receiver."""
     members = set(members)
     by: dict[str, set[str]] = {}
     for r, targets in reported.items():
-        ts = {t for t in targets if t in members and t != r}
+        ts = {t for t in targets if t in members and t != r and t not in dead}
         if r in members and r != coordinator and ts:
             by[r] = ts
     others = len(members) - 1
@@ -151,15 +154,17 @@ class Reach:
         """A member's SEES: it has a link to the joiner."""
         self.sees.setdefault(frame.pid, {})[src] = (frame.incarnation, now)
 
-    def removals(self, view: View, me: str, now: float, fresh: float) -> tuple[dict[str, Pair], list[Unreachable]]:
-        """As the coordinator of ``view``: the members the fresh reports remove (`removals`), each with
-        the pair that costs it, and the notices of pairs new since the last call."""
+    def removals(self, view: View, me: str, now: float, fresh: float,
+                 dead: Collection[str] = ()) -> tuple[dict[str, Pair], list[Unreachable]]:
+        """As the coordinator of ``view``: the members the fresh reports remove (`removals`; ``dead``:
+        those its own detector verified), each with the pair that costs it, and the notices of pairs
+        new since the last call."""
         reported: dict[str, set[str]] = {}
         for target, by in self.reports.items():
             for reporter, (inc, when) in by.items():
                 if now - when <= fresh and view.incarnations.get(target) == inc:
                     reported.setdefault(reporter, set()).add(target)
-        out = removals(view.members, me, reported)
+        out = removals(view.members, me, reported, dead)
         pairs = {pair: f"removing {loser}" for loser, pair in out.items()}
         for r, ts in reported.items():  # pairs that cost nobody (the loser is already going): said too
             for t in ts:

@@ -6,12 +6,26 @@ every survivor's marker, a member works out the flush's *last step* on a copy of
 same at every survivor) and reports FLUSHED; the coordinator then sends INSTALL, and only that
 INSTALL makes the last step real (`Core._install`).
 
+A view change is a consensus (issue 25, docs/view-change-consensus.md): an attempt is a *ballot*
+``(attempt, coordinator)``, ordered by attempt (its round) then `pid_key` of the coordinator. Ballot
+``(0, smallest member of the view)`` needs no phase 1 (every member promised it when it installed the
+view); every other runs phase 1 first: PREPARE to the members, a PROMISE back from a primary component
+of the view, each reporting every ballot the member reported FLUSHED for (`ViewChange.promise`). The
+coordinator then carries on (adopts) the highest ballot that may have been decided — every promiser
+in its flush set reported it — instead of a view of its own (`ViewChange.choose`).
+
 Invariants kept here:
 
-* ``flush`` is the one attempt this member follows; it follows a newer attempt, or the coordinator it
-  now takes for the right one, never an older one (``highest`` is the highest attempt seen);
-* ``outcomes`` holds the last step of every attempt this member reported FLUSHED for; while one other
-  than the current may still be installed (`ViewChange.open_outcome`), nothing is delivered;
+* ``flush`` is the one attempt this member follows; ``promised`` the highest ballot it promised (or
+  followed): it follows no lower ballot, and reports FLUSHED only for the ballot it promised — so a
+  FLUSHED it sent is either counted by every later coordinator's phase 1 (it came before the
+  promise, which reports it) or never sent;
+* ``accepted`` holds every ballot this member reported FLUSHED for, with its voters (the flush set:
+  all of them decide it) and the INSTALL it decides (`ViewChange.value`: the same at every voter);
+* ``outcomes`` holds the last step of every attempt (by the INSTALL it decides) this member reported
+  FLUSHED for; while one other than the current's is held, nothing is delivered (any of them may
+  still be installed, by its coordinator or an adopter: it is dropped only at the end of the view
+  change);
 * ``cut`` are the members whose frames are no longer taken in this change (removed by it); what they
   sent since (``cut_frames``) is dropped at the install, or taken after all if a newer attempt keeps
   them;
@@ -27,12 +41,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..codec.frames import Frame, Install, Propose
+from ..codec.frames import Frame, Install, Prepare, Promise, Propose
 from ..codec.pid import pid_key, sorted_pids
 from ..errors import FrameError
 from .peers import Peers
 from .queue import Entry
-from .quorum import may_change_without
+from .quorum import has_quorum, may_change_without
 from .records import View
 
 if TYPE_CHECKING:
@@ -43,6 +57,19 @@ MAX_CUT_FRAMES = 1_000_000
 
 MAX_EARLY_MARKERS = 256
 """Attempts whose markers came before their proposal, kept at most."""
+
+Ballot = tuple[int, str]
+"""An attempt of a view change: ``(attempt, coordinator)``, ordered by `ballot_key`."""
+
+
+def ballot_key(b: Ballot) -> tuple[int, tuple[object, ...]]:
+    """The order of ballots: by attempt (round), then by the coordinator's `pid_key`."""
+    return b[0], pid_key(b[1])
+
+
+def smallest(view: View) -> str:
+    """The member whose ballot ``(0, it)`` needs no phase 1."""
+    return min(view.members, key=pid_key)
 
 
 @dataclass(slots=True)
@@ -61,24 +88,40 @@ class Flushing:
     proposal: Propose
     flush_set: frozenset[str]
     removed: frozenset[str]
-    markers: set[str] = field(default_factory=set)
+    markers: dict[str, int] = field(default_factory=dict)  # sender -> its clock at the marker
     flushed: dict[str, int] = field(default_factory=dict)
     done: bool = False
+
+    @property
+    def ballot(self) -> Ballot:
+        return self.proposal.attempt, self.proposal.coordinator
+
+    @property
+    def key(self) -> tuple[int, str]:
+        """The INSTALL this attempt decides, by its ``(attempt, coordinator)``: an adopted one's."""
+        adopts = self.proposal.adopts
+        return (adopts.attempt, adopts.coordinator) if adopts is not None else self.ballot
 
 
 class ViewChange:
     """The flush this member follows, the outcomes it reported, and the frames of removed members."""
 
-    __slots__ = ("flush", "early_markers", "highest", "cut", "outcomes", "cut_frames", "proposed_at")
+    __slots__ = ("flush", "early_markers", "highest", "cut", "outcomes", "cut_frames", "proposed_at",
+                 "promised", "promised_at", "accepted", "preparing", "promises")
 
     def __init__(self) -> None:
         self.flush: Flushing | None = None
-        self.early_markers: dict[tuple[int, int, str], set[str]] = {}
-        self.highest = -1  # highest attempt seen for the next view
+        self.early_markers: dict[tuple[int, int, str], dict[str, int]] = {}
+        self.highest = -1  # highest attempt (round) seen for the next view
         self.cut: set[str] = set()
         self.outcomes: dict[tuple[int, str], Outcome] = {}
         self.cut_frames: list[tuple[str, Frame]] = []
         self.proposed_at = float("-inf")
+        self.promised: Ballot | None = None  # the highest ballot promised or followed
+        self.promised_at = float("-inf")  # when
+        self.accepted: dict[Ballot, tuple[frozenset[str], Install]] = {}  # reported FLUSHED for
+        self.preparing: Ballot | None = None  # as a coordinator: the ballot of the phase 1 under way
+        self.promises: dict[str, Promise] = {}  # its promises so far
 
     def end(self) -> None:
         """Forget the view change that just ended (an install) or that this peer left (a rejoin)."""
@@ -88,6 +131,17 @@ class ViewChange:
         self.cut = set()
         self.cut_frames = []
         self.outcomes.clear()
+        self.promised = None
+        self.accepted.clear()
+        self.preparing = None
+        self.promises.clear()
+
+    def _above(self, b: Ballot, strictly: bool) -> bool:
+        """Whether ballot ``b`` is above the one promised (or at it, unless ``strictly``)."""
+        if self.promised is None:
+            return True
+        k, kp = ballot_key(b), ballot_key(self.promised)
+        return k > kp if strictly else k >= kp
 
     @property
     def settling(self) -> bool:
@@ -99,72 +153,195 @@ class ViewChange:
             raise FrameError("too many frames of removed members waiting")
         self.cut_frames.append((src, frame))
 
-    def early_marker(self, src: str, view: int, attempt: int, coordinator: str) -> None:
+    def early_marker(self, src: str, view: int, attempt: int, coordinator: str, clock: int) -> None:
         """A marker of an attempt whose proposal has not come yet (it came on another link)."""
         if len(self.early_markers) < MAX_EARLY_MARKERS:
-            self.early_markers.setdefault((view, attempt, coordinator), set()).add(src)
+            self.early_markers.setdefault((view, attempt, coordinator), {})[src] = clock
 
     def to_propose(self, view: View, me: str, now: float, period: float, verified: set[str],
                    suspected: Collection[str], peers: Peers, quorum: bool,
-                   expected: Collection[str] = ()) -> tuple[Propose | None, Propose | None]:
+                   expected: Collection[str] = ()) -> tuple[Propose | None, Propose | None, Prepare | None]:
         """As the coordinator of ``view``: its proposal under way, if due to be sent again (a
-        ``period`` after the last), and the next proposal (`next_proposal`: the ``peers`` asking to
-        join or leave, the ``verified`` members found dead; ``expected``: the file whose primary
-        component a removal keeps, `may_change_without`), each to send now, or None."""
+        ``period`` after the last); the next proposal (`next_proposal`: the ``peers`` asking to join
+        or leave, the ``verified`` members found dead; ``expected``: the file whose primary component
+        a removal keeps, `may_change_without`) if it is ballot ``(0, me)``, the smallest member's,
+        which needs no phase 1; else the PREPARE of a new ballot for it (phase 1), or the one under
+        way again. Each to send now, or None."""
         flush = self.flush
         again = None
+        if flush is not None and flush.proposal.coordinator == me and now - self.proposed_at >= period:
+            again = flush.proposal
+        new = self.wanted(view, me, verified, suspected, peers, quorum, expected)
+        if (new is None and self.preparing is None and self.promised is not None
+                and (flush is None or flush.ballot != self.promised) and now - self.promised_at >= period):
+            # a ballot promised a while ago and not followed (its coordinator gave it up, or is no
+            # coordinator for this member): the view change it stopped must end
+            new = self.again(view, me, verified, suspected, quorum, expected)
+        prepare = None
+        if self.preparing is not None:
+            if self._above(self.preparing, False):  # still the highest ballot: its promises may come
+                new = None
+                if now - self.proposed_at >= period:
+                    prepare = Prepare(view.id + 1, self.preparing[0], me, view.group)
+            else:
+                self.preparing = None  # a higher ballot runs: a new one, if still wanted
+        if new is not None and not (new.attempt == 0 and self.promised is None and me == smallest(view)):
+            # (round 0 is the smallest member's only: a phase 1 runs for round 1 or above)
+            round_ = max(self.highest, self.promised[0] if self.promised is not None else 0, 0) + 1
+            self.highest = round_
+            if not quorum:  # no consensus without a quorum (its stated trade): no phase 1 either
+                new = Propose(new.view, round_, me, new.members, new.removed, new.group)
+                self.proposed_at = now
+                return again, new, None
+            self.preparing = (round_, me)
+            self.promises = {}
+            prepare = Prepare(view.id + 1, round_, me, view.group)
+            new = None
+        if again is not None or new is not None or prepare is not None:
+            self.proposed_at = now
+        return again, new, prepare
+
+    def wanted(self, view: View, me: str, verified: set[str], suspected: Collection[str], peers: Peers,
+               quorum: bool, expected: Collection[str] = ()) -> Propose | None:
+        """The view change there is reason for now (`next_proposal`), at attempt ``highest + 1``."""
         joins: dict[str, int] = {}
         leaves: set[str] = set()
-        if flush is None:
+        if self.flush is None:
             joins = peers.joiners(view)
             leaves = set(peers.leaves) & view.members
-        elif flush.proposal.coordinator == me and now - self.proposed_at >= period:
-            again = flush.proposal
-        new = next_proposal(view, me, self, verified, suspected, joins, leaves, quorum, expected)
-        if again is not None or new is not None:
-            self.proposed_at = now
-        return again, new
+        return next_proposal(view, me, self, verified, suspected, joins, leaves, quorum, expected)
 
-    def follows(self, p: Propose, coordinator_now: str | None) -> bool:
-        """Whether to follow proposal ``p`` (of the right view and group, from its coordinator): a new
-        attempt, newer than the one followed or from the coordinator this member now takes for right."""
+    def promise(self, src: str, f: Prepare, view: View, now: float) -> Promise | None:
+        """PREPARE ``f`` from ``src``: the PROMISE to send back — every ballot this member reported
+        FLUSHED for in this view change, with its voters and the INSTALL it decides — if its ballot
+        is not below the one promised (again, if it is that one); else a PROMISE naming the ballot
+        promised, and nothing accepted (its sender gives its ballot up and tries a higher one); None
+        if ``f`` is not for this view change."""
+        if f.view != view.id + 1 or f.coordinator != src or f.group != view.group:
+            return None
+        self.highest = max(self.highest, f.attempt)
+        b = (f.attempt, f.coordinator)
+        if not self._above(b, False):
+            assert self.promised is not None
+            # below the ballot promised: say which, so that its sender tries a higher one (a PROMISE
+            # of another ballot than it asked for promises it nothing)
+            return Promise(f.view, self.promised[0], self.promised[1], ())
+        if self.promised != b:
+            self.promised, self.promised_at = b, now
+        accepted = tuple((a, c, tuple(sorted_pids(voters)), install)
+                         for (a, c), (voters, install) in sorted(self.accepted.items(), key=lambda kv: ballot_key(kv[0])))
+        return Promise(f.view, f.attempt, f.coordinator, accepted)
+
+    def take_promise(self, src: str, f: Promise, view: View, me: str) -> bool:
+        """A PROMISE reaches this coordinator: whether the promises of the ballot it prepares now come
+        from a primary component of ``view`` (choose then: `choose`)."""
+        if self.preparing is None or f.view != view.id + 1 or src not in view.members:
+            return False
+        if ballot_key((f.attempt, f.coordinator)) > ballot_key(self.preparing):
+            # ``src`` promised a higher ballot: give this one up; the next is above it (`to_propose`)
+            self.highest = max(self.highest, f.attempt)
+            self.preparing = None
+            return False
+        if (f.attempt, f.coordinator) != self.preparing or f.coordinator != me:
+            return False
+        self.promises[src] = f
+        return self._above(self.preparing, False) and has_quorum(view.members, self.promises)
+
+    def choose(self, view: View, me: str, verified: set[str], suspected: Collection[str], peers: Peers,
+               quorum: bool, expected: Collection[str] = ()) -> Propose | None:
+        """Phase 1 done (`take_promise`): the proposal of this ballot. It adopts the highest ballot
+        reported that may have been decided — every promiser among its voters reported it (a voter
+        that promised without reporting it never will: it reports FLUSHED for no lower ballot than it
+        promised); its voters now are the promisers, a primary component, and the decision is its
+        INSTALL. Else a proposal of its own (`wanted`), or None if there is no reason for one now.
+
+        Safety (Paxos): if ballot ``a`` was decided, all its voters reported it, and every promiser
+        among them did before promising (a FLUSHED is sent only for the ballot promised); the
+        promisers (a primary component) meet ``a``'s voters (one too), so ``a`` may have been decided
+        here, and the ballot adopted is ``a`` or a higher one, which by induction carries ``a``'s
+        INSTALL."""
+        b = self.preparing
+        assert b is not None
+        promisers = set(self.promises)
+        reports: dict[Ballot, tuple[frozenset[str], Install, set[str]]] = {}
+        for src, f in self.promises.items():
+            for a, c, voters, install in f.accepted:
+                entry = reports.setdefault((a, c), (frozenset(voters), install, set()))
+                entry[2].add(src)
+        self.preparing = None
+        self.promises = {}
+        for ballot in sorted(reports, key=ballot_key, reverse=True):
+            voters_of, install_of, reporters = reports[ballot]
+            if promisers & voters_of <= reporters:
+                removed = sorted_pids(view.members - promisers)
+                return Propose(view.id + 1, b[0], me, install_of.members,
+                               tuple((m, view.incarnations[m]) for m in removed), view.group, install_of)
+        # (if the reason for it is gone - a partition healed meanwhile - the promises still stopped
+        # every flush of a lower ballot: a view change must end this one, `again`)
+        new = (self.wanted(view, me, verified, suspected, peers, quorum, expected)
+               or self.again(view, me, verified, suspected, quorum, expected))
+        return None if new is None else Propose(new.view, b[0], me, new.members, new.removed, new.group)
+
+    def again(self, view: View, me: str, verified: set[str], suspected: Collection[str], quorum: bool,
+              expected: Collection[str] = ()) -> Propose | None:
+        """A view change with no reason of its own, to end one that stalled: the view again, without
+        the members found dead (if the rest is a primary component)."""
+        removed = verified & view.members
+        if not may_change_without(view.members, removed, suspected, quorum, expected):
+            return None
+        return proposal(view, me, self.highest + 1, {m: i for m, i in view.incarnations.items() if m not in removed},
+                        removed)
+
+    def follows(self, p: Propose, view: View) -> bool:
+        """Whether to follow proposal ``p`` (of the right view and group, from its coordinator): ballot
+        0 only from the smallest member; not below the ballot promised; not the one followed."""
+        if p.attempt == 0 and p.coordinator != smallest(view):
+            return False
         self.highest = max(self.highest, p.attempt)
-        flush = self.flush
-        if flush is None:
-            return True
-        current = flush.proposal
-        if (p.attempt, p.coordinator) == (current.attempt, current.coordinator):
-            return False  # the same proposal again
-        return p.attempt > current.attempt or p.coordinator == coordinator_now != current.coordinator
+        b = (p.attempt, p.coordinator)
+        if not self._above(b, False):
+            return False
+        return self.flush is None or self.flush.ballot != b
 
-    def start(self, p: Propose, view: View, me: str) -> tuple[Flushing, set[str]] | None:
+    def start(self, p: Propose, view: View, me: str, clock: int, now: float) -> tuple[Flushing, set[str]] | None:
         """Follow ``p``: the flush, and the members cut by an earlier attempt that this one keeps
-        (their frames are taken after all); None if this member is not in the flush set."""
+        (their frames are taken after all); None if this member is not in the flush set. ``clock``:
+        this member's clock, sent in its marker. An adopting proposal runs no flush: this member votes
+        at once (the caller reports FLUSHED), and nothing is taken back."""
         removed = frozenset(pid for pid, _ in p.removed)
         flush_set = frozenset(view.members - removed)
         if me not in flush_set:
             return None
-        early = self.early_markers.pop((p.view, p.attempt, p.coordinator), set())
+        self.promised, self.promised_at = (p.attempt, p.coordinator), now
+        if p.adopts is not None:
+            self.flush = Flushing(p, flush_set, removed, {}, done=True)
+            self.accepted[self.flush.ballot] = (flush_set, p.adopts)
+            return self.flush, set()
+        early = self.early_markers.pop((p.view, p.attempt, p.coordinator), {})
         kept = self.cut - removed
         self.cut = set(removed)
-        self.flush = Flushing(p, flush_set, removed, {me} | (early & flush_set))
+        markers = {src: c for src, c in early.items() if src in flush_set}
+        markers[me] = clock
+        self.flush = Flushing(p, flush_set, removed, markers)
         return self.flush, kept
 
-    def accept(self, src: str, p: Propose, view: View, me: str, coordinator_now: str | None,
-               quorum: bool) -> tuple[Flushing, list[tuple[str, Frame]]] | str | None:
+    def accept(self, src: str, p: Propose, view: View, me: str, clock: int, quorum: bool,
+               now: float) -> tuple[Flushing, list[tuple[str, Frame]]] | str | None:
         """What proposal ``p`` from ``src`` does to this member of ``view``: the flush it now follows,
         with the frames of members an earlier attempt cut and this one keeps (to be taken now, in
         order); or why this member is out of the group (without a quorum, a proposal that removes it
-        does); or None: ignored — not the next view of this group from its coordinator, not newer
-        than the attempt followed (`follows`), removing this member with a quorum (only a proposal:
-        if it completes, a member of the new view will say so), or this member not in its flush set."""
+        does); or None: ignored — not the next view of this group from its coordinator, below the
+        ballot promised (`follows`), removing this member with a quorum (only a proposal: if it
+        completes, a member of the new view will say so), or this member not in its flush set."""
         if p.view != view.id + 1 or p.coordinator != src or p.group != view.group:
             return None
-        if not self.follows(p, coordinator_now):
+        if not self.follows(p, view):
             return None
         if any(pid == me for pid, _ in p.removed):
+            if p.adopts is not None:
+                return None  # (not a voter of an adopted attempt: its INSTALL says what it is)
             return None if quorum else f"{src} removed this peer"
-        started = self.start(p, view, me)
+        started = self.start(p, view, me, clock, now)
         if started is None:
             return None
         flushing, kept = started
@@ -176,46 +353,37 @@ class ViewChange:
         self.cut_frames = [(s, f) for s, f in frames if s not in kept]
         return [(s, f) for s, f in frames if s in kept]
 
-    def marker(self, src: str, view: int, attempt: int, coordinator: str, current_view: int | None) -> bool:
+    def marker(self, src: str, view: int, attempt: int, coordinator: str, clock: int,
+               current_view: int | None) -> bool:
         """A FLUSH marker from ``src``: whether it counts for the attempt followed."""
         flush = self.flush
         p = flush.proposal if flush is not None else None
         if flush is None or p is None or (view, attempt, coordinator) != (p.view, p.attempt, p.coordinator):
             if current_view is not None and view == current_view + 1:
-                self.early_marker(src, view, attempt, coordinator)
+                self.early_marker(src, view, attempt, coordinator, clock)
             return False
-        if src not in flush.flush_set:
+        if src not in flush.flush_set or p.adopts is not None:
             return False
-        flush.markers.add(src)
+        flush.markers[src] = clock
         return True
 
-    def open_outcome(self, verified: Collection[str], me: str) -> bool:
+    def open_outcome(self) -> bool:
         """Whether an attempt other than the one followed, which this member reported FLUSHED for, may
-        still be installed. Dropped (known dead) once its coordinator runs a newer attempt, follows the
-        current one (its marker came), or is found dead outside the current flush set."""
+        still be installed: until the view change ends, always (its coordinator may have decided it
+        and been cut off, or another may adopt it: the old rule "its coordinator found dead outside
+        the current flush set" was hole 1 of issue 25)."""
         flush = self.flush
-        current = (flush.proposal.attempt, flush.proposal.coordinator) if flush is not None else None
-        for key in list(self.outcomes):
-            if key == current:
-                continue
-            attempt, coordinator = key
-            if flush is not None and current is not None and (
-                    (coordinator == current[1] and attempt < current[0])
-                    or coordinator in flush.markers or coordinator == me):
-                del self.outcomes[key]
-                continue
-            if coordinator in verified and (flush is None or coordinator not in flush.flush_set):
-                del self.outcomes[key]
-                continue
-            return True
-        return False
+        current = flush.key if flush is not None else None
+        return any(key != current for key in self.outcomes)
 
-    def settle(self, order: Order, stats: dict[str, int]) -> Propose | None:
+    def settle(self, order: Order, stats: dict[str, int], view: View,
+               delivered_marks: Mapping[str, int]) -> Propose | None:
         """The flush's last step, once it can leave nothing pending: everything a survivor holds,
         needing only the survivors' ACKs (what none of them holds is dropped). The same at every
         survivor, but only *worked out* here, on a copy of ``order``: it takes effect at the INSTALL
         of this attempt (`Outcome`); until then the peer may still follow another. The proposal
-        settled (report FLUSHED for it), or None."""
+        settled (report FLUSHED for it: it is accepted, with the INSTALL it decides, `value`), or None
+        — also when this member promised a higher ballot meanwhile (it reports no lower one)."""
         flush = self.flush
         assert flush is not None
         if not order.settles(flush.flush_set):
@@ -224,9 +392,12 @@ class ViewChange:
         out = trial.release(flush.flush_set, True)
         if len(trial):
             return None
-        p = flush.proposal
-        self.outcomes[(p.attempt, p.coordinator)] = Outcome(trial, out)
         flush.done = True
+        p = flush.proposal
+        if self.promised != flush.ballot:
+            return None
+        self.outcomes[flush.ballot] = Outcome(trial, out)
+        self.accepted[flush.ballot] = (flush.flush_set, value(flush, view, out, delivered_marks))
         return p
 
     def report(self, src: str, view: int, attempt: int, clock: int, me: str) -> bool:
@@ -239,7 +410,7 @@ class ViewChange:
         if (view, attempt) != (p.view, p.attempt) or src not in flush.flush_set:
             return False
         flush.flushed[src] = clock
-        return set(flush.flushed) >= flush.flush_set
+        return set(flush.flushed) >= flush.flush_set and flush.ballot in self.accepted
 
     def concluded(self, i: Install, old: View | None, me: str) -> Outcome | str | None:
         """What INSTALL ``i`` makes of ``old``, the view this member is in: the last step of the
@@ -257,31 +428,47 @@ class ViewChange:
             return f"{i.coordinator} installed view {i.view} from an attempt this peer did not flush"
         return outcome
 
-    def install(self, view: View, me: str, delivered_marks: Mapping[str, int]) -> Install:
-        """The INSTALL of the attempt this coordinator runs, every report in. ``delivered_marks``: the
-        clock of the last message of each origin delivered here."""
+    def install(self) -> Install:
+        """The INSTALL of the attempt this coordinator runs, every report in: the one its ballot was
+        accepted with (`value`, or the adopted one), the same every voter holds."""
         flush = self.flush
         assert flush is not None
-        p = flush.proposal
-        new = {m for m, _ in p.members}
-        joined = {m for m, inc in p.members if view.incarnations.get(m) != inc}
-        delivered: tuple[tuple[str, int], ...] = ()
-        if joined:  # (what this attempt's last step delivers counts: it is delivered before the view)
-            upto = dict(delivered_marks)
-            for e in self.outcomes[(p.attempt, me)].delivered:
-                upto[e.pid] = e.clock
-            # every pid's, not only the joiners': a joiner learns them all, so that a member that
-            # joined after some peer was cut off still knows, as coordinator, what the group
-            # delivered of that peer when it admits it again (else it sends it again)
-            delivered = tuple(sorted(upto.items()))
-        return Install(
-            p.view, p.attempt, me, max(flush.flushed.values()), p.members,
-            tuple(sorted_pids(joined)),
-            tuple(sorted_pids(view.members - new - flush.removed)),
-            tuple(sorted_pids(flush.removed)),
-            view.group,
-            delivered,
-        )
+        return self.accepted[flush.ballot][1]
+
+
+def value(flush: Flushing, view: View, out: list[Entry], delivered_marks: Mapping[str, int]) -> Install:
+    """The INSTALL that attempt ``flush`` decides, worked out by each voter as it settles (its last step
+    delivering ``out``; ``delivered_marks``: the clock of the last message of each origin delivered
+    here before it): a function of what every voter holds, so that a coordinator that adopts the
+    attempt sends the same INSTALL, byte for byte — the view event ``(clock + 1, coordinator)`` is
+    the same wherever it is delivered.
+
+    Its clock is the highest of the flush set's markers' clocks. That bounds every message of the old
+    view a survivor delivers: each survivor sends its messages and relays before its marker (so their
+    clocks are at most its marker's), and every message it holds came before its marker too (what a
+    removed member sends after the proposal is cut), so its clock raised the survivor's own.
+    ``delivered`` (only when someone joins): every origin's last message delivered here, this last
+    step included — the same at every voter, which all delivered the same sequence."""
+    p = flush.proposal
+    new = {m for m, _ in p.members}
+    joined = {m for m, inc in p.members if view.incarnations.get(m) != inc}
+    delivered: tuple[tuple[str, int], ...] = ()
+    if joined:  # (what this attempt's last step delivers counts: it is delivered before the view)
+        upto = dict(delivered_marks)
+        for e in out:
+            upto[e.pid] = e.clock
+        # every pid's, not only the joiners': a joiner learns them all, so that a member that
+        # joined after some peer was cut off still knows, as coordinator, what the group
+        # delivered of that peer when it admits it again (else it sends it again)
+        delivered = tuple(sorted(upto.items()))
+    return Install(
+        p.view, p.attempt, p.coordinator, max(flush.markers.values()), p.members,
+        tuple(sorted_pids(joined)),
+        tuple(sorted_pids(view.members - new - flush.removed)),
+        tuple(sorted_pids(flush.removed)),
+        view.group,
+        delivered,
+    )
 
 
 def proposal(view: View, me: str, attempt: int, members: Mapping[str, int], removed: Collection[str]) -> Propose:
@@ -317,6 +504,12 @@ def next_proposal(view: View, me: str, change: ViewChange, verified: set[str], s
         p = flush.proposal
         if not (verified & flush.flush_set or p.coordinator in verified):
             return None
+        if p.adopts is not None:  # (its "removed" are the members that do not vote, not the view's removed)
+            removed = set(verified)
+            if not may_change_without(view.members, removed, suspected, quorum, expected):
+                return None
+            members = {m: i for m, i in view.incarnations.items() if m not in removed}
+            return proposal(view, me, change.highest + 1, members, removed)
         removed = set(flush.removed) | verified
         if not may_change_without(view.members, removed, suspected, quorum, expected):
             # not without the members this flush removed: take back those heard from again (a
