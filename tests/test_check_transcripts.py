@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from holes import HoleStillOpen, transcript_params
 from tom.check import world as check_world
 from tom.check.trace import run_transcript
 
@@ -28,18 +29,7 @@ HOLES = {
 }
 
 
-class HoleStillOpen(Exception):
-    """A hole's ``check`` block found the invariant broken, every step before it as recorded."""
-
-
-def _param(path: Path):
-    if path.stem in HOLES:
-        return pytest.param(path, id=path.stem, marks=pytest.mark.xfail(
-            strict=True, raises=HoleStillOpen, reason=HOLES[path.stem]))
-    return pytest.param(path, id=path.stem)
-
-
-@pytest.mark.parametrize("path", [_param(p) for p in sorted(DATA.glob("*.txt"))])
+@pytest.mark.parametrize("path", transcript_params(sorted(DATA.glob("*.txt")), HOLES))
 def test_check_transcript(path):
     check_world._cache.clear()
     text = path.read_text()

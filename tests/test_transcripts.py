@@ -63,6 +63,7 @@ from pathlib import Path
 
 import pytest
 
+from holes import HoleStillOpen, transcript_params
 from guarantees import check
 from simnet import Network, tag
 from tom.core import Core, Timing, ViewDelivery
@@ -285,18 +286,7 @@ HOLES = {
 }
 
 
-class HoleStillOpen(Exception):
-    """A known hole's ``check`` block found a guarantee broken, every other block as recorded."""
-
-
-def _param(path: Path):
-    if path.stem in HOLES:
-        return pytest.param(path, id=path.stem, marks=pytest.mark.xfail(
-            strict=True, raises=HoleStillOpen, reason=HOLES[path.stem]))
-    return pytest.param(path, id=path.stem)
-
-
-@pytest.mark.parametrize("path", [_param(p) for p in sorted(DATA.glob("*.txt"))])
+@pytest.mark.parametrize("path", transcript_params(sorted(DATA.glob("*.txt")), HOLES))
 def test_transcript(path):
     blocks = parse(path.read_text())
     t = Transcript()
