@@ -86,6 +86,10 @@ def check_options(wire: int, order: str, quorum: str) -> None:
         raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
 
 
+Early = tuple[str, int, "int | None", str, Frame]
+"""A frame held for a view not installed yet: its sender, the sender's incarnation, the view and group it
+had announced then (None: none), the frame."""
+
 MAX_EARLY_FRAMES = 1_000_000
 """Frames of a view not installed yet, kept at most (more: the link is refused)."""
 
@@ -130,7 +134,7 @@ class Core:
         self.last_install: Install | None = None
         self.leaving = False
         self.held = Held()
-        self._early: list[tuple[str, Frame]] = []  # frames of a view not installed yet
+        self._early: list[Early] = []  # frames of a view not installed yet
         self._last_heartbeat = float("-inf")
         self._installed_at = now
         self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
@@ -240,6 +244,29 @@ class Core:
             self._maybe_propose()
         if self.mode == JOINING:
             self.out.send((pid,), Join(self.me, self.incarnation))
+        elif view is not None and any(e[0] == pid for e in self._early):
+            early = [e for e in self._early if e[0] == pid]
+            self._early = [e for e in self._early if e[0] != pid]
+            self._replay(early)
+
+    def _replay(self, early: list[Early]) -> None:
+        """Take the frames held for a view, in the order they came, as if they came now — with what their
+        sender had announced when they came, if a reconnect while joining made this peer forget it (they
+        are of that view: an announcement precedes a view's frames on a link). A frame of a sender whose
+        link is down waits for the link to be back as the same incarnation (it was received: the link
+        never sends it again); one of an old incarnation is void."""
+        for src, inc, view, group, frame in early:
+            peers = self.peers
+            if self.static or peers.links.get(src) == inc:
+                if view is not None and src not in peers.views:
+                    peers.announced(src, view, group)
+                    self._trusted = None
+                try:
+                    self.receive(src, frame)
+                except FrameError:
+                    pass
+            elif peers.incarnations.get(src) == inc:
+                self._early.append((src, inc, view, group, frame))
 
     def disconnected(self, pid: str) -> None:
         """The connection to ``pid`` is down (it may come back: silence decides, not this)."""
@@ -389,7 +416,9 @@ class Core:
     def _hold(self, src: str, frame: Frame) -> None:
         if len(self._early) >= MAX_EARLY_FRAMES:
             raise FrameError("too many frames waiting for a view")
-        self._early.append((src, frame))
+        peers = self.peers
+        self._early.append((src, peers.links.get(src, NO_INCARNATION), peers.views.get(src), peers.groups.get(src, ""),
+                            frame))
 
     def _on_message(self, src: str, msg: Message) -> None:
         if msg.pid != src:
@@ -869,12 +898,7 @@ class Core:
         if announce:
             self.out.send(announce, Heartbeat(i.view, 0, 0, self._last_key, i.group))
         early, self._early = self._early, []
-        for src, frame in early:
-            if src in self.peers.links:
-                try:
-                    self.receive(src, frame)
-                except FrameError:
-                    pass
+        self._replay(early)
         self._send_held()
         if self.leaving:
             self._request_leave()
