@@ -124,12 +124,7 @@ def _fine(world: World, grew: list[tuple[int, int]]) -> bool:
                     for pkey, pview in past:
                         if pview == view:
                             if before is None:
-                                before = set()
-                                for e in log:
-                                    if e[0] == "m":
-                                        if e[1] == key:
-                                            break
-                                        before.add(e[1])
+                                before = _delivered_before(log, key)
                             if pkey not in before:
                                 return False
         # virtual synchrony: n against the other peers that went on from view v to v + 1
@@ -265,16 +260,22 @@ def check_all(world: World) -> None:
                                 f"({b[k][0]}, {number(b[k][1])}) at peer {q}")
 
 
-def _check_causal(world: World, n: int, log: tuple, key: tuple, view: int) -> None:
-    past = world.past.get(key)
-    if past is None:
-        return
+def _delivered_before(log: tuple, key: tuple) -> set[tuple]:
+    """The keys of the messages a peer's ``log`` delivered before message ``key`` (all, if not there)."""
     before = set()
     for entry in log:
         if entry[0] == "m":
             if entry[1] == key:
                 break
             before.add(entry[1])
+    return before
+
+
+def _check_causal(world: World, n: int, log: tuple, key: tuple, view: int) -> None:
+    past = world.past.get(key)
+    if past is None:
+        return
+    before = _delivered_before(log, key)
     for pkey, pview in sorted(past):
         if pview == view and pkey not in before:
             raise Violation("causal order", f"peer {n} delivered ({key[0]}, {number(key[1])}) before its cause "
