@@ -57,7 +57,11 @@ PARTITION_REGRESSIONS = [("lamport", 248), ("lamport", 654), ("lamport", 871), (
                          # a cut-off sequencer numbered and delivered what the others renumbered after the
                          # heal (seen once joins waited for SEES); passes since view changes are ballots
                          # (issue 25; which rule closed it is not traced)
-                         ("sequencer", 72)]
+                         ("sequencer", 72),
+                         # a coordinator whose proposal the others ignored (they promised the ballot of a
+                         # coordinator that crashed) sent it again for ever: outbid_coordinator_learns_the_ballot_promised.txt
+                         ("lamport", 1308), ("lamport", 1497), ("sequencer", 1308), ("sequencer", 1497),
+                         ("causal", 1308), ("causal", 1497)]
 
 
 @pytest.mark.parametrize("order,seed", PARTITION_REGRESSIONS)

@@ -785,7 +785,7 @@ class Core:
         view = self._current
         if src != self.me and not self._member_link(src):
             return
-        if not self.change.take_promise(src, f, view, self.me):
+        if not self.change.take_promise(src, f, view, self.me, self.now):
             return
         if self._coordinator() != self.me:  # (it asked to leave meanwhile, say: the next coordinator runs it)
             self.change.preparing = None
@@ -810,6 +810,9 @@ class Core:
         if isinstance(step, str):
             self._become_removed(step)
         if not isinstance(step, tuple):
+            refusal = self.change.refusal(src, p, view) if step is None and src != self.me else None
+            if refusal is not None:
+                self.out.send((src,), refusal)  # (below our promise: say which, `ViewChange.refusal`)
             return
         flushing, taken_back = step
         order = self.traffic.order
@@ -844,7 +847,12 @@ class Core:
 
     def _on_flushed(self, src: str, f: Flushed) -> None:
         if self.change.report(src, f.view, f.attempt, f.clock, self.me):
-            self._install(self.change.install())
+            i = self.change.install()
+            if self.me not in dict(i.members) and self.me not in i.left:
+                # an adopted view without this coordinator (`ViewChange.choose`): it is out of it, but
+                # decided it, so its members hear the decision from it first
+                self.out.send(tuple(sorted_pids((set(dict(i.members)) | set(i.left)) - {self.me})), i)
+            self._install(i)
 
     def _on_install(self, src: str, i: Install) -> None:
         view = self.view

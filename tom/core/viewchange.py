@@ -169,7 +169,8 @@ class ViewChange:
         way again. Each to send now, or None."""
         flush = self.flush
         again = None
-        if flush is not None and flush.proposal.coordinator == me and now - self.proposed_at >= period:
+        if (flush is not None and flush.proposal.coordinator == me and now - self.proposed_at >= period
+                and self._above(flush.ballot, False)):  # (below the ballot promised: given up)
             again = flush.proposal
         new = self.wanted(view, me, verified, suspected, peers, quorum, expected)
         if (new is None and self.preparing is None and self.promised is not None
@@ -232,10 +233,19 @@ class ViewChange:
                          for (a, c), (voters, install) in sorted(self.accepted.items(), key=lambda kv: ballot_key(kv[0])))
         return Promise(f.view, f.attempt, f.coordinator, accepted)
 
-    def take_promise(self, src: str, f: Promise, view: View, me: str) -> bool:
+    def take_promise(self, src: str, f: Promise, view: View, me: str, now: float) -> bool:
         """A PROMISE reaches this coordinator: whether the promises of the ballot it prepares now come
-        from a primary component of ``view`` (choose then: `choose`)."""
-        if self.preparing is None or f.view != view.id + 1 or src not in view.members:
+        from a primary component of ``view`` (choose then: `choose`). One naming another coordinator's
+        ballot, above any this member promised, answers a proposal of this member's that ``src``
+        ignored (`refusal`): this member promises that ballot too, so that it gives its proposal up
+        and, a period later, runs phase 1 above it (`to_propose`)."""
+        if f.view != view.id + 1 or src not in view.members:
+            return False
+        if self.preparing is None:
+            b = (f.attempt, f.coordinator)
+            if not f.accepted and f.coordinator != me and self._above(b, True):
+                self.highest = max(self.highest, f.attempt)
+                self.promised, self.promised_at = b, now
             return False
         if ballot_key((f.attempt, f.coordinator)) > ballot_key(self.preparing):
             # ``src`` promised a higher ballot: give this one up; the next is above it (`to_propose`)
@@ -291,6 +301,16 @@ class ViewChange:
             return None
         return proposal(view, me, self.highest + 1, {m: i for m, i in view.incarnations.items() if m not in removed},
                         removed)
+
+    def refusal(self, src: str, p: Propose, view: View) -> Promise | None:
+        """The answer to a proposal of this view change from its coordinator that this member ignores
+        because its ballot is below the one promised: a PROMISE naming that ballot, as to a PREPARE
+        below it (`promise`), else its coordinator, hearing of no higher ballot, would send it again
+        for ever (partition seed 1497). None for any other proposal."""
+        if (self.promised is None or p.view != view.id + 1 or p.coordinator != src or p.group != view.group
+                or (p.attempt == 0 and p.coordinator != smallest(view)) or self._above((p.attempt, p.coordinator), False)):
+            return None
+        return Promise(p.view, self.promised[0], self.promised[1], ())
 
     def follows(self, p: Propose, view: View) -> bool:
         """Whether to follow proposal ``p`` (of the right view and group, from its coordinator): ballot
