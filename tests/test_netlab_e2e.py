@@ -165,6 +165,8 @@ def test_partition_longer_than_the_timeout_heals_into_one_group_of_five(tmp_path
     minority = cut["sides"][0]
     assert minority["side"] == [1, 2] and minority["entered"] > 0, cut
     assert minority["crossed"] == minority["entered"], cut
+    # the view-change latency of the cut: the majority side installs a view of its own, the pair never
+    assert minority["own_view_after"] is None and cut["sides"][1]["own_view_after"] is not None, cut
     # the verifier names the pair: cut off, removed, admitted again (and checked by that rule)
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert {r["peer"] for r in report["rejoins"]} >= {"10.77.0.1:5000", "10.77.0.2:5000"}, report["rejoins"]
@@ -187,3 +189,29 @@ def test_an_even_split_goes_on_on_the_tie_breakers_half_only(tmp_path: Path) -> 
     # the half holding the smallest pid (10.77.0.1) goes on; the other delivers nothing until the heal
     assert during(1) > 0 and during(2) > 0, (during(1), during(2))
     assert during(3) == 0 and during(4) == 0, (during(3), during(4))
+    (split,) = timeline["figures"]["partitions"]
+    assert [side["own_view_after"] is not None for side in split["sides"]] == [True, False], split
+
+
+@needs_lab
+@needs_quorum
+def test_a_one_way_cut_from_the_command_line_removes_one_peer_and_says_who(tmp_path: Path) -> None:
+    # peer 4's packets stop reaching peer 2 for 8 s (2's still reach 4): 2 cannot hear 4 and says so;
+    # the coordinator (peer 1) removes 4, and the rest go on; once the cut is mended 4 is admitted again
+    # (not before: 2 reports no link to it) and every message is delivered everywhere
+    run = lab(tmp_path / "run", "--peers", "4", "--duration", "20", "--rate", "10",
+              "--cut-one-way", "4>2@25%+40%", "--no-verify")
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "one-way cut 4>2" in out and "peer 4 removed after" in out, out
+    timeline = json.loads((tmp_path / "run" / "timeline.json").read_text())
+    (cut,) = timeline["figures"]["one_way_cuts"]
+    assert (cut["src"], cut["dst"], cut["removed"]) == (4, 2, 4), cut
+    log1 = (tmp_path / "run" / "log-1.txt").read_text()
+    assert "10.77.0.2:5000 cannot reach 10.77.0.4:5000: removing 10.77.0.4:5000" in log1, log1
+    recs = records(tmp_path / "run")
+    for peer in (1, 2, 3):  # every message of the three that stay, delivered by each of them
+        got = delivered(recs[peer])
+        assert all(got.get(f"10.77.0.{p}:5000", 0) == 200 for p in (1, 2, 3)), (peer, got)
+    views = [set(v["members"]) for v in recs[4] if v["kind"] == "view"]
+    assert {f"10.77.0.{p}:5000" for p in (1, 2, 3, 4)} in views[1:], views  # admitted again after the mend

@@ -7,7 +7,7 @@ import pytest
 from tom.errors import ConfigError
 from tom.tools.netlab.__main__ import build_parser, make_schedule, normalize
 from tom.tools.netlab.bpf import random_drop_program
-from tom.tools.netlab.schedule import Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, Schedule
+from tom.tools.netlab.schedule import CutOneWay, Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, Schedule
 
 
 def events(*argv: str, peers: int = 5, duration: float = 20.0) -> list[tuple[float, object]]:
@@ -35,7 +35,16 @@ def test_defaults_and_forms() -> None:
     assert events("--pause", "1@1s+3s") == [(1.0, Pause(1)), (4.0, Resume(1))]
 
 
+def test_one_way_cuts_and_loss_rules_share_one_numbering() -> None:
+    got = events("--loss", "0.1:1-2@1s+2s", "--cut-one-way", "4>2@25%+5s", "--cut-one-way", "1>3")
+    assert got == [(1.0, LossOn(0, 0.1, frozenset({frozenset({1, 2})}))), (3.0, LossOff(0)),
+                   (5.0, CutOneWay(1, 4, 2)), (6.0, CutOneWay(2, 1, 3)), (10.0, LossOff(1))]
+
+
 @pytest.mark.parametrize("argv, says", [
+    (["--cut-one-way", "2>2"], "cuts a peer from itself"),
+    (["--cut-one-way", "2>9"], "not a peer number 1..5"),
+    (["--cut-one-way", "2-3"], "not understood"),
     (["--partition", "1,2/3"], "peers 4,5 are on no side"),
     (["--partition", "1,2/2,3,4,5"], "named on two sides"),
     (["--partition", "1,2,3,4,5"], "at least two sides"),

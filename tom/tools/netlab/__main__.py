@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="drop each IPv4 packet on LINKS (1-2,2-3 or 3: every link of peer 3; default "
                              "every link) with probability P, both ways, from WHEN (default 0%%) for FOR "
                              "(default to the end), like 0.2:1-2@10%%+10s")
+    faults.add_argument("--cut-one-way", action="append", default=[], metavar="A>B[@WHEN][+FOR]",
+                        help="peer A's packets no longer reach peer B, while B's still reach A, like "
+                             "4>2@30%% (default at 30%%, to the end; +FOR mends it after FOR)")
     faults.add_argument("--pause", action="append", default=[], metavar="PEER[@WHEN][+FOR]",
                         help="SIGSTOP a peer, SIGCONT after FOR (default 2s); default at 40%%")
     faults.add_argument("--kill", action="append", default=[], metavar="PEER[@WHEN]",
@@ -59,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     peer = p.add_argument_group("peers")
     peer.add_argument("--insecure", action="store_true", help="plain TCP (default: mutual TLS, keys made for the run)")
     peer.add_argument("--quorum", metavar="MODE", help="passed to tom peer as --quorum MODE")
+    peer.add_argument("--last-man-standing", action="store_true",
+                      help="passed to tom peer: a group may shrink below a majority of the neighbors file")
     peer.add_argument("--timeout", metavar="SECONDS", help="passed to tom peer (default: the peer's, 5)")
     peer.add_argument("--heartbeat", metavar="SECONDS", help="passed to tom peer (default: the peer's, 1)")
     run = p.add_argument_group("run")
@@ -86,7 +91,7 @@ def normalize(argv: list[str]) -> list[str]:
 
 def make_schedule(args: argparse.Namespace) -> Schedule:
     schedule = Schedule(args.peers, args.duration)
-    for flag in ("partition", "heal", "loss", "pause", "kill"):
+    for flag in ("partition", "heal", "loss", "cut_one_way", "pause", "kill"):
         for text in getattr(args, flag):
             getattr(schedule, flag)(text)
     return schedule
@@ -112,6 +117,8 @@ def peer_args(args: argparse.Namespace) -> list[str]:
     for flag in ("quorum", "timeout", "heartbeat"):
         if getattr(args, flag) is not None:
             extra += [f"--{flag}", getattr(args, flag)]
+    if args.last_man_standing:
+        extra.append("--last-man-standing")
     return extra
 
 

@@ -21,7 +21,7 @@ from ...net.keys import create_keys
 from ..launch import make_workload, peer_command
 from ..peers import LineTail, NotReady, PeerExited, PeerGroup, PeerProcess, write_neighbors
 from .network import LabNetwork
-from .schedule import Event, Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, describe
+from .schedule import CutOneWay, Event, Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, describe
 
 console = Console(highlight=False, soft_wrap=True)
 PORT = 5000
@@ -173,6 +173,8 @@ class LabRun:
             self.net.loss_on(a.key, a.probability, a.links)
         elif isinstance(a, LossOff):
             self.net.loss_off(a.key)
+        elif isinstance(a, CutOneWay):
+            self.net.cut_one_way(a.key, a.src, a.dst)
         elif isinstance(a, Pause):
             self.processes[a.peer].pause()
         elif isinstance(a, Resume):
@@ -284,6 +286,11 @@ class LabRun:
             healed_at = next((wall for wall, a in cuts[k + 1:] if isinstance(a, Heal)), None)
             figure: dict = {"at": round(self.rel(cut_at), 3), "healed_at": None, "heal_to_one_view": None,
                             "sides": [self._held(side, cut_at, healed_at) for side in action.sides]}
+            for side in figure["sides"]:
+                side["own_view_after"] = after = self._own_view(tuple(side["side"]), cut_at, healed_at)
+                console.print(f"cut at {self.rel(cut_at):+.1f}s → side {','.join(map(str, side['side']))} "
+                              + ("never in a view of its own (no primary component: it waits)" if after is None
+                                 else f"in a view of its own after {after:.2f} s"))
             if healed_at is not None:
                 figure["healed_at"] = round(self.rel(healed_at), 3)
                 figure["heal_to_one_view"] = worst = self._heal_to_one_view(healed_at)
@@ -296,6 +303,50 @@ class LabRun:
                               f"{side['after_heal']} of them after the heal"
                               + (f" (the last {side['last_after_heal']:.2f} s after it)" if side["after_heal"] else ""))
             self.figures["partitions"].append(figure)
+        self.figures["one_way_cuts"] = []
+        for wall, e in self.applied:
+            if isinstance(e.action, CutOneWay):
+                a = e.action
+                after = self._removed_after(wall, {a.src, a.dst})
+                self.figures["one_way_cuts"].append({"at": round(self.rel(wall), 3), "src": a.src, "dst": a.dst,
+                                                     **({} if after is None else after)})
+                console.print(f"one-way cut {a.src}>{a.dst} at {self.rel(wall):+.1f}s → "
+                              + ("neither removed" if after is None else
+                                 f"peer {after['removed']} removed after {after['after']:.2f} s (every other live peer)"))
+
+    def _own_view(self, side: tuple[int, ...], cut_at: float, healed_at: float | None) -> float | None:
+        """Seconds from the cut until every live peer of ``side`` had installed a view of no peer of
+        another side (before the heal), None if one never did: the view-change latency of a partition."""
+        mine = {self.pids[i] for i in side}
+        worst = None
+        for i in side:
+            if i in self.killed:
+                continue
+            at = next((v["delivered_at"] for v in self.outputs[i].views
+                       if cut_at < v["delivered_at"] <= (healed_at or float("inf")) and set(v["members"]) <= mine),
+                      None)
+            if at is None:
+                return None
+            worst = max(worst or 0.0, at - cut_at)
+        return None if worst is None else round(worst, 3)
+
+    def _removed_after(self, cut_at: float, pair: set[int]) -> dict | None:
+        """After a one-way cut between the peers of ``pair``: which of them the group removed, and how
+        many seconds after the cut the last other live peer installed a view without it."""
+        for gone in sorted(pair):
+            pid = self.pids[gone]
+            others = [i for i in self.pids if i != gone and i not in self.killed]
+            times = []
+            for i in others:
+                at = next((v["delivered_at"] for v in self.outputs[i].views
+                           if v["delivered_at"] > cut_at and pid in v.get("removed", ())), None)
+                if at is None:
+                    break
+                times.append(at - cut_at)
+            else:
+                if times:
+                    return {"removed": gone, "after": round(max(times), 3)}
+        return None
 
     def _heal_to_one_view(self, healed_at: float) -> float | None:
         """Seconds from the heal until every peer the lab did not kill had installed a view holding

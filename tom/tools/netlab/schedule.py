@@ -10,6 +10,8 @@ Grammar (each option may be given several times)::
     --loss P[:LINKS][@WHEN][+FOR]    drop each IPv4 packet on LINKS with probability P (0 < P <= 1);
                                      LINKS: 1-2,2-3 (peer pairs) or 3 (every link of peer 3); default
                                      every link, @0%, to the end
+    --cut-one-way A>B[@WHEN][+FOR]   peer A's packets no longer reach peer B (B's still reach A);
+                                     default @30%, to the end
     --pause PEER[@WHEN][+FOR]        SIGSTOP, SIGCONT after FOR (default 2s); default @40%
     --kill PEER[@WHEN]               SIGKILL; default @30%
 """
@@ -44,7 +46,14 @@ class LossOn:
 
 @dataclass(frozen=True, slots=True)
 class LossOff:
-    key: int
+    key: int  # also ends a `CutOneWay` of that key
+
+
+@dataclass(frozen=True, slots=True)
+class CutOneWay:
+    key: int  # names this rule until its LossOff (one numbering with the loss rules)
+    src: int
+    dst: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +71,7 @@ class Kill:
     peer: int
 
 
-Action = Partition | Heal | LossOn | LossOff | Pause | Resume | Kill
+Action = Partition | Heal | LossOn | LossOff | CutOneWay | Pause | Resume | Kill
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -164,10 +173,24 @@ class Schedule:
         probability = float(p)
         if not 0 < probability <= 1:
             raise ConfigError(f"--loss {text}: the probability must be in (0, 1], like 0.2")
-        key = sum(isinstance(e.action, LossOn) for e in self.events)
+        key = self._next_key()
         self._add(at, LossOn(key, probability, parse_links(links or None, self.peers, "--loss")))
         if until is not None:
             self._add(until, LossOff(key))
+
+    def cut_one_way(self, text: str) -> None:
+        head, at, until = self._spec("--cut-one-way", text, r"\d+>\d+", "30%")
+        a, _, b = head.partition(">")
+        src, dst = _peer(a, self.peers, "--cut-one-way"), _peer(b, self.peers, "--cut-one-way")
+        if src == dst:
+            raise ConfigError(f"--cut-one-way {text}: cuts a peer from itself")
+        key = self._next_key()
+        self._add(at, CutOneWay(key, src, dst))
+        if until is not None:
+            self._add(until, LossOff(key))
+
+    def _next_key(self) -> int:
+        return sum(isinstance(e.action, (LossOn, CutOneWay)) for e in self.events)
 
     def pause(self, text: str) -> None:
         head, at, until = self._spec("--pause", text, r"\d+", "40%")
@@ -219,6 +242,8 @@ def describe(action: Action) -> str:
         return f"loss {action.probability:g} on {shown} (rule {action.key})"
     if isinstance(action, LossOff):
         return f"loss rule {action.key} ends"
+    if isinstance(action, CutOneWay):
+        return f"one-way cut: peer {action.src}'s packets no longer reach peer {action.dst} (rule {action.key})"
     if isinstance(action, Pause):
         return f"SIGSTOP peer {action.peer}"
     if isinstance(action, Resume):
