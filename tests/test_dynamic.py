@@ -61,7 +61,11 @@ PARTITION_REGRESSIONS = [("lamport", 248), ("lamport", 654), ("lamport", 871), (
                          # a coordinator whose proposal the others ignored (they promised the ballot of a
                          # coordinator that crashed) sent it again for ever: outbid_coordinator_learns_the_ballot_promised.txt
                          ("lamport", 1308), ("lamport", 1497), ("sequencer", 1308), ("sequencer", 1497),
-                         ("causal", 1308), ("causal", 1497)]
+                         ("causal", 1308), ("causal", 1497),
+                         # a member that rejoined at an INSTALL naming it (it had not flushed the adopted
+                         # attempt) was admitted by a copy that came later, and the next view change's
+                         # FLUSH from the coordinator, sent between the two, was lost: flushing for ever
+                         ("causal", 1090)]
 
 
 @pytest.mark.parametrize("order,seed", PARTITION_REGRESSIONS)
