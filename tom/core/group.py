@@ -829,14 +829,20 @@ class Core:
             self.out.send(others, frame)
         # (the marker's clock: relays do not move it, so it bounds them as it bounds this peer's messages)
         self.out.send(others, Flush(p.view, p.attempt, p.coordinator, clock))
+        peers = self.peers
         for s, f in taken_back:
-            if s in self.peers.links:
-                try:
-                    handler = self._handlers.get(type(f))
-                    if type(handler) is Ordered:
-                        handler(self, s, f)
-                except FrameError:
-                    pass
+            if s not in peers.links:
+                # received before its link went down (it never sends a received frame again): it waits for
+                # the link to be back as the same incarnation, as a frame held for a view does (`_replay`)
+                self._early.append((s, view.incarnations.get(s, NO_INCARNATION), peers.views.get(s),
+                                    peers.groups.get(s, ""), f))
+                continue
+            try:
+                handler = self._handlers.get(type(f))
+                if type(handler) is Ordered:
+                    handler(self, s, f)
+            except FrameError:
+                pass
         self._deliver_ready()
 
     def _on_flush(self, src: str, f: Flush) -> None:
