@@ -9,6 +9,7 @@ import inspect
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -385,3 +386,33 @@ def test_the_view_change_gap_is_closed_on_five_peers_with_a_crash():
         World.initial = original  # type: ignore[method-assign]
     assert r.found is None, r.found.violation
     assert r.states > 1000
+
+
+def test_a_search_from_a_transcripts_steps_starts_where_they_lead(monkeypatch):
+    """``tom check --from FILE:N``: the search explores from the state the transcript's first N steps
+    reach (fewer states than from the start), and a counterexample found there begins with them."""
+    from tom.check.cli import start_of
+
+    path = Path(__file__).parent / "testdata" / "check" / "an_ack_counted_twice.txt"
+    config, prefix = start_of(f"{path}:4")
+    assert config == MUTATIONS["an ACK counted twice"][1] and len(prefix) == 4
+    r = search(config, "dfs", prefix=prefix)
+    assert r.exhaustive and r.found is None and 0 < r.states < 646_557  # (from the start: 646,557)
+    MUTATIONS["an ACK counted twice"][0](monkeypatch)
+    check_world._cache.clear()
+    r = search(config, "dfs", time_limit=20, prefix=prefix)
+    assert r.found is not None and r.found.steps[:4] == prefix
+    _, _, violation = replay(config, r.found.steps)  # the steps replay from the start to the violation
+    assert violation is not None
+
+
+def test_tom_check_from_a_transcript_on_the_command_line(tmp_path):
+    path = Path(__file__).parent / "testdata" / "check" / "an_ack_counted_twice.txt"
+    done = subprocess.run([sys.executable, "-m", "tom", "check", "--from", f"{path}:4"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "after its first 4 steps" in done.stdout and "exhaustive" in done.stdout, done.stdout
+    for spec, says in ((f"{path}:9", "it has 4 steps, not 9"), (str(tmp_path / "none.txt"), "No such file")):
+        bad = subprocess.run([sys.executable, "-m", "tom", "check", "--from", spec], capture_output=True,
+                             text=True, timeout=60)
+        assert bad.returncode == 2 and says in bad.stdout and len(bad.stdout.strip().splitlines()) == 1, bad.stdout

@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where a counterexample goes (default tom-check/)")
     p.add_argument("--no-shrink", action="store_true", help="write the first counterexample as found")
     p.add_argument("--replay", type=Path, metavar="FILE", help="replay a transcript and check it")
+    p.add_argument("--from", dest="start", metavar="FILE[:N]",
+                   help="explore from where a transcript's first N steps lead (default: all of them), in "
+                        "its configuration (the configuration options are then not taken)")
     return p
 
 
@@ -112,20 +115,27 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False, soft_wrap=True)
     if args.replay is not None:
         return replay_file(args.replay, console)
+    prefix: list = []
     try:
-        config = config_of(args)
-    except ValueError as e:
+        if args.start is not None:
+            config, prefix = start_of(args.start)
+        else:
+            config = config_of(args)
+    except (OSError, ValueError) as e:
         console.print(f"tom check: error: {e}", markup=False)
         return EXIT_USAGE
     from .explore import search, shrink
 
+    if prefix:
+        console.print(f"from: {args.start}, after its first {len(prefix)} steps", markup=False)
     console.print(f"checking: {config.describe()}; strategy {args.strategy}"
                   + (f", depth {args.depth}" if args.depth else "")
                   + (f", time limit {args.time_limit:g} s" if args.time_limit else ""), markup=False)
     progress = _Progress(console) if console.is_terminal else None
     try:
         result = search(config, args.strategy, depth=args.depth, time_limit=args.time_limit,
-                        max_states=args.max_states, seed=args.seed, progress=progress.update if progress else None)
+                        max_states=args.max_states, seed=args.seed, progress=progress.update if progress else None,
+                        prefix=prefix)
     finally:
         if progress is not None:
             progress.stop()
@@ -172,6 +182,23 @@ def write_counterexample(config: Config, found, out: Path) -> list[Path]:
     for path, text in files:
         path.write_text(text, encoding="utf-8")
     return [p for p, _ in files]
+
+
+def start_of(spec: str) -> tuple[Config, list]:
+    """``FILE[:N]``: a transcript's configuration and its first ``N`` steps (all without ``:N``), each
+    checked to be enabled where it comes (ValueError otherwise, or for a bad ``N``)."""
+    from .explore import replay
+    from .trace import parse_command, parse_transcript
+
+    name, _, count = spec.rpartition(":") if spec.rpartition(":")[2].isdigit() else (spec, "", "")
+    config, blocks = parse_transcript(Path(name).read_text(encoding="utf-8"))
+    steps = [parse_command(cmd) for cmd, _ in blocks if cmd != "check"]
+    n = int(count) if count else len(steps)
+    if not 0 <= n <= len(steps):
+        raise ValueError(f"{name}: it has {len(steps)} steps, not {n}")
+    steps = steps[:n]
+    replay(config, steps)  # (raises ValueError: a step not enabled where it comes)
+    return config, steps
 
 
 def replay_file(path: Path, console: Console) -> int:

@@ -69,12 +69,20 @@ def _expand(world: World, step: Step) -> World:
 
 def search(config: Config, strategy: str = "bfs", depth: int | None = None, time_limit: float | None = None,
            max_states: int | None = None, seed: int = 1,
-           progress: Callable[[Result], None] | None = None) -> Result:
-    """Explore from the start; stop at the first violation (returned in ``found``)."""
+           progress: Callable[[Result], None] | None = None, prefix: list[Step] = ()) -> Result:
+    """Explore from the start — or from where the steps ``prefix`` lead (`replay`); a counterexample's
+    steps then begin with them —; stop at the first violation (returned in ``found``)."""
     result = Result(config, strategy)
     start = time.perf_counter()
     deadline = None if time_limit is None else start + time_limit
-    root, _ = World.initial(config)
+    prefix = list(prefix)
+    if prefix:
+        root, _, broken = replay(config, prefix)
+        if broken is not None:
+            result.found = Found(prefix, broken)
+            return result
+    else:
+        root, _ = World.initial(config)
     invariants.check(root)
     fp = root.fingerprint()
     parents: dict[bytes, tuple[bytes | None, Step | None]] = {fp: (None, None)}
@@ -86,12 +94,12 @@ def search(config: Config, strategy: str = "bfs", depth: int | None = None, time
         while True:
             parent, step = parents[key]
             if parent is None:
-                return steps[::-1]
+                return prefix + steps[::-1]
             steps.append(step)  # type: ignore[arg-type]
             key = parent
 
     if strategy == "random":
-        return _random_walks(config, root, result, start, deadline, depth, seed, progress)
+        return _random_walks(config, root, result, start, deadline, depth, seed, progress, prefix)
     frontier: deque[tuple[World, bytes, int]] = deque([(root, fp, 0)])
     pop = frontier.popleft if strategy == "bfs" else frontier.pop
     push = frontier.append
@@ -153,7 +161,7 @@ def search(config: Config, strategy: str = "bfs", depth: int | None = None, time
 
 
 def _random_walks(config: Config, root: World, result: Result, start: float, deadline: float | None,
-                  depth: int | None, seed: int, progress) -> Result:
+                  depth: int | None, seed: int, progress, prefix: list[Step]) -> Result:
     """Random walks from the start until the time limit (or 1,000 walks without one)."""
     rng = random.Random(seed)
     seen: set[bytes] = {root.fingerprint()}
@@ -161,7 +169,7 @@ def _random_walks(config: Config, root: World, result: Result, start: float, dea
     limit = depth or 10_000
     while (deadline is None and walks < 1000) or (deadline is not None and time.perf_counter() < deadline):
         walks += 1
-        world, steps = root, []
+        world, steps = root, list(prefix)
         for _ in range(limit):
             options = world.steps()
             if not options:
@@ -181,7 +189,7 @@ def _random_walks(config: Config, root: World, result: Result, start: float, dea
             if key not in seen:
                 seen.add(key)
                 result.states += 1
-            result.depth = max(result.depth, len(steps))
+            result.depth = max(result.depth, len(steps) - len(prefix))
         if result.found:
             break
         if progress is not None and walks % 20 == 0:
