@@ -873,11 +873,11 @@ class Core:
         outcome = self.change.concluded(i, old, self.me)
         if isinstance(outcome, str):
             self._become_removed(outcome)
-            if self.mode == JOINING and self.founding.admits(i, self.me, self.incarnation, self.now):
-                # rejoined (it cannot end the old view as the others did) but named by this INSTALL: it is
-                # admitted by it now, as a joiner, not by a copy that comes later — the frames its other
-                # members send meanwhile (the next view change's FLUSH) would find it outside any view
-                self._install(i)
+            if self.mode == JOINING:
+                # rejoined: it cannot end the old view as the others did, so no copy of this INSTALL may
+                # admit it either (it would be a member of both views without the old one's last step);
+                # the group removes it (it never announces the new view) and admits it again after that
+                self.founding.cut_off(i.group, i.view)
             return
         members = dict(i.members)
         if outcome is not None:  # the flush's last step takes effect now: the old view's rest, then the view
