@@ -100,8 +100,12 @@ class DivergenceCheck:
         for pid in pids:
             self.claims.pop(pid, None)
 
-    def new_view(self) -> None:
-        """A view was installed: its chain starts empty; claims about the old one are void."""
+    def new_view(self, step: Sequence[Delivery | ViewDelivery], view: int, removed: Iterable[str] = ()) -> None:
+        """A view was installed: what the ``step`` delivered before it is chained (the old view's, but
+        compared as of ``view``) once the claims of the ``removed`` are void (`forget`); the chain of the
+        view starts empty, and the claims about the old one are void."""
+        self.forget(removed)
+        self.chain_up(step, view)
         self.chain = DigestChain()
         self.claims.clear()
 

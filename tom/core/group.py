@@ -51,6 +51,7 @@ from .clock import LamportClock
 from .detector import FailureDetector
 from .dispatch import TABLE, Admit
 from .divergence import DivergenceCheck
+from .early import Early, EarlyFrames
 from .founding import Founding
 from .held import Held
 from .modes import TRANSITIONS, Mode
@@ -59,17 +60,18 @@ from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
 from .queue import Entry
 from .quorum import coordinator, lost_quorum
-from .reach import FRESH_PERIODS, Reach
+from .reach import Reach, report_to
 from .records import Ready, Status, Timing, View
 from .texts import check_text
 from .traffic import Traffic
-from .viewchange import Flushing, ViewChange
+from .viewchange import Flushing, ViewChange, audience, flush_frames
 
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
     Mode.JOINING, Mode.NORMAL, Mode.FLUSHING, Mode.FLUSHED, Mode.LEFT, Mode.REMOVED)
 
 TAKEN = Admission.TAKEN
+MEMBER = (NORMAL, FLUSHING, FLUSHED)  # the modes of a member of a view
 
 QUORUMS = ("majority", "none")
 """What a group does when a view change would leave fewer than a primary component of the view:
@@ -84,14 +86,6 @@ def check_options(wire: int, order: str, quorum: str) -> None:
         raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
     if quorum not in QUORUMS:
         raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
-
-
-Early = tuple[str, int, "int | None", str, Frame]
-"""A frame held for a view not installed yet: its sender, the sender's incarnation, the view and group it
-had announced then (None: none), the frame."""
-
-MAX_EARLY_FRAMES = 1_000_000
-"""Frames of a view not installed yet, kept at most (more: the link is refused)."""
 
 
 class Core:
@@ -134,7 +128,7 @@ class Core:
         self.last_install: Install | None = None
         self.leaving = False
         self.held = Held()
-        self._early: list[Early] = []  # frames of a view not installed yet
+        self.early = EarlyFrames()
         self._last_heartbeat = float("-inf")
         self._installed_at = now
         self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
@@ -244,29 +238,19 @@ class Core:
             self._maybe_propose()
         if self.mode == JOINING:
             self.out.send((pid,), Join(self.me, self.incarnation))
-        elif view is not None and any(e[0] == pid for e in self._early):
-            early = [e for e in self._early if e[0] == pid]
-            self._early = [e for e in self._early if e[0] != pid]
-            self._replay(early)
+        elif view is not None:
+            self._replay(self.early.take(pid))
 
     def _replay(self, early: list[Early]) -> None:
-        """Take the frames held for a view, in the order they came, as if they came now — with what their
-        sender had announced when they came, if a reconnect while joining made this peer forget it (they
-        are of that view: an announcement precedes a view's frames on a link). A frame of a sender whose
-        link is down waits for the link to be back as the same incarnation (it was received: the link
-        never sends it again); one of an old incarnation is void."""
-        for src, inc, view, group, frame in early:
-            peers = self.peers
-            if self.static or peers.links.get(src) == inc:
-                if view is not None and src not in peers.views:
-                    peers.announced(src, view, group)
-                    self._trusted = None
-                try:
-                    self.receive(src, frame)
-                except FrameError:
-                    pass
-            elif peers.incarnations.get(src) == inc:
-                self._early.append((src, inc, view, group, frame))
+        """Take the frames held for a view that `EarlyFrames.replay` says to take now, as if they came now."""
+        for src, announced, frame in self.early.replay(early, self.peers, self.static):
+            if announced is not None:
+                self.peers.announced(src, *announced)
+                self._trusted = None
+            try:
+                self.receive(src, frame)
+            except FrameError:
+                pass
 
     def disconnected(self, pid: str) -> None:
         """The connection to ``pid`` is down (it may come back: silence decides, not this)."""
@@ -414,11 +398,7 @@ class Core:
         return False
 
     def _hold(self, src: str, frame: Frame) -> None:
-        if len(self._early) >= MAX_EARLY_FRAMES:
-            raise FrameError("too many frames waiting for a view")
-        peers = self.peers
-        self._early.append((src, peers.links.get(src, NO_INCARNATION), peers.views.get(src), peers.groups.get(src, ""),
-                            frame))
+        self.early.hold(src, frame, self.peers)
 
     def _on_message(self, src: str, msg: Message) -> None:
         if msg.pid != src:
@@ -663,7 +643,7 @@ class Core:
         self.detector.suspected.clear()
         self.peers.restart()
         self.reach.restart()
-        self._early = []
+        self.early.take()
         self.divergence.restart()
         self.last_install = None
         self.started_at = self.now
@@ -677,8 +657,10 @@ class Core:
         peers = self.peers
         peers.joins[src] = (join.incarnation, self.now)
         view = self.view
-        if view is not None and view.incarnations.get(src) != join.incarnation:
-            self._report_sees(src, join.incarnation)
+        if view is not None and view.incarnations.get(src) != join.incarnation and self.mode in MEMBER:
+            to = self._report_to(view)  # (the coordinator admits a joiner once every member has a link to it)
+            if to:
+                self.out.send(to, Sees(view.id, src, join.incarnation))
         if view is not None and not self._member_link(src) and peers.views.get(src, 0):
             peers.views[src] = 0  # it asks to join: it is in no group now (cut off and told so)
             peers.groups.pop(src, None)
@@ -735,40 +717,38 @@ class Core:
 
     def _coordinator(self) -> str | None:
         view = self.view
-        if view is None:
-            return None
-        return coordinator(view.members, self.detector.verified(self.now), self.peers.leaves)
+        return None if view is None else coordinator(view.members, self.detector.verified(self.now), self.peers.leaves)
 
     def _maybe_propose(self) -> None:
-        """As the coordinator: (re)send the proposal under way, and propose the next view change
-        there is reason for (`ViewChange.to_propose`)."""
+        """As the coordinator: send what `ViewChange.to_propose` says (a proposal is followed here at
+        once, once sent: the removed must hear it too, and the view may change now; a PREPARE is
+        promised here)."""
         view = self.view
-        if self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
+        if self.static or view is None or self.mode not in MEMBER or self._coordinator() != self.me:
             return
-        if self._coordinator() != self.me:
-            return
-        again, new, prepare = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
+        sends, new, prepare = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
                                                      self._found_dead(view), self.detector.suspected, self.peers,
                                                      self.quorum, self.file)
-        for p in (again, new):  # (again: a member may have ignored it while it followed another)
-            if p is not None:
-                self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
+        self.out.send_all(sends)
         if new is not None:
-            self._on_propose(self.me, new)  # once sent: the removed must hear it too, and the view may change now
-        if prepare is not None:  # phase 1 of a ballot other than (0, the smallest member)
-            others = tuple(sorted_pids(view.members - {self.me}))
-            if others:
-                self.out.send(others, prepare)
+            self._on_propose(self.me, new)
+        if prepare is not None:
             self._on_prepare(self.me, prepare)
+
+    def _installed_already(self, src: str, view: int, tell: bool) -> bool:
+        """Whether a frame of the view change to ``view`` comes from a member that missed the INSTALL
+        of ours (it gets it again, if ``tell``)."""
+        if view != self._current.id or self.last_install is None or src == self.me:
+            return False
+        if tell:
+            self.out.send((src,), self.last_install)
+        return True
 
     def _on_prepare(self, src: str, f: Prepare) -> None:
         """PREPARE: promise its ballot if it is not below the one promised (`ViewChange.promise`)."""
-        view = self._current
-        if f.view == view.id and self.last_install is not None and src != self.me:
-            if self._member_link(src):
-                self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
+        if self._installed_already(src, f.view, self._member_link(src)):
             return
-        promise = self.change.promise(src, f, view, self.now)
+        promise = self.change.promise(src, f, self._current, self.now)
         if promise is None:
             return
         # a view change runs from now on, which may remove this peer without its knowing: it numbers and
@@ -783,52 +763,39 @@ class Core:
         """A PROMISE: once a primary component promised, propose (adopting what may have been decided:
         `ViewChange.choose`)."""
         view = self._current
-        if src != self.me and not self._member_link(src):
-            return
-        if not self.change.take_promise(src, f, view, self.me, self.now):
+        if (src != self.me and not self._member_link(src)) or not self.change.take_promise(src, f, view, self.me,
+                                                                                         self.now):
             return
         if self._coordinator() != self.me:  # (it asked to leave meanwhile, say: the next coordinator runs it)
             self.change.preparing = None
             return
         p = self.change.choose(view, self.me, self._found_dead(view), self.detector.suspected, self.peers,
-                               self.quorum, self.file)
-        if p is None:
-            return
-        self.change.proposed_at = self.now
-        self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
-        self._on_propose(self.me, p)
+                               self.quorum, self.file, self.now)
+        if p is not None:
+            self.out.send(audience(view, p, self.me), p)
+            self._on_propose(self.me, p)
 
     def _on_propose(self, src: str, p: Propose) -> None:
-        """A proposal: follow it if `ViewChange.accept` says so — stop numbering, relay the removed
-        members' messages, send the FLUSH marker, take the frames of members cut before and kept now."""
-        view = self._current
-        if p.view == view.id and self.last_install is not None and src != self.me:
-            self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
+        """A proposal: follow it if `ViewChange.accept` says so — stop numbering, send the flush's frames
+        (`flush_frames`), take the frames of members cut before and kept now."""
+        if self._installed_already(src, p.view, True):
             return
         clock = self.traffic.clock.time
-        step = self.change.accept(src, p, view, self.me, clock, self.quorum, self.now)
+        step = self.change.accept(src, p, self._current, self.me, clock, self.quorum, self.now)
         if isinstance(step, str):
             self._become_removed(step)
+        elif isinstance(step, Promise):
+            self.out.send((src,), step)  # (below our promise: say which, `ViewChange.refusal`)
         if not isinstance(step, tuple):
-            refusal = self.change.refusal(src, p, view) if step is None and src != self.me else None
-            if refusal is not None:
-                self.out.send((src,), refusal)  # (below our promise: say which, `ViewChange.refusal`)
             return
         flushing, taken_back = step
-        order = self.traffic.order
+        if p.adopts is None or self.mode == NORMAL:
+            self._set_mode(FLUSHING)
+        self.traffic.order.stop_numbering()
         if p.adopts is not None:  # no flush: vote at once (`ViewChange.start`)
-            if self.mode == NORMAL:
-                self._set_mode(FLUSHING)
-            order.stop_numbering()
             self._report(p)
             return
-        self._set_mode(FLUSHING)
-        order.stop_numbering()
-        others = tuple(sorted_pids(flushing.flush_set - {self.me}))
-        for frame in order.relays(flushing.removed):
-            self.out.send(others, frame)
-        # (the marker's clock: relays do not move it, so it bounds them as it bounds this peer's messages)
-        self.out.send(others, Flush(p.view, p.attempt, p.coordinator, clock))
+        self.out.send_all(flush_frames(self.traffic.order, flushing, self.me, clock))
         for s, f in taken_back:
             if s in self.peers.links:
                 try:
@@ -847,11 +814,8 @@ class Core:
 
     def _on_flushed(self, src: str, f: Flushed) -> None:
         if self.change.report(src, f.view, f.attempt, f.clock, self.me):
-            i = self.change.install()
-            if self.me not in dict(i.members) and self.me not in i.left:
-                # an adopted view without this coordinator (`ViewChange.choose`): it is out of it, but
-                # decided it, so its members hear the decision from it first
-                self.out.send(tuple(sorted_pids((set(dict(i.members)) | set(i.left)) - {self.me})), i)
+            i, first = self.change.install(self.me)
+            self.out.send_all(first)
             self._install(i)
 
     def _on_install(self, src: str, i: Install) -> None:
@@ -861,8 +825,10 @@ class Core:
             self._install(i)
 
     def _install(self, i: Install) -> None:
-        if self.out.marks_due:
-            self.out.send_marks()  # what was received in the old view, before anything of the next
+        """Install ``i``: the old view's last step, if `ViewChange.concluded` makes it real, then the
+        view event; every part learns of the view; the decision is forwarded once (so that it
+        survives its coordinator) and the view announced before any of its frames."""
+        self.out.marks_if_due()  # what was received in the old view, before anything of the next
         old = self.view
         outcome = self.change.concluded(i, old, self.me)
         if isinstance(outcome, str):
@@ -878,19 +844,14 @@ class Core:
             self.held.admitted(self.traffic.last_delivered.get(self.me, -1))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
-        if self.traffic.order.name != "lamport":  # (the sequencer order is not uniform: see `forget`)
-            self.divergence.forget(i.removed)
-        self._chain_digests()  # what was delivered in the old view belongs to its chain
-        self.divergence.new_view()
+        # (the sequencer order is not uniform: see `forget`); what the old view delivered is its chain's
+        self.divergence.new_view(self.out.deliveries, i.view, i.removed if self.traffic.order.name != "lamport" else ())
         self.last_install = i
         self.change.end()
         self.detector.settle(members, old.incarnations if old is not None else {}, self.now)
         self.peers.installed(members)
         self.reach.new_view(members)
-        # forward the decision once, so that it survives the coordinator; then announce the view
-        told = tuple(sorted_pids((set(members) | set(i.left)) - {self.me, i.coordinator}))
-        if told:
-            self.out.send(told, i)
+        self.out.send_some(tuple(sorted_pids((set(members) | set(i.left)) - {self.me, i.coordinator})), i)
         if self.me not in members:  # its leave
             self._set_mode(LEFT)
             self.out.notice(notices.Left())
@@ -901,12 +862,9 @@ class Core:
             self.no_quorum = None
             self.out.notice(notices.QuorumBack())
         self.traffic.order.start_numbering()
-        # the view announcement must precede this view's frames on every link, connected or not
-        announce = tuple(sorted_pids(set(self.peers.links) | set(self.out.others)))
-        if announce:
-            self.out.send(announce, Heartbeat(i.view, 0, 0, self._last_key, i.group))
-        early, self._early = self._early, []
-        self._replay(early)
+        self.out.send_some(tuple(sorted_pids(set(self.peers.links) | set(self.out.others))),
+                           Heartbeat(i.view, 0, 0, self._last_key, i.group))
+        self._replay(self.early.take())
         self._send_held()
         if self.leaving:
             self._request_leave()
@@ -914,41 +872,21 @@ class Core:
 
     # -- shared suspicions (`tom.core.reach`) ------------------------------------------------------
 
-    def _report_to(self, view: View) -> tuple[str, ...]:
-        """Where this member's SUSPECT and SEES go: the coordinator it sees, and the smallest staying
-        member (the coordinator if this member's own suspicions are wrong: it may be the one cut off)."""
-        to = {coordinator(view.members, (), self.peers.leaves), self._coordinator()} - {self.me, None}
-        return tuple(sorted_pids(p for p in to if p is not None))
-
     def _report_unreached(self) -> None:
-        """As a member that is not the coordinator (or is, in its own eyes, without a quorum: it may be
-        the one cut off): tell the coordinator which members it takes for dead and the coordinator did
-        not remove within a heartbeat period of that (a crash: the coordinator's own detector acts
-        first), once a heartbeat period while that lasts."""
-        view = self.view
-        if view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
+        """As a member: tell the coordinator (`report_to`; itself only while it has no quorum: it may
+        be the one cut off) which members it takes for dead and that are still in the view (`Reach.report`)."""
+        view, flush = self.view, self.change.flush
+        if view is None or self.mode not in MEMBER:
             return
-        t, now = self.timing, self.now
         to = () if self._coordinator() == self.me and self.no_quorum is None else self._report_to(view)
-        flush = self.change.flush
-        gone = flush.removed if flush is not None else frozenset()
-        unheard = {p: since for p, since in self.detector.suspected.items()
-                   if now - since >= t.verify_after + t.heartbeat and p not in gone}
-        reports, said = self.reach.report(view, self.me, unheard, to, now, t.heartbeat)
+        reports, said = self.reach.report(view, self.me, self.detector.suspected,
+                                          flush.removed if flush is not None else (), to, self.now, self.timing)
         for frame in reports:
             self.out.send(to, frame)
-        for notice in said:
-            self.out.notice(notice)
+        self.out.notices += said
 
-    def _report_sees(self, joiner: str, incarnation: int) -> None:
-        """A joiner's JOIN came on this member's own link: tell the coordinator (it admits a joiner only
-        once every member that stays has a link to it)."""
-        view = self.view
-        if view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
-            return
-        to = self._report_to(view)
-        if to:
-            self.out.send(to, Sees(view.id, joiner, incarnation))
+    def _report_to(self, view: View) -> tuple[str, ...]:
+        return report_to(view, self.me, self.peers.leaves, self.detector.verified(self.now))
 
     def _on_suspect(self, src: str, frame: Suspect) -> None:
         """A member cannot hear ``frame.pid``: kept by the coordinator (`Reach.removals` decides)."""
@@ -962,30 +900,20 @@ class Core:
             self._maybe_propose()
 
     def _on_not_reached(self, src: str, frame: Suspect) -> None:
-        """Joining: the coordinator of the group this peer asks to join says member ``frame.pid`` does
-        not reach it (named by its `NotAdmitted` notice)."""
+        """Joining: its group's coordinator says member ``frame.pid`` does not reach it (`NotAdmitted`)."""
         if frame.view == 0 and self.peers.views.get(src, 0) > 0:
             self.reach.not_reached_by(frame, self.now)
 
     def _found_dead(self, view: View) -> set[str]:
-        """As the coordinator: the members a view change removes now — those its own detector verified,
-        and those the members' shared suspicions cost (`Reach.removals`) — and, with that, the joiners it
-        holds back (`Reach.hold_back`) and tells so."""
-        t, now, reach = self.timing, self.now, self.reach
-        verified = self.detector.verified(now) & view.members
-        shared, said = reach.removals(view, self.me, now, FRESH_PERIODS * t.heartbeat, verified)
-        dead = verified | set(shared)
+        """As the coordinator: the members a view change removes now (`Reach.found_dead`), the joiners
+        it holds back meanwhile, and what it says of both."""
         peers = self.peers
-        peers.held_back = set()
-        staying = view.members - dead - set(peers.leaves) - {self.me}
-        held, held_said = reach.hold_back(view, peers.joiners(view), staying, now,
-                                          FRESH_PERIODS * t.heartbeat + t.suspect_after, t.suspect_after)
-        peers.held_back = held
-        for notice in (*said, *held_said):
-            self.out.notice(notice)
-        for joiner, frame in reach.tell_joiners(view, now, t.heartbeat):
-            if joiner in peers.links:
-                self.out.send((joiner,), frame)
+        dead, peers.held_back, said, told = self.reach.found_dead(
+            view, self.me, self.detector.verified(self.now) & view.members, peers.joiners(view, True), peers.leaves,
+            peers.links, self.now, self.timing)
+        self.out.notices += said
+        for joiner, frame in told:
+            self.out.send((joiner,), frame)
         return dead
 
     def _ignore(self, src: str, frame: Frame) -> None:

@@ -83,13 +83,14 @@ class Peers:
             if now - when > after:
                 del self.joins[pid]
 
-    def joiners(self, view: View) -> dict[str, int]:
+    def joiners(self, view: View, held_back: bool = False) -> dict[str, int]:
         """The peers asking to join ``view``'s group now (pid -> incarnation): connected as the
-        incarnation that asked, not in the view as it, in no group of their own, and not held back."""
-        links = self.links
+        incarnation that asked, not in the view as it, in no group of their own, and not held back
+        (unless ``held_back``: those too)."""
+        links, held = self.links, () if held_back else self.held_back
         return {p: inc for p, (inc, _) in self.joins.items()
                 if p in links and links[p] == inc and view.incarnations.get(p) != inc
-                and self.views.get(p, 0) == 0 and p not in self.held_back}
+                and self.views.get(p, 0) == 0 and p not in held}
 
     def founders(self, me: str, incarnation: int, last_heard: Mapping[str, float],
                  heard_since: float) -> dict[str, int] | None:

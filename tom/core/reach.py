@@ -38,7 +38,8 @@ from collections.abc import Collection, Iterable, Mapping
 from ..codec.frames import Sees, Suspect
 from ..codec.pid import pid_key, sorted_pids
 from .notices import Unreachable
-from .records import View
+from .quorum import coordinator
+from .records import Timing, View
 
 FRESH_PERIODS = 3
 """A report counts while renewed within this many heartbeat periods (its reporter sends one a period)."""
@@ -96,6 +97,14 @@ def unadmitted(joiner: str, incarnation: int, staying: Iterable[str], sees: Mapp
     return missing
 
 
+def report_to(view: View, me: str, leaves: Collection[str], verified: Collection[str]) -> tuple[str, ...]:
+    """Where a member's SUSPECT and SEES go: the coordinator it sees (``verified``: the members it takes
+    for dead; ``leaves``: those asking to leave), and the smallest staying member (the coordinator if
+    this member's own suspicions are wrong: it may be the one cut off)."""
+    to = {coordinator(view.members, (), leaves), coordinator(view.members, verified, leaves)} - {me, None}
+    return tuple(sorted_pids(p for p in to if p is not None))
+
+
 class Reach:
     """What this peer knows of who cannot reach whom: as a reporter, when it last reported; as the
     coordinator, the reports and SEES it holds, the joiners it holds back; as a joiner, the members
@@ -123,12 +132,15 @@ class Reach:
 
     # -- a reporter --------------------------------------------------------------------------------
 
-    def report(self, view: View, me: str, unheard: Mapping[str, float], to: Collection[str], now: float,
-               period: float) -> tuple[list[Suspect], list[Unreachable]]:
+    def report(self, view: View, me: str, suspected: Mapping[str, float], gone: Collection[str],
+               to: Collection[str], now: float, t: Timing) -> tuple[list[Suspect], list[Unreachable]]:
         """The SUSPECTs this member sends now (to ``to``, the coordinator), one per member of ``view`` it
-        takes for dead (``unheard``: pid -> suspected since), at most once a ``period``; and the notices
-        of the pairs new since the last report."""
-        targets = {p: since for p, since in unheard.items() if p in view.members and p != me}
+        took for dead (``suspected``: pid -> since) a heartbeat period ago and that is still in the view
+        (``gone``: the members the flush under way removes are not), at most once a heartbeat period;
+        and the notices of the pairs new since the last report."""
+        period = t.heartbeat
+        targets = {p: since for p, since in suspected.items() if now - since >= t.verify_after + period
+                   and p not in gone and p in view.members and p != me}
         if not to:
             targets = {}
         pairs = {(me, p): f"telling {', '.join(sorted_pids(to))}" for p in targets}
@@ -203,6 +215,22 @@ class Reach:
         notices = _news(self.holding, pairs)
         self.holding = pairs
         return held, notices
+
+    def found_dead(self, view: View, me: str, verified: set[str], joiners: Mapping[str, int],
+                   leaves: Collection[str], links: Collection[str], now: float,
+                   t: Timing) -> tuple[set[str], set[str], list[Unreachable], list[tuple[str, Suspect]]]:
+        """As the coordinator of ``view``: the members a view change removes now — those its own
+        detector ``verified``, and those the fresh reports cost (`removals`) —, the ``joiners`` it holds
+        back (`hold_back`: some member that stays, neither removed nor in ``leaves``, has no link to
+        them), the notices of pairs new, and the SUSPECTs telling the joiners held back, on a link
+        (``links``), why (`tell_joiners`)."""
+        fresh = FRESH_PERIODS * t.heartbeat
+        shared, said = self.removals(view, me, now, fresh, verified)
+        dead = verified | set(shared)
+        staying = view.members - dead - set(leaves) - {me}
+        held, held_said = self.hold_back(view, joiners, staying, now, fresh + t.suspect_after, t.suspect_after)
+        told = [(j, frame) for j, frame in self.tell_joiners(view, now, t.heartbeat) if j in links]
+        return dead, held, said + held_said, told
 
     def tell_joiners(self, view: View, now: float, period: float) -> list[tuple[str, Suspect]]:
         """The SUSPECTs (view 0) that tell each joiner held back which members do not reach it, once a

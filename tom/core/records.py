@@ -10,6 +10,10 @@ from .modes import Mode
 from .notices import Notice
 
 
+Sends = list[tuple[tuple[str, ...], Frame]]
+"""Frames a part decides to send, each with its destinations, in the order they are to go."""
+
+
 @dataclass(frozen=True, slots=True)
 class View:
     """A numbered membership: the members (pid -> incarnation) whose ACKs a message in it needs."""
