@@ -59,7 +59,7 @@ from .order import ORDERS, Order, pending_status
 from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
 from .queue import Entry
-from .quorum import coordinator, lost_quorum
+from .quorum import coordinator, lost_quorum, quorum_news
 from .reach import Reach, report_to
 from .records import Ready, Status, Timing, View
 from .texts import check_text
@@ -131,7 +131,6 @@ class Core:
         self.early = EarlyFrames()
         self._last_heartbeat = float("-inf")
         self._installed_at = now
-        self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
         if static:
             members = frozenset(members)
             if me not in members:
@@ -229,13 +228,10 @@ class Core:
         # is founded over (`_maybe_form`); it says again what it is at once (a Join, a heartbeat)
         if self.peers.connected(pid, incarnation, self.mode == JOINING):
             self.founding.restarted(pid, incarnation)
-        self.detector.heard(pid, self.now)
         self._trusted = None
         view = self.view
-        if (view is not None and not self.static and pid in view.members
-                and view.incarnations[pid] not in (incarnation, NO_INCARNATION)):
-            self.detector.dead_now(pid, self.now)  # a restart: the member's old incarnation is gone
-            self._maybe_propose()
+        if self.detector.connected(pid, incarnation, None if self.static else view, self.now):
+            self._maybe_propose()  # (a member restarted: its old incarnation is gone)
         if self.mode == JOINING:
             self.out.send((pid,), Join(self.me, self.incarnation))
         elif view is not None:
@@ -261,10 +257,8 @@ class Core:
         """Time passed: send heartbeats, suspect silent members, drive joins and view changes."""
         self.now = now
         t = self.timing
-        if (self.mode == JOINING and not self.static
-                and now - max(self.started_at, self._not_admitted_at) >= t.admit_after):
-            self._not_admitted_at = now
-            self.out.notice(notices.NotAdmitted(self.reach.unreached(now, t.admit_after)))
+        if self.mode == JOINING and not self.static:
+            self.out.notice(self.reach.not_admitted(now, self.started_at, t.admit_after))
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now
             self._send_heartbeats()
@@ -281,11 +275,7 @@ class Core:
         view = self.view
         if view is None or self.mode in (LEFT, REMOVED):
             return
-        peers = self.peers
-        elsewhere = peers.elsewhere(view)  # (they never announced our view, whatever its number)
-        self.detector.sweep(view, self.me, now, t.suspect_after, self.started_at, self._installed_at,
-                            lambda pid: peers.member_link(view, pid),
-                            {**peers.views, **dict.fromkeys(elsewhere, -1)} if elsewhere else peers.views)
+        self.detector.sweep(view, self.me, now, t.suspect_after, self.started_at, self._installed_at, self.peers)
         self._check_quorum()
         self._report_unreached()
         if self.change.outcomes and self.mode == FLUSHING:
@@ -308,15 +298,7 @@ class Core:
             raise FrameError("frame from this peer's own pid")
         if src not in self.peers.links and not self.static:
             raise FrameError(f"frame from {src}, which is not connected")
-        self.detector.heard(src, self.now)
-        view = self.view
-        if (view is not None and src in self.detector.suspected and self._member_link(src)
-                and self.peers.views.get(src, self._unannounced) >= view.id
-                and self.peers.groups.get(src, "") in ("", view.group)):
-            # (a new incarnation speaking does not clear its old one; nor does a member still in an
-            # older view: it missed an install — a partition — and must be removed to join again;
-            # nor one in another group, whatever its view number)
-            del self.detector.suspected[src]
+        self.detector.spoke(src, self.now, self.view, self.peers, self._unannounced)
         if handler is None:
             raise FrameError(f"unexpected {type(frame).__name__} from {src}")
         handler(self, src, frame)
@@ -325,8 +307,7 @@ class Core:
         """Take everything to send, to deliver and to notice since the last call. A step ends here:
         the marks of what this peer received in it go out now (wire v2), so no member waits for this
         peer's acknowledgement longer than one step of it."""
-        if self.out.marks_due:
-            self.out.send_marks()
+        self.out.marks_if_due()
         self._chain_digests()
         alarms = self.divergence.step_ended()
         out = self.out.take()
@@ -495,44 +476,27 @@ class Core:
     # -- heartbeats and the divergence check -----------------------------------------------------
 
     def _send_heartbeats(self) -> None:
-        if self.out.marks_due:
-            # a heartbeat names the last event delivered here: the marks of what this peer holds go
-            # first, so that a member never sees a delivery claimed before its acknowledgement
-            self.out.send_marks()
+        # a heartbeat names the last event delivered here (`DivergenceCheck.beat`): the marks of what this
+        # peer holds go first, so that a member never sees a delivery claimed before its acknowledgement
+        self.out.marks_if_due()
         if self.peers.links:
-            if self.view is not None and self.mode == NORMAL:
-                beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key, self.view.group)
-            elif self.view is not None and self.mode != JOINING:
-                # a flush's last step may pass over what only removed members held: what this peer
-                # delivered is compared again once the next view is installed
-                beat = Heartbeat(self.view.id, group=self.view.group)
-            else:
-                beat = Heartbeat(0)
-            self.out.send(tuple(self.peers.links), beat)
+            self.out.send(tuple(self.peers.links), self.divergence.beat(
+                self.view, self.mode == NORMAL, self.mode == JOINING, self.out.deliveries, self.last_install, self.me))
 
     def _on_heartbeat(self, src: str, frame: Heartbeat) -> None:
         if self.peers.announced(src, frame.view, frame.group):
             self._trusted = None
-        if (self.quorum and frame.view > 0 and self.view is not None and self.mode == NORMAL
-                and not self._member_link(src)):
+        view = self.view
+        if self.quorum and frame.view > 0 and view is not None and self.mode == NORMAL and not self._member_link(src):
             # a peer in a group, but not in our view: cut off by a partition and removed meanwhile
             # (it cannot know: it hears nothing else from us): tell it, so that it joins again
             self._tell_removed(src)
-        view = self.view
         if (frame.count is not None and view is not None and frame.view == view.id
                 and frame.group in ("", view.group) and self._member_link(src)):
             # (a view 2 of another group is not ours: edge seed 1037's false alarm)
-            order = self.traffic.order
-            order.progress(src, frame.count)
-            if order.total and (src not in self.change.cut or order.name == "lamport"):
-                # (in the causal order, peers may deliver one set in different orders; in the
-                # sequencer order, a member the flush under way removes may have delivered, unknowing,
-                # what the rest number otherwise: it is not uniform)
-                self._chain_digests()
-                self.divergence.compare(src, frame.count, frame.digest, view.id)
-            if (order.acknowledged and order.total and frame.last is not None and self.mode == NORMAL
-                    and src not in self.change.cut):
-                self.divergence.skipped(src, frame.last, order.head(), view.id)
+            self.traffic.order.progress(src, frame.count)
+            self.divergence.claimed(src, frame, view.id, self.traffic.order, src in self.change.cut,
+                                    self.mode == NORMAL, self.out.deliveries)
 
     @property
     def view_delivered(self) -> int:
@@ -549,14 +513,6 @@ class Core:
     def _chain_digests(self) -> None:
         self.divergence.chain_up(self.out.deliveries, self.view.id if self.view is not None else 0)
 
-    @property
-    def _last_key(self) -> tuple[int, str]:
-        """The key of the last event this peer delivered in this view (its view event before any
-        message; ``(0, me)`` in a static group that has delivered nothing)."""
-        install = self.last_install
-        return self.divergence.last_key((install.clock + 1, install.coordinator) if install is not None
-                                        else (0, self.me))
-
     # -- membership ------------------------------------------------------------------------------
 
     def _on_leave(self, src: str, frame: Leave) -> None:
@@ -568,8 +524,7 @@ class Core:
     def _request_leave(self) -> None:
         """Tell every member: a leaver never coordinates (`tom.core.quorum.coordinator`), so each must know."""
         self.peers.leaves[self.me] = self.now
-        if self.out.others:
-            self.out.send(self.out.others, Leave(self.me))
+        self.out.send_some(self.out.others, Leave(self.me))
         self._maybe_propose()
 
     def _tell_removed(self, src: str) -> None:
@@ -579,20 +534,11 @@ class Core:
             self.out.send((src,), Removed(self.view.id, self.view.group))
 
     def _on_removed(self, src: str, frame: Removed) -> None:
-        """``src`` says this peer is not in its view. Of our group: a newer view went on without this
-        peer. Of another group (a view is ``(group, view)``): while this peer has no quorum, its group
-        is dead or cut off for good — it delivers nothing meanwhile — so it joins again (its own
-        undelivered messages sent again, as after a partition: `_rejoin`); with a quorum, nothing."""
-        view = self.view
-        if view is None:
-            return
-        if frame.group and frame.group != view.group:
-            if self.no_quorum is not None:
-                self._become_removed(f"{src} is in group {frame.group} and this peer has no quorum")
-            return
-        if not self._member_link(src) or frame.view <= view.id:
-            return
-        self._become_removed(f"{src} is in view {frame.view} without this peer")
+        """``src`` says this peer is not in its view: out of the group, if `Peers.removed_by` says so (with
+        a quorum it joins again, its undelivered messages sent again: `_rejoin`)."""
+        why = self.peers.removed_by(src, frame, self.view, self.no_quorum is not None)
+        if why is not None:
+            self._become_removed(why)
 
     def _become_removed(self, why: str) -> None:
         if self.mode in (LEFT, REMOVED, JOINING):
@@ -605,33 +551,26 @@ class Core:
         self.out.notice(notices.Removed(why))
 
     def _check_quorum(self) -> None:
-        """With a quorum: note when the members not found dead stop being a primary component of
-        the view (`has_quorum`) — the peer then delivers nothing in normal mode and holds its users'
+        """With a quorum: say when the members not found dead stop being a primary component of the
+        view (`lost_quorum`) — the peer then delivers nothing in normal mode and holds its users'
         messages — and when they are one again (a partition healed before anyone was removed)."""
         view = self.view
-        if not self.quorum or self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
+        if not self.quorum or self.static or view is None or self.mode not in MEMBER:
             return
         lost = lost_quorum(view, self.detector.verified(self.now) | self.peers.elsewhere(view), self.peers.views,
                            self.file)
-        if lost is None:
-            if self.no_quorum is not None:
-                self.no_quorum = None
-                self.out.notice(notices.QuorumBack())
-                if self.mode == NORMAL and self.change.promised is None:
-                    self._send_held()
-                    self._deliver_ready()
-            return
-        if self.no_quorum is None:
-            self.out.notice(notices.NoQuorum(*lost))
-        self.no_quorum = lost
+        said, self.no_quorum = quorum_news(self.no_quorum, lost), lost
+        self.out.notice(said)
+        if isinstance(said, notices.QuorumBack) and self.mode == NORMAL and self.change.promised is None:
+            self._send_held()
+            self._deliver_ready()
 
     def _rejoin(self) -> None:
         """The primary component went on without this peer (a partition): start again as a joiner,
         in the same incarnation. Its own messages not delivered here are kept: once admitted it sends
         again those the group did not deliver (`Install.delivered`), then what its users entered since."""
         self._chain_digests()
-        if self.out.marks_due:
-            self.out.send_marks()
+        self.out.marks_if_due()
         self.held.cut_off(e for e in self.traffic.order if e.pid == self.me)
         self._set_mode(JOINING)
         self.founding.cut_off(self._current.group, self._current.id)
@@ -647,30 +586,20 @@ class Core:
         self.divergence.restart()
         self.last_install = None
         self.started_at = self.now
-        self._not_admitted_at = float("-inf")
         self.out.notice(notices.Rejoining())
-        if self.peers.links:
-            self.out.send(tuple(self.peers.links), Join(self.me, self.incarnation))
+        self.out.send_some(tuple(self.peers.links), Join(self.me, self.incarnation))
 
     def _on_join(self, src: str, join: Join) -> None:
         self._check_join(src, join)
-        peers = self.peers
-        peers.joins[src] = (join.incarnation, self.now)
-        view = self.view
-        if view is not None and view.incarnations.get(src) != join.incarnation and self.mode in MEMBER:
-            to = self._report_to(view)  # (the coordinator admits a joiner once every member has a link to it)
-            if to:
-                self.out.send(to, Sees(view.id, src, join.incarnation))
-        if view is not None and not self._member_link(src) and peers.views.get(src, 0):
-            peers.views[src] = 0  # it asks to join: it is in no group now (cut off and told so)
-            peers.groups.pop(src, None)
-            self._trusted = None
-        if view is not None and src in view.members and view.incarnations[src] == join.incarnation:
-            # already a member: it missed the INSTALL; resend it
-            if self.last_install is not None and self.mode == NORMAL:
-                self.out.send((src,), self.last_install)
-            return
-        self._maybe_propose()
+        view, member = self.view, self.peers.join(src, join.incarnation, self.view, self.now)
+        self._trusted = None
+        if view is not None and not member and self.mode in MEMBER:
+            # (the coordinator admits a joiner once every member that stays has a link to it)
+            self.out.send_some(self._report_to(view), Sees(view.id, src, join.incarnation))
+        if not member:
+            self._maybe_propose()
+        elif self.last_install is not None and self.mode == NORMAL:
+            self.out.send((src,), self.last_install)  # it missed the INSTALL: again
 
     def _check_join(self, src: str, join: Join) -> None:
         if join.pid != src or self.peers.links.get(src) != join.incarnation:
@@ -683,22 +612,14 @@ class Core:
     # -- founding (`tom.core.founding`) ----------------------------------------------------------
 
     def _maybe_form(self) -> None:
-        """Found a group if nobody with a group answered and no smaller joining peer is here
-        (`Peers.founders`, `Founding.form`)."""
-        t = self.timing
-        if self.now - self.started_at < t.form_after:
-            return
-        members = self.peers.founders(self.me, self.incarnation, self.detector.last_heard,
-                                      self.now - t.suspect_after - t.verify_after)
-        if members is None:
-            return
-        step = self.founding.form(self.me, self.incarnation, members, self.traffic.clock.time, self.now,
-                                  self.quorum)
+        """Found a group now, if `Founding.form` says so."""
+        step = self.founding.form(self.me, self.incarnation, self.peers, self.detector.last_heard,
+                                  self.traffic.clock.time, self.now, self.started_at, self.timing, self.quorum)
         if isinstance(step, Install):
             self._install(step)
         elif isinstance(step, Propose):
             self.out.send(tuple(p for p, _ in step.members if p != self.me), step)
-        elif step is not None:
+        else:
             self.out.notice(step)
 
     def _on_founding_proposal(self, src: str, p: Propose) -> None:
@@ -858,12 +779,11 @@ class Core:
             return
         self._set_mode(NORMAL)
         self.founding.done()
-        if self.no_quorum is not None:  # a view was installed: its members are a primary component
-            self.no_quorum = None
-            self.out.notice(notices.QuorumBack())
+        said, self.no_quorum = quorum_news(self.no_quorum, None), None  # (its members are a primary component)
+        self.out.notice(said)
         self.traffic.order.start_numbering()
         self.out.send_some(tuple(sorted_pids(set(self.peers.links) | set(self.out.others))),
-                           Heartbeat(i.view, 0, 0, self._last_key, i.group))
+                           Heartbeat(i.view, 0, 0, self.divergence.last_key(self.last_install, self.me), i.group))
         self._replay(self.early.take())
         self._send_held()
         if self.leaving:

@@ -83,8 +83,9 @@ class Outbox:
     def send_all(self, sends: Sends) -> None:
         self.queued += sends
 
-    def notice(self, notice: Notice) -> None:
-        self.notices.append(notice)
+    def notice(self, notice: Notice | None) -> None:
+        if notice is not None:
+            self.notices.append(notice)
 
     def ack(self, clock: int, pid: str) -> None:
         """ACK ``(clock, pid)`` to the others: into the last run if that is the last frame queued."""

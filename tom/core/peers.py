@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ..codec.frames import Removed
 from ..codec.pid import pid_key
 from .records import View
 
@@ -77,6 +78,31 @@ class Peers:
             return False
         inc = view.incarnations[pid]
         return inc == NO_INCARNATION or self.links.get(pid, inc) == inc
+
+    def join(self, pid: str, incarnation: int, view: View | None, now: float) -> bool:
+        """``pid`` asks ``now`` to join as ``incarnation``: the request is kept, and a peer that is not a
+        member of ``view`` is in no group now (cut off, and told so). Whether it is a member of ``view``
+        as that incarnation already (it missed the INSTALL)."""
+        self.joins[pid] = (incarnation, now)
+        if view is None:
+            return False
+        if not self.member_link(view, pid) and self.views.get(pid, 0):
+            self.views[pid] = 0
+            self.groups.pop(pid, None)
+        return pid in view.members and view.incarnations[pid] == incarnation
+
+    def removed_by(self, src: str, frame: Removed, view: View | None, no_quorum: bool) -> str | None:
+        """Why ``src``, saying that this peer is not in its view, puts this member of ``view`` out of the
+        group, or None. Of our group: a newer view went on without it (if ``src`` is a member of ours).
+        Of another group (a view is ``(group, view)``): only while it has no quorum (``no_quorum``) —
+        its group is dead or cut off for good, and it delivers nothing meanwhile; with one, nothing."""
+        if view is None:
+            return None
+        if frame.group and frame.group != view.group:
+            return f"{src} is in group {frame.group} and this peer has no quorum" if no_quorum else None
+        if not self.member_link(view, src) or frame.view <= view.id:
+            return None
+        return f"{src} is in view {frame.view} without this peer"
 
     def expire_joins(self, now: float, after: float) -> None:
         for pid, (_, when) in list(self.joins.items()):

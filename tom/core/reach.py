@@ -37,7 +37,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 from ..codec.frames import Sees, Suspect
 from ..codec.pid import pid_key, sorted_pids
-from .notices import Unreachable
+from .notices import NotAdmitted, Unreachable
 from .quorum import coordinator
 from .records import Timing, View
 
@@ -111,7 +111,7 @@ class Reach:
     its group's coordinator says do not reach it; and the pairs noticed."""
 
     __slots__ = ("reports", "sees", "held_since", "told_joiner", "reported_at", "mine", "decided", "holding",
-                 "unreached_by")
+                 "unreached_by", "not_admitted_at")
 
     def __init__(self) -> None:
         self.reports: dict[str, dict[str, tuple[int, float]]] = {}  # suspect -> reporter -> (incarnation, when)
@@ -123,6 +123,7 @@ class Reach:
         self.decided: dict[Pair, str] = {}  # as the coordinator: the pairs acted on, and how
         self.holding: dict[Pair, str] = {}  # as the coordinator: members that do not reach a joiner
         self.unreached_by: dict[str, float] = {}  # as a joiner: members said not to reach it -> when
+        self.not_admitted_at = float("-inf")  # as a joiner: when it last said it was not admitted
 
     @property
     def pairs(self) -> tuple[Pair, ...]:
@@ -247,9 +248,13 @@ class Reach:
         """Its group's coordinator says member ``frame.pid`` does not reach this joining peer."""
         self.unreached_by[frame.pid] = now
 
-    def unreached(self, now: float, fresh: float) -> tuple[str, ...]:
-        """The members said lately (within ``fresh``) not to reach this joining peer."""
-        return tuple(sorted_pids(p for p, when in self.unreached_by.items() if now - when <= fresh))
+    def not_admitted(self, now: float, since: float, after: float) -> NotAdmitted | None:
+        """Joining ``since``: the notice that this peer is not admitted yet, once it waited ``after``,
+        and again each such period, with the members said within it not to reach it."""
+        if now - max(since, self.not_admitted_at) < after:
+            return None
+        self.not_admitted_at = now
+        return NotAdmitted(tuple(sorted_pids(p for p, when in self.unreached_by.items() if now - when <= after)))
 
     # -- views -------------------------------------------------------------------------------------
 
