@@ -45,8 +45,8 @@ from ..codec.frames import (
 )
 from ..codec.pid import sorted_pids
 from ..errors import FrameError, UsageError
-from . import notices
-from .admission import Admission, admission
+from . import admission, notices
+from .admission import Admission
 from .clock import LamportClock
 from .detector import FailureDetector
 from .dispatch import TABLE, Admit
@@ -64,7 +64,7 @@ from .reach import Reach, report_to
 from .records import Ready, Status, Timing, View
 from .texts import check_text
 from .traffic import Traffic
-from .viewchange import Flushing, ViewChange, audience, flush_frames
+from .viewchange import ViewChange, audience, flush_frames
 
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
@@ -122,7 +122,9 @@ class Core:
         self.mode = JOINING
         self._handlers = HANDLERS[(static, JOINING)]
         self.view: View | None = None
-        self._trusted: frozenset[str] | None = None  # see `_trusted_sources`
+        # the sources `receive` trusts (`admission.trusted`): None (recomputed on use) after anything
+        # that changes what it rests on — the view, the mode, connections, announced views, the cut
+        self._trusted: frozenset[str] | None = None
         self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
         self.peers = Peers()
         self.last_install: Install | None = None
@@ -222,10 +224,7 @@ class Core:
         # otherwise the request goes out once the held texts are sent, at the next install
 
     def connected(self, pid: str, incarnation: int) -> None:
-        """A connection to ``pid`` (running as ``incarnation``) is up."""
-        # joining, what it said before the connection broke may be stale (it joined a group
-        # meanwhile): not heard on this connection yet, it neither founds a group with this peer nor
-        # is founded over (`_maybe_form`); it says again what it is at once (a Join, a heartbeat)
+        """A connection to ``pid`` (running as ``incarnation``) is up (`Peers.connected`)."""
         if self.peers.connected(pid, incarnation, self.mode == JOINING):
             self.founding.restarted(pid, incarnation)
         self._trusted = None
@@ -288,7 +287,8 @@ class Core:
         handler = self._handlers.get(type(frame))
         trusted = self._trusted
         if trusted is None:
-            trusted = self._trusted = self._trusted_sources()
+            trusted = self._trusted = admission.trusted(self.view if self.mode in (NORMAL, FLUSHING) else None, self.me,
+                                                        self.peers, self.change.cut, self.static)
         if src in trusted and type(handler) is Ordered and not self.detector.suspected:
             # the common case: every check of the slow path is known to pass for src
             self.detector.last_heard[src] = self.now
@@ -298,7 +298,7 @@ class Core:
             raise FrameError("frame from this peer's own pid")
         if src not in self.peers.links and not self.static:
             raise FrameError(f"frame from {src}, which is not connected")
-        self.detector.spoke(src, self.now, self.view, self.peers, self._unannounced)
+        self.detector.spoke(src, self.now, self.view, self.peers, admission.unannounced(self.view, self.static))
         if handler is None:
             raise FrameError(f"unexpected {type(frame).__name__} from {src}")
         handler(self, src, frame)
@@ -336,24 +336,6 @@ class Core:
         assert view is not None
         return view
 
-    def _trusted_sources(self) -> frozenset[str]:
-        """Peers connected now whose ordered frames `admission` takes, as things stand: reset to None
-        (recomputed on use) by everything that changes its inputs — the view, the mode, connections,
-        announced views, the cut."""
-        view = self.view
-        if view is None or self.mode not in (NORMAL, FLUSHING):
-            return frozenset()
-        return frozenset(src for src in view.members if src != self.me and (self.static or src in self.peers.links)
-                         and admission(view.id, self.peers.views.get(src, self._unannounced), self._member_link(src),
-                                       src in self.change.cut) is TAKEN)
-
-    @property
-    def _unannounced(self) -> int:
-        """The view a peer is taken to be in before it announced one: ours in a static group (views
-        are never announced there); -1 otherwise, since a member announces every view it installs
-        before sending any frame of it, so a frame before any announcement is of an older view."""
-        return self.view.id if self.static and self.view is not None else -1
-
     def _member_link(self, src: str) -> bool:
         """Whether ``src`` is a member of the view, connected as the incarnation the view holds."""
         return self.peers.member_link(self.view, src)
@@ -363,9 +345,7 @@ class Core:
     def _admit(self, src: str, frame: Frame) -> bool:
         """Whether an ordered frame is taken now (`tom.core.admission`); what is not taken waits for
         its view, is kept while its sender is cut off, or tells a stranger it is not a member."""
-        view = self.view
-        verdict = admission(view.id if view is not None else None, self.peers.views.get(src, self._unannounced),
-                            self._member_link(src), src in self.change.cut)
+        verdict = admission.admit(self.view, src, self.peers, self.change.cut, self.static)
         if verdict is TAKEN:
             return True
         if verdict is Admission.WAIT:
@@ -434,7 +414,7 @@ class Core:
 
     def _deliver_ready(self) -> None:
         """Deliver what the order releases now (every member of the view holds it); in a flush that
-        has every survivor's marker, work out its last step (`_settle`)."""
+        has every survivor's marker, work out its last step (`ViewChange.settle`) and vote for it."""
         if self.mode not in (NORMAL, FLUSHING) or (self.mode == NORMAL and (
                 self.no_quorum is not None or self.change.promised is not None)):
             return  # (promised a ballot: a view change runs, which may remove this peer)
@@ -446,22 +426,16 @@ class Core:
             released = self.traffic.order.release(view.members, False)
             if released:
                 self._emit(released)
-        flush = change.flush
-        if flush is not None and not flush.done and flush.markers.keys() >= flush.flush_set:
-            self._settle(flush)
+        if change.markers_in:
+            p = change.settle(self.traffic.order, self.stats, view, self.traffic.last_delivered)
+            if p is not None:
+                self._report(p)
 
     def _emit(self, released: list[Entry]) -> None:
         view = self.view
         assert view is not None
         if self.traffic.record(released, view.id):
             self._send_heartbeats()  # (progress, in an order without ACKs)
-
-    def _settle(self, flush: Flushing) -> None:
-        """Work out the flush's last step (`ViewChange.settle`); once it is, report FLUSHED."""
-        p = self.change.settle(self.traffic.order, self.stats, self._current, self.traffic.last_delivered)
-        if p is None:
-            return
-        self._report(p)
 
     def _report(self, p: Propose) -> None:
         """Report FLUSHED for ``p`` (this member's vote for it) to its coordinator."""
@@ -717,12 +691,10 @@ class Core:
             self._report(p)
             return
         self.out.send_all(flush_frames(self.traffic.order, flushing, self.me, clock))
-        for s, f in taken_back:
+        for s, f in taken_back:  # (ordered frames, admitted again now)
             if s in self.peers.links:
                 try:
-                    handler = self._handlers.get(type(f))
-                    if type(handler) is Ordered:
-                        handler(self, s, f)
+                    self._handlers[type(f)](self, s, f)
                 except FrameError:
                     pass
         self._deliver_ready()
@@ -843,7 +815,7 @@ class Core:
         """An ordered frame after this peer left: one of a view it never installed waits (as ever);
         the rest is stale."""
         view = self.view
-        if view is None or self.peers.views.get(src, self._unannounced) > view.id:
+        if view is None or self.peers.views.get(src, admission.unannounced(view, self.static)) > view.id:
             self._hold(src, frame)
 
     # -- inspection ----------------------------------------------------------------------------

@@ -38,7 +38,9 @@ class Peers:
 
     def connected(self, pid: str, incarnation: int, joining: bool) -> bool:
         """A connection to ``pid`` as ``incarnation`` is up: whether that is a new incarnation. A peer
-        still ``joining`` forgets what the peer said before (it may have joined a group meanwhile)."""
+        still ``joining`` forgets what the peer said before (it may have joined a group meanwhile): not
+        heard on this connection yet, it neither founds a group with this peer nor is founded over
+        (`founders`); it says again what it is at once (a JOIN, a heartbeat)."""
         self.links[pid] = incarnation
         if self.incarnations.get(pid) != incarnation:
             self.incarnations[pid] = incarnation

@@ -144,6 +144,12 @@ class ViewChange:
         return k > kp if strictly else k >= kp
 
     @property
+    def markers_in(self) -> bool:
+        """A flush runs whose last step is not worked out yet, and every survivor's marker came (`settle`)."""
+        flush = self.flush
+        return flush is not None and not flush.done and flush.markers.keys() >= flush.flush_set
+
+    @property
     def settling(self) -> bool:
         """A flush runs whose last step is not worked out yet: any ACK may be the one it waits for."""
         return self.flush is not None and not self.flush.done
