@@ -261,8 +261,8 @@ class Core:
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now
             self._send_heartbeats()
-            if self.mode == JOINING and self.peers.links:
-                self.out.send(tuple(self.peers.links), Join(self.me, self.incarnation))
+            if self.mode == JOINING:
+                self.out.send_some(tuple(self.peers.links), Join(self.me, self.incarnation))
             elif self.leaving and self.mode == NORMAL:
                 self._request_leave()
         if self.static:
@@ -366,8 +366,8 @@ class Core:
             raise FrameError(f"{src} relayed a message of {msg.pid} outside a flush")
         if self.traffic.message(src, msg, msg.marks, False):
             self._deliver_ready()
-        if msg.marks is not None:
-            self._take_marks(src, msg.marks)
+        if msg.marks is not None and self.traffic.marks(src, msg.marks, self.change.settling):
+            self._deliver_ready()
 
     def _on_relay(self, src: str, msg: Relay) -> None:
         # A relay is safe whenever it comes: had this peer delivered anything after it, it would hold
@@ -378,24 +378,16 @@ class Core:
             self._deliver_ready()
 
     def _on_marks(self, src: str, frame: Marks) -> None:
-        self._take_marks(src, frame.marks)
-
-    def _take_marks(self, src: str, marks: tuple[int, ...]) -> None:
-        touched_head, top = self.traffic.marks(src, marks)
-        if touched_head or (top >= 0 and self.change.settling):
-            self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
+        if self.traffic.marks(src, frame.marks, self.change.settling):
+            self._deliver_ready()
 
     def _on_ack(self, src: str, frame: Ack) -> None:
-        self._take_acks(src, frame.pid, (frame.clock,))
+        if self.traffic.acks(src, frame.pid, (frame.clock,), self._current.members, self.change.settling):
+            self._deliver_ready()
 
     def _on_acks(self, src: str, frame: Acks) -> None:
-        self._take_acks(src, frame.pid, frame.clocks)
-
-    def _take_acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> None:
-        if pid not in self._current.members:
-            raise FrameError(f"{src} acknowledged a message of {pid}, which is not a member")
-        if self.traffic.acks(src, pid, clocks) or self.change.settling:
-            self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
+        if self.traffic.acks(src, frame.pid, frame.clocks, self._current.members, self.change.settling):
+            self._deliver_ready()
 
     def _on_seq(self, src: str, frame: Seq) -> None:
         """Sequence numbers: from the sequencer, or relayed by a member in a flush."""
@@ -432,9 +424,7 @@ class Core:
                 self._report(p)
 
     def _emit(self, released: list[Entry]) -> None:
-        view = self.view
-        assert view is not None
-        if self.traffic.record(released, view.id):
+        if self.traffic.record(released, self._current.id):
             self._send_heartbeats()  # (progress, in an order without ACKs)
 
     def _report(self, p: Propose) -> None:
@@ -545,12 +535,11 @@ class Core:
         again those the group did not deliver (`Install.delivered`), then what its users entered since."""
         self._chain_digests()
         self.out.marks_if_due()
-        self.held.cut_off(e for e in self.traffic.order if e.pid == self.me)
         self._set_mode(JOINING)
         self.founding.cut_off(self._current.group, self._current.id)
         self.view = None
         self.out.others = ()
-        self.traffic.restart()
+        self.held.cut_off(self.traffic.restart())
         self.change.end()
         self.no_quorum = None
         self.detector.suspected.clear()
@@ -569,7 +558,8 @@ class Core:
         self._trusted = None
         if view is not None and not member and self.mode in MEMBER:
             # (the coordinator admits a joiner once every member that stays has a link to it)
-            self.out.send_some(self._report_to(view), Sees(view.id, src, join.incarnation))
+            self.out.send_some(report_to(view, self.me, self.peers.leaves, self.detector.verified(self.now)),
+                               Sees(view.id, src, join.incarnation))
         if not member:
             self._maybe_propose()
         elif self.last_install is not None and self.mode == NORMAL:
@@ -658,8 +648,7 @@ class Core:
         """A PROMISE: once a primary component promised, propose (adopting what may have been decided:
         `ViewChange.choose`)."""
         view = self._current
-        if (src != self.me and not self._member_link(src)) or not self.change.take_promise(src, f, view, self.me,
-                                                                                         self.now):
+        if not ((src == self.me or self._member_link(src)) and self.change.take_promise(src, f, view, self.me, self.now)):
             return
         if self._coordinator() != self.me:  # (it asked to leave meanwhile, say: the next coordinator runs it)
             self.change.preparing = None
@@ -765,20 +754,14 @@ class Core:
     # -- shared suspicions (`tom.core.reach`) ------------------------------------------------------
 
     def _report_unreached(self) -> None:
-        """As a member: tell the coordinator (`report_to`; itself only while it has no quorum: it may
-        be the one cut off) which members it takes for dead and that are still in the view (`Reach.report`)."""
+        """As a member: send the SUSPECTs `Reach.report` says to send now, and say the pairs it says."""
         view, flush = self.view, self.change.flush
-        if view is None or self.mode not in MEMBER:
-            return
-        to = () if self._coordinator() == self.me and self.no_quorum is None else self._report_to(view)
-        reports, said = self.reach.report(view, self.me, self.detector.suspected,
-                                          flush.removed if flush is not None else (), to, self.now, self.timing)
-        for frame in reports:
-            self.out.send(to, frame)
-        self.out.notices += said
-
-    def _report_to(self, view: View) -> tuple[str, ...]:
-        return report_to(view, self.me, self.peers.leaves, self.detector.verified(self.now))
+        if view is not None and self.mode in MEMBER:
+            sends, said = self.reach.report(view, self.me, self.detector.verified(self.now), self.peers.leaves,
+                                            self.detector.suspected, flush.removed if flush is not None else (),
+                                            self.no_quorum is not None, self.now, self.timing)
+            self.out.send_all(sends)
+            self.out.notices += said
 
     def _on_suspect(self, src: str, frame: Suspect) -> None:
         """A member cannot hear ``frame.pid``: kept by the coordinator (`Reach.removals` decides)."""
@@ -787,8 +770,7 @@ class Core:
 
     def _on_sees(self, src: str, frame: Sees) -> None:
         """A member has a link to joiner ``frame.pid``."""
-        if self._member_link(src):
-            self.reach.seen(src, frame, self.now)
+        if self._member_link(src) and self.reach.seen(src, frame, self.now):
             self._maybe_propose()
 
     def _on_not_reached(self, src: str, frame: Suspect) -> None:
@@ -799,13 +781,10 @@ class Core:
     def _found_dead(self, view: View) -> set[str]:
         """As the coordinator: the members a view change removes now (`Reach.found_dead`), the joiners
         it holds back meanwhile, and what it says of both."""
-        peers = self.peers
-        dead, peers.held_back, said, told = self.reach.found_dead(
-            view, self.me, self.detector.verified(self.now) & view.members, peers.joiners(view, True), peers.leaves,
-            peers.links, self.now, self.timing)
+        dead, self.peers.held_back, said, told = self.reach.found_dead(
+            view, self.me, self.detector.verified(self.now) & view.members, self.peers, self.now, self.timing)
         self.out.notices += said
-        for joiner, frame in told:
-            self.out.send((joiner,), frame)
+        self.out.send_all(told)
         return dead
 
     def _ignore(self, src: str, frame: Frame) -> None:
@@ -814,8 +793,7 @@ class Core:
     def _hold_or_drop(self, src: str, frame: Frame) -> None:
         """An ordered frame after this peer left: one of a view it never installed waits (as ever);
         the rest is stale."""
-        view = self.view
-        if view is None or self.peers.views.get(src, admission.unannounced(view, self.static)) > view.id:
+        if admission.admit(self.view, src, self.peers, self.change.cut, self.static) is Admission.WAIT:
             self._hold(src, frame)
 
     # -- inspection ----------------------------------------------------------------------------

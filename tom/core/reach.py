@@ -38,8 +38,9 @@ from collections.abc import Collection, Iterable, Mapping
 from ..codec.frames import Sees, Suspect
 from ..codec.pid import pid_key, sorted_pids
 from .notices import NotAdmitted, Unreachable
+from .peers import Peers
 from .quorum import coordinator
-from .records import Timing, View
+from .records import Sends, Timing, View
 
 FRESH_PERIODS = 3
 """A report counts while renewed within this many heartbeat periods (its reporter sends one a period)."""
@@ -133,12 +134,17 @@ class Reach:
 
     # -- a reporter --------------------------------------------------------------------------------
 
-    def report(self, view: View, me: str, suspected: Mapping[str, float], gone: Collection[str],
-               to: Collection[str], now: float, t: Timing) -> tuple[list[Suspect], list[Unreachable]]:
-        """The SUSPECTs this member sends now (to ``to``, the coordinator), one per member of ``view`` it
+    def report(self, view: View, me: str, verified: Collection[str], leaves: Collection[str],
+               suspected: Mapping[str, float], gone: Collection[str], no_quorum: bool, now: float,
+               t: Timing) -> tuple[Sends, list[Unreachable]]:
+        """The SUSPECTs this member of ``view`` sends now, to the coordinator (`report_to`: ``verified``,
+        the members it takes for dead, ``leaves``, those asking to leave; none while it takes itself for
+        the coordinator, but for when it has no quorum: it may be the one cut off), one per member it
         took for dead (``suspected``: pid -> since) a heartbeat period ago and that is still in the view
         (``gone``: the members the flush under way removes are not), at most once a heartbeat period;
         and the notices of the pairs new since the last report."""
+        acting = coordinator(view.members, verified, leaves) == me and not no_quorum
+        to = () if acting else report_to(view, me, leaves, verified)
         period = t.heartbeat
         targets = {p: since for p, since in suspected.items() if now - since >= t.verify_after + period
                    and p not in gone and p in view.members and p != me}
@@ -150,7 +156,7 @@ class Reach:
         if not targets or now - self.reported_at < period:
             return [], notices
         self.reported_at = now
-        return [Suspect(view.id, p, view.incarnations[p], max(0, int(now - since)))
+        return [(to, Suspect(view.id, p, view.incarnations[p], max(0, int(now - since))))
                 for p, since in sorted(targets.items(), key=lambda kv: pid_key(kv[0]))], notices
 
     # -- the coordinator -------------------------------------------------------------------------
@@ -163,9 +169,10 @@ class Reach:
         self.reports.setdefault(frame.pid, {})[src] = (frame.incarnation, now)
         return True
 
-    def seen(self, src: str, frame: Sees, now: float) -> None:
-        """A member's SEES: it has a link to the joiner."""
+    def seen(self, src: str, frame: Sees, now: float) -> bool:
+        """A member's SEES: it has a link to the joiner (kept: always)."""
         self.sees.setdefault(frame.pid, {})[src] = (frame.incarnation, now)
+        return True
 
     def removals(self, view: View, me: str, now: float, fresh: float,
                  dead: Collection[str] = ()) -> tuple[dict[str, Pair], list[Unreachable]]:
@@ -217,20 +224,20 @@ class Reach:
         self.holding = pairs
         return held, notices
 
-    def found_dead(self, view: View, me: str, verified: set[str], joiners: Mapping[str, int],
-                   leaves: Collection[str], links: Collection[str], now: float,
-                   t: Timing) -> tuple[set[str], set[str], list[Unreachable], list[tuple[str, Suspect]]]:
+    def found_dead(self, view: View, me: str, verified: set[str], peers: Peers, now: float,
+                   t: Timing) -> tuple[set[str], set[str], list[Unreachable], Sends]:
         """As the coordinator of ``view``: the members a view change removes now — those its own
-        detector ``verified``, and those the fresh reports cost (`removals`) —, the ``joiners`` it holds
-        back (`hold_back`: some member that stays, neither removed nor in ``leaves``, has no link to
-        them), the notices of pairs new, and the SUSPECTs telling the joiners held back, on a link
-        (``links``), why (`tell_joiners`)."""
+        detector ``verified``, and those the fresh reports cost (`removals`) —, the joiners (`Peers.joiners`,
+        held back or not) it holds back (`hold_back`: some member that stays, neither removed nor
+        leaving, has no link to them), the notices of pairs new, and the SUSPECTs telling the joiners
+        held back, on a link, why (`tell_joiners`)."""
         fresh = FRESH_PERIODS * t.heartbeat
         shared, said = self.removals(view, me, now, fresh, verified)
         dead = verified | set(shared)
-        staying = view.members - dead - set(leaves) - {me}
-        held, held_said = self.hold_back(view, joiners, staying, now, fresh + t.suspect_after, t.suspect_after)
-        told = [(j, frame) for j, frame in self.tell_joiners(view, now, t.heartbeat) if j in links]
+        staying = view.members - dead - set(peers.leaves) - {me}
+        held, held_said = self.hold_back(view, peers.joiners(view, True), staying, now, fresh + t.suspect_after,
+                                         t.suspect_after)
+        told: Sends = [((j,), frame) for j, frame in self.tell_joiners(view, now, t.heartbeat) if j in peers.links]
         return dead, held, said + held_said, told
 
     def tell_joiners(self, view: View, now: float, period: float) -> list[tuple[str, Suspect]]:
