@@ -59,7 +59,7 @@ from .order import ORDERS, Order, pending_status
 from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
 from .queue import Entry
-from .quorum import coordinator, lost_quorum, quorum_news
+from .quorum import coordinator, kept_file, lost_quorum, quorum_news
 from .reach import Reach, report_to
 from .records import Ready, Status, Timing, View
 from .texts import check_text
@@ -114,9 +114,7 @@ class Core:
         self.detector = FailureDetector(timing.verify_after)
         self.change = ViewChange()
         self.founding = Founding(expected, timing.suspect_after)
-        # the file a view change keeps a primary component of, as founding does (`tom.core.quorum`);
-        # none with last_man_standing: a group may shrink below it (Corosync's votequorum option)
-        self.file = frozenset() if last_man_standing or not self.quorum else self.founding.expected
+        self.file = kept_file(self.founding.expected, self.quorum, last_man_standing)
         self.divergence = DivergenceCheck(self.stats)
         self.reach = Reach()
         self.mode = JOINING
@@ -147,11 +145,8 @@ class Core:
                 order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
                 expected: Iterable[str] = (), last_man_standing: bool = False) -> "Core":
         """Outside any group: join one, or found one. ``expected``: the peers a first group is founded
-        among (the neighbors file); with a quorum, a group is only founded by a primary component of
-        them (`has_quorum`), so that peers cut off from each other at the start never found two, and
-        no view change removes members unless those staying are one too — unless ``last_man_standing``
-        (then only a primary component of the view before is needed, and a group that shrank below a
-        majority of the file may go on beside one the rest of the file found)."""
+        among (the neighbors file); with a quorum, founding and every view change keep a primary
+        component of them, unless ``last_man_standing`` (`tom.core.quorum`)."""
         return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order,
                    quorum=quorum, wire=wire, expected=expected, last_man_standing=last_man_standing)
 
@@ -410,8 +405,7 @@ class Core:
         if self.mode not in (NORMAL, FLUSHING) or (self.mode == NORMAL and (
                 self.no_quorum is not None or self.change.promised is not None)):
             return  # (promised a ballot: a view change runs, which may remove this peer)
-        change = self.change
-        view = self.view
+        change, view = self.change, self.view
         assert view is not None
         # an attempt this peer flushed may still be installed: nothing leaves until the view change ends
         if not (change.outcomes and change.open_outcome()):
@@ -451,9 +445,8 @@ class Core:
         if self.peers.announced(src, frame.view, frame.group):
             self._trusted = None
         view = self.view
-        if self.quorum and frame.view > 0 and view is not None and self.mode == NORMAL and not self._member_link(src):
-            # a peer in a group, but not in our view: cut off by a partition and removed meanwhile
-            # (it cannot know: it hears nothing else from us): tell it, so that it joins again
+        if self.quorum and view is not None and self.mode == NORMAL and self.peers.removed_meanwhile(src, frame.view,
+                                                                                                   view):
             self._tell_removed(src)
         if (frame.count is not None and view is not None and frame.view == view.id
                 and frame.group in ("", view.group) and self._member_link(src)):
@@ -566,12 +559,10 @@ class Core:
             self.out.send((src,), self.last_install)  # it missed the INSTALL: again
 
     def _check_join(self, src: str, join: Join) -> None:
-        if join.pid != src or self.peers.links.get(src) != join.incarnation:
-            raise FrameError(f"JOIN for {join.pid}/{join.incarnation} on the link of {src}")
+        self.peers.check_join(src, join)
 
     def _check_leave(self, src: str, frame: Leave) -> None:
-        if frame.pid != src:
-            raise FrameError(f"{src} asked to remove {frame.pid}")
+        self.peers.check_leave(src, frame)
 
     # -- founding (`tom.core.founding`) ----------------------------------------------------------
 
@@ -648,10 +639,8 @@ class Core:
         """A PROMISE: once a primary component promised, propose (adopting what may have been decided:
         `ViewChange.choose`)."""
         view = self._current
-        if not ((src == self.me or self._member_link(src)) and self.change.take_promise(src, f, view, self.me, self.now)):
-            return
-        if self._coordinator() != self.me:  # (it asked to leave meanwhile, say: the next coordinator runs it)
-            self.change.preparing = None
+        if not ((src == self.me or self._member_link(src))
+                and self.change.take_promise(src, f, view, self.me, self.now, self._coordinator() == self.me)):
             return
         p = self.change.choose(view, self.me, self._found_dead(view), self.detector.suspected, self.peers,
                                self.quorum, self.file, self.now)
@@ -717,10 +706,8 @@ class Core:
             self._become_removed(outcome)
             return
         members = dict(i.members)
-        if outcome is not None:  # the flush's last step takes effect now: the old view's rest, then the view
-            self.traffic.order = outcome.order
-            if outcome.delivered:
-                self._emit(outcome.delivered)
+        if outcome is not None and self.traffic.conclude(outcome.order, outcome.delivered, self._current.id):
+            self._send_heartbeats()  # (progress, in an order without ACKs)
         self.traffic.install(i)
         if old is None:  # (admitted again after a partition: the group delivered ours up to our mark)
             self.held.admitted(self.traffic.last_delivered.get(self.me, -1))

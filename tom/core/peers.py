@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..codec.frames import Removed
+from ..codec.frames import Join, Leave, Removed
+from ..errors import FrameError
 from ..codec.pid import pid_key
 from .records import View
 
@@ -80,6 +81,23 @@ class Peers:
             return False
         inc = view.incarnations[pid]
         return inc == NO_INCARNATION or self.links.get(pid, inc) == inc
+
+    def check_join(self, src: str, join: Join) -> None:
+        """FrameError unless ``join`` asks for ``src`` itself, as the incarnation connected."""
+        if join.pid != src or self.links.get(src) != join.incarnation:
+            raise FrameError(f"JOIN for {join.pid}/{join.incarnation} on the link of {src}")
+
+    @staticmethod
+    def check_leave(src: str, frame: Leave) -> None:
+        """FrameError unless ``frame`` asks to remove ``src`` itself."""
+        if frame.pid != src:
+            raise FrameError(f"{src} asked to remove {frame.pid}")
+
+    def removed_meanwhile(self, pid: str, announced: int, view: View) -> bool:
+        """Whether ``pid``, in a group (it ``announced`` a view), is no member of ``view``: cut off by a
+        partition and removed meanwhile, it cannot know (it hears nothing else from us) — it is to be
+        told, so that it joins again."""
+        return announced > 0 and not self.member_link(view, pid)
 
     def join(self, pid: str, incarnation: int, view: View | None, now: float) -> bool:
         """``pid`` asks ``now`` to join as ``incarnation``: the request is kept, and a peer that is not a

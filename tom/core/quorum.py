@@ -51,6 +51,13 @@ def quorum_news(was: tuple[int, int] | None, lost: tuple[int, int] | None) -> No
     return NoQuorum(*lost) if was is None else None
 
 
+def kept_file(expected: Collection[str], quorum: bool, last_man_standing: bool) -> frozenset[str]:
+    """The file a view change keeps a primary component of, as founding does: the ``expected`` peers
+    with a ``quorum``; none with ``last_man_standing``, where a group may shrink below it (Corosync's
+    votequorum option)."""
+    return frozenset() if last_man_standing or not quorum else frozenset(expected)
+
+
 def coordinator(members: Iterable[str], verified: Collection[str], leaving: Collection[str]) -> str | None:
     """The member that runs the next view change: the smallest not found dead (``verified``) and not
     leaving; the smallest alive if all are leaving; None if none is alive.

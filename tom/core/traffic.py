@@ -125,6 +125,12 @@ class Traffic:
     def sequence(self, src: str, frame: Seq) -> bool:
         return self.order.sequence(src, frame)
 
+    def conclude(self, order: Order, delivered: list[Entry], view: int) -> bool:
+        """A flush's last step takes effect (`tom.core.viewchange.Outcome`): the ``order`` after it, and
+        what it ``delivered``, recorded in ``view``. Whether a progress heartbeat is due (`record`)."""
+        self.order = order
+        return bool(delivered) and self.record(delivered, view)
+
     def install(self, i: Install) -> None:
         """The view event of ``i`` is delivered: what the group delivered of each origin (``i.delivered``,
         for a joiner) is known, the clock passes the event, the order starts the view."""

@@ -240,9 +240,11 @@ class ViewChange:
                          for (a, c), (voters, install) in sorted(self.accepted.items(), key=lambda kv: ballot_key(kv[0])))
         return Promise(f.view, f.attempt, f.coordinator, accepted)
 
-    def take_promise(self, src: str, f: Promise, view: View, me: str, now: float) -> bool:
+    def take_promise(self, src: str, f: Promise, view: View, me: str, now: float, coordinating: bool) -> bool:
         """A PROMISE reaches this coordinator: whether the promises of the ballot it prepares now come
-        from a primary component of ``view`` (choose then: `choose`). One naming another coordinator's
+        from a primary component of ``view`` (choose then: `choose`) — and it is still ``coordinating``:
+        else (it asked to leave meanwhile, say) it gives the ballot up, the next coordinator runs the
+        view change. One naming another coordinator's
         ballot, above any this member promised, answers a proposal of this member's that ``src``
         ignored (`refusal`): this member promises that ballot too, so that it gives its proposal up
         and, a period later, runs phase 1 above it (`to_propose`)."""
@@ -262,7 +264,11 @@ class ViewChange:
         if (f.attempt, f.coordinator) != self.preparing or f.coordinator != me:
             return False
         self.promises[src] = f
-        return self._above(self.preparing, False) and has_quorum(view.members, self.promises)
+        if not (self._above(self.preparing, False) and has_quorum(view.members, self.promises)):
+            return False
+        if not coordinating:
+            self.preparing = None
+        return coordinating
 
     def choose(self, view: View, me: str, verified: set[str], suspected: Collection[str], peers: Peers,
                quorum: bool, expected: Collection[str], now: float) -> Propose | None:
