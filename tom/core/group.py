@@ -58,9 +58,8 @@ from .modes import TRANSITIONS, Mode
 from .order import ORDERS, Order, pending_status
 from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
-from .queue import Entry
 from .quorum import coordinator, kept_file, lost_quorum, quorum_news
-from .reach import Reach, report_to
+from .reach import Reach, sees
 from .records import Ready, Status, Timing, View
 from .texts import check_text
 from .traffic import Traffic
@@ -186,9 +185,7 @@ class Core:
     def drop_caches(self) -> None:
         """Forget what is recomputed on use (for tools that compare states: `tom check`)."""
         self._trusted = None
-        order = self.traffic.order
-        if getattr(order, "_blocker", None) is not None:
-            setattr(order, "_blocker", None)
+        self.traffic.drop_caches()
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -304,9 +301,8 @@ class Core:
         peer's acknowledgement longer than one step of it."""
         self.out.marks_if_due()
         self._chain_digests()
-        alarms = self.divergence.step_ended()
         out = self.out.take()
-        out.alarms = alarms
+        out.alarms = self.divergence.step_ended()
         return out
 
     # -- modes and views -------------------------------------------------------------------------
@@ -410,16 +406,12 @@ class Core:
         # an attempt this peer flushed may still be installed: nothing leaves until the view change ends
         if not (change.outcomes and change.open_outcome()):
             released = self.traffic.order.release(view.members, False)
-            if released:
-                self._emit(released)
+            if released and self.traffic.record(released, view.id):
+                self._send_heartbeats()  # (progress, in an order without ACKs)
         if change.markers_in:
             p = change.settle(self.traffic.order, self.stats, view, self.traffic.last_delivered)
             if p is not None:
                 self._report(p)
-
-    def _emit(self, released: list[Entry]) -> None:
-        if self.traffic.record(released, self._current.id):
-            self._send_heartbeats()  # (progress, in an order without ACKs)
 
     def _report(self, p: Propose) -> None:
         """Report FLUSHED for ``p`` (this member's vote for it) to its coordinator."""
@@ -445,12 +437,9 @@ class Core:
         if self.peers.announced(src, frame.view, frame.group):
             self._trusted = None
         view = self.view
-        if self.quorum and view is not None and self.mode == NORMAL and self.peers.removed_meanwhile(src, frame.view,
-                                                                                                   view):
+        if self.quorum and self.mode == NORMAL and self.peers.removed_meanwhile(src, frame.view, view):
             self._tell_removed(src)
-        if (frame.count is not None and view is not None and frame.view == view.id
-                and frame.group in ("", view.group) and self._member_link(src)):
-            # (a view 2 of another group is not ours: edge seed 1037's false alarm)
+        if frame.count is not None and view is not None and self.peers.counts_in(src, frame, view):
             self.traffic.order.progress(src, frame.count)
             self.divergence.claimed(src, frame, view.id, self.traffic.order, src in self.change.cut,
                                     self.mode == NORMAL, self.out.deliveries)
@@ -485,10 +474,9 @@ class Core:
         self._maybe_propose()
 
     def _tell_removed(self, src: str) -> None:
-        if self.view is None or self.static:
-            return
-        if self.peers.may_tell_removed(src, self.now, self.timing.heartbeat):
-            self.out.send((src,), Removed(self.view.id, self.view.group))
+        view = self.view
+        if view is not None and not self.static and self.peers.may_tell_removed(src, self.now, self.timing.heartbeat):
+            self.out.send((src,), Removed(view.id, view.group))
 
     def _on_removed(self, src: str, frame: Removed) -> None:
         """``src`` says this peer is not in its view: out of the group, if `Peers.removed_by` says so (with
@@ -550,9 +538,7 @@ class Core:
         view, member = self.view, self.peers.join(src, join.incarnation, self.view, self.now)
         self._trusted = None
         if view is not None and not member and self.mode in MEMBER:
-            # (the coordinator admits a joiner once every member that stays has a link to it)
-            self.out.send_some(report_to(view, self.me, self.peers.leaves, self.detector.verified(self.now)),
-                               Sees(view.id, src, join.incarnation))
+            self.out.send_all(sees(view, self.me, join, self.peers.leaves, self.detector.verified(self.now)))
         if not member:
             self._maybe_propose()
         elif self.last_install is not None and self.mode == NORMAL:
@@ -627,9 +613,7 @@ class Core:
         promise = self.change.promise(src, f, self._current, self.now)
         if promise is None:
             return
-        # a view change runs from now on, which may remove this peer without its knowing: it numbers and
-        # delivers nothing more in this view (as in a flush) until the change ends
-        self.traffic.order.stop_numbering()
+        self.traffic.order.stop_numbering()  # (a view change runs: `ViewChange.promise`)
         if src == self.me:
             self._on_promise(self.me, promise)
         else:
@@ -678,9 +662,7 @@ class Core:
         self._deliver_ready()
 
     def _on_flush(self, src: str, f: Flush) -> None:
-        view = self.view
-        if self.change.marker(src, f.view, f.attempt, f.coordinator, f.clock,
-                              view.id if view is not None else None):
+        if self.change.marker(src, f, self.view):
             self._deliver_ready()
 
     def _on_flushed(self, src: str, f: Flushed) -> None:
@@ -742,11 +724,11 @@ class Core:
 
     def _report_unreached(self) -> None:
         """As a member: send the SUSPECTs `Reach.report` says to send now, and say the pairs it says."""
-        view, flush = self.view, self.change.flush
+        view = self.view
         if view is not None and self.mode in MEMBER:
             sends, said = self.reach.report(view, self.me, self.detector.verified(self.now), self.peers.leaves,
-                                            self.detector.suspected, flush.removed if flush is not None else (),
-                                            self.no_quorum is not None, self.now, self.timing)
+                                            self.detector.suspected, self.change.removing, self.no_quorum is not None,
+                                            self.now, self.timing)
             self.out.send_all(sends)
             self.out.notices += said
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..codec.frames import Join, Leave, Removed
+from ..codec.frames import Heartbeat, Join, Leave, Removed
 from ..errors import FrameError
 from ..codec.pid import pid_key
 from .records import View
@@ -93,11 +93,17 @@ class Peers:
         if frame.pid != src:
             raise FrameError(f"{src} asked to remove {frame.pid}")
 
-    def removed_meanwhile(self, pid: str, announced: int, view: View) -> bool:
+    def counts_in(self, pid: str, beat: Heartbeat, view: View) -> bool:
+        """Whether ``beat`` is a heartbeat of ``view`` from a member of it that says what it delivered in
+        it (a view of that number in another group is not ours: edge seed 1037's false alarm)."""
+        return (beat.count is not None and beat.view == view.id and beat.group in ("", view.group)
+                and self.member_link(view, pid))
+
+    def removed_meanwhile(self, pid: str, announced: int, view: View | None) -> bool:
         """Whether ``pid``, in a group (it ``announced`` a view), is no member of ``view``: cut off by a
         partition and removed meanwhile, it cannot know (it hears nothing else from us) — it is to be
         told, so that it joins again."""
-        return announced > 0 and not self.member_link(view, pid)
+        return announced > 0 and view is not None and not self.member_link(view, pid)
 
     def join(self, pid: str, incarnation: int, view: View | None, now: float) -> bool:
         """``pid`` asks ``now`` to join as ``incarnation``: the request is kept, and a peer that is not a

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from ..codec.frames import Sees, Suspect
+from ..codec.frames import Join, Sees, Suspect
 from ..codec.pid import pid_key, sorted_pids
 from .notices import NotAdmitted, Unreachable
 from .peers import Peers
@@ -104,6 +104,13 @@ def report_to(view: View, me: str, leaves: Collection[str], verified: Collection
     this member's own suspicions are wrong: it may be the one cut off)."""
     to = {coordinator(view.members, (), leaves), coordinator(view.members, verified, leaves)} - {me, None}
     return tuple(sorted_pids(p for p in to if p is not None))
+
+
+def sees(view: View, me: str, join: Join, leaves: Collection[str], verified: Collection[str]) -> Sends:
+    """A joiner's ``join`` came on this member's own link: the SEES that tells the coordinator
+    (`report_to`), which admits a joiner only once every member that stays has a link to it."""
+    to = report_to(view, me, leaves, verified)
+    return [(to, Sees(view.id, join.pid, join.incarnation))] if to else []
 
 
 class Reach:

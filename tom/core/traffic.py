@@ -55,6 +55,11 @@ class Traffic:
         self.since_beat = 0
         return own
 
+    def drop_caches(self) -> None:
+        """Forget what the order recomputes on use (the Lamport order's blocker, `LamportOrder.settles`)."""
+        if getattr(self.order, "_blocker", None) is not None:
+            setattr(self.order, "_blocker", None)
+
     def own(self, text: str, sent_at: float | None) -> Message:
         """Multicast ``text``: held here, sent to the others (with the sequencer's numbers, if any)."""
         order = self.order

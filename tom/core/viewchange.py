@@ -150,6 +150,11 @@ class ViewChange:
         return flush is not None and not flush.done and flush.markers.keys() >= flush.flush_set
 
     @property
+    def removing(self) -> frozenset[str]:
+        """The members the flush followed removes (none without one)."""
+        return self.flush.removed if self.flush is not None else frozenset()
+
+    @property
     def settling(self) -> bool:
         """A flush runs whose last step is not worked out yet: any ACK may be the one it waits for."""
         return self.flush is not None and not self.flush.done
@@ -235,7 +240,8 @@ class ViewChange:
             # of another ballot than it asked for promises it nothing)
             return Promise(f.view, self.promised[0], self.promised[1], ())
         if self.promised != b:
-            self.promised, self.promised_at = b, now
+            self.promised, self.promised_at = b, now  # (from now on this member numbers and delivers nothing in
+        # this view, as in a flush, until the change ends: the change may remove it without its knowing)
         accepted = tuple((a, c, tuple(sorted_pids(voters)), install)
                          for (a, c), (voters, install) in sorted(self.accepted.items(), key=lambda kv: ballot_key(kv[0])))
         return Promise(f.view, f.attempt, f.coordinator, accepted)
@@ -396,9 +402,11 @@ class ViewChange:
         self.cut_frames = [(s, f) for s, f in frames if s not in kept]
         return [(s, f) for s, f in frames if s in kept]
 
-    def marker(self, src: str, view: int, attempt: int, coordinator: str, clock: int,
-               current_view: int | None) -> bool:
-        """A FLUSH marker from ``src``: whether it counts for the attempt followed."""
+    def marker(self, src: str, f: Flush, current: View | None) -> bool:
+        """A FLUSH marker from ``src``, in ``current`` (None: outside any view): whether it counts for the
+        attempt followed (one of the next view's attempts not followed yet waits, `early_marker`)."""
+        view, attempt, coordinator, clock = f.view, f.attempt, f.coordinator, f.clock
+        current_view = current.id if current is not None else None
         flush = self.flush
         p = flush.proposal if flush is not None else None
         if flush is None or p is None or (view, attempt, coordinator) != (p.view, p.attempt, p.coordinator):
