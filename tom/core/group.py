@@ -5,15 +5,20 @@ connections (`Core.connected`), local sends (`Core.broadcast`, `Core.leave`) and
 (`Core.tick`), then takes what to send and what to deliver with `Core.ready`.
 
 `Core` owns the inputs, the mode and the view, and hands each frame to the handler that the table
-`HANDLERS[(static, mode)][frame kind]` names for the mode it is in; the state lives in parts it holds:
+`HANDLERS[(static, mode)][frame kind]` names for the mode it is in; the state lives in parts it holds,
+which decide (docs/architecture.md, "Inside the core"), while `Core` applies what they decide — it
+sends their frames, changes its mode, and says their notices:
 
-* the order (`tom.core.order`): the pending messages and what is deliverable;
+* `Traffic` and its order (`tom.core.order`): the pending messages and what is deliverable;
 * `Outbox`: the step's frames, deliveries and notices, and this peer's marks (what it acknowledges);
+* `Peers`: connections, announced views, join and leave requests, and who is told it was removed;
 * `FailureDetector`: who was heard when, who is suspected, who is dead;
-* `ViewChange`: the flush under way, the attempts reported, the frames of members cut off;
+* `Reach`: the shared suspicions (SUSPECT, SEES) and the joiners held back;
+* `ViewChange`: the flush under way, the ballots, the attempts reported, the frames of members cut off;
 * `Founding`: the founding handshake of the first group;
-* `DivergenceCheck`: the digests of what this peer delivered, and the claims of others;
-* `tom.core.quorum`: the quorum and coordinator rules, as pure functions.
+* `DivergenceCheck`: the digests of what this peer delivered, its heartbeat, and the claims of others;
+* `Held`, `EarlyFrames`: the users' texts held, and the frames of a view not installed yet;
+* `tom.core.admission`, `tom.core.quorum`: the admission, quorum and coordinator rules, as functions.
 
 Acknowledging (wire v2, orders with ACKs): a call of `Core.ready` ends a step. What this peer
 received from each member itself in the step is acknowledged then, once, by its marks — before a

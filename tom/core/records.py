@@ -57,7 +57,7 @@ class ViewDelivery:
 @dataclass(frozen=True, slots=True)
 class Divergence:
     """Peer ``peer`` reports another digest than ours after ``position`` messages of view ``view``:
-    the two have not delivered the same sequence (see `Core._check_digest`)."""
+    the two have not delivered the same sequence (see `DivergenceCheck.compare`)."""
 
     peer: str
     view: int
