@@ -587,9 +587,8 @@ class Core:
         return None if view is None else coordinator(view.members, self.detector.verified(self.now), self.peers.leaves)
 
     def _maybe_propose(self) -> None:
-        """As the coordinator: send what `ViewChange.to_propose` says (a proposal is followed here at
-        once, once sent: the removed must hear it too, and the view may change now; a PREPARE is
-        promised here)."""
+        """As the coordinator: send what `ViewChange.to_propose` says, then follow its new proposal here
+        (once sent: the view may change at once, and the removed must hear it first) or promise its PREPARE."""
         view = self.view
         if self.static or view is None or self.mode not in MEMBER or self._coordinator() != self.me:
             return
@@ -603,8 +602,8 @@ class Core:
             self._on_prepare(self.me, prepare)
 
     def _installed_already(self, src: str, view: int, tell: bool) -> bool:
-        """Whether a frame of the view change to ``view`` comes from a member that missed the INSTALL
-        of ours (it gets it again, if ``tell``)."""
+        """Whether a PREPARE or a proposal of ``view``, the view installed here, comes from a member that
+        missed its INSTALL (it gets it again, if ``tell``)."""
         if view != self._current.id or self.last_install is None or src == self.me:
             return False
         if tell:

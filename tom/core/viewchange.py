@@ -229,7 +229,9 @@ class ViewChange:
         FLUSHED for in this view change, with its voters and the INSTALL it decides — if its ballot
         is not below the one promised (again, if it is that one); else a PROMISE naming the ballot
         promised, and nothing accepted (its sender gives its ballot up and tries a higher one); None
-        if ``f`` is not for this view change."""
+        if ``f`` is not for this view change. Either way this member has promised a ballot: it numbers
+        and delivers nothing more in its view, as in a flush, until the change ends (which may remove
+        it without its knowing)."""
         if f.view != view.id + 1 or f.coordinator != src or f.group != view.group:
             return None
         self.highest = max(self.highest, f.attempt)
@@ -240,8 +242,7 @@ class ViewChange:
             # of another ballot than it asked for promises it nothing)
             return Promise(f.view, self.promised[0], self.promised[1], ())
         if self.promised != b:
-            self.promised, self.promised_at = b, now  # (from now on this member numbers and delivers nothing in
-        # this view, as in a flush, until the change ends: the change may remove it without its knowing)
+            self.promised, self.promised_at = b, now
         accepted = tuple((a, c, tuple(sorted_pids(voters)), install)
                          for (a, c), (voters, install) in sorted(self.accepted.items(), key=lambda kv: ballot_key(kv[0])))
         return Promise(f.view, f.attempt, f.coordinator, accepted)
@@ -278,11 +279,12 @@ class ViewChange:
 
     def choose(self, view: View, me: str, verified: set[str], suspected: Collection[str], peers: Peers,
                quorum: bool, expected: Collection[str], now: float) -> Propose | None:
-        """Phase 1 done (`take_promise`): the proposal of this ballot, sent ``now``. It adopts the highest ballot
-        reported that may have been decided — every promiser among its voters reported it (a voter
-        that promised without reporting it never will: it reports FLUSHED for no lower ballot than it
-        promised); its voters now are the promisers, a primary component, and the decision is its
-        INSTALL. Else a proposal of its own (`wanted`), or None if there is no reason for one now.
+        """Phase 1 done (`take_promise`): the proposal of this ballot, to send ``now``. It adopts the
+        highest ballot reported that may have been decided — every promiser among its voters reported
+        it (a voter that promised without reporting it never will: it reports FLUSHED for no lower
+        ballot than it promised); its voters now are the promisers, a primary component, and the
+        decision is its INSTALL. Else a proposal of its own (`wanted`), or None if there is no reason
+        for one now.
 
         Safety (Paxos): if ballot ``a`` was decided, all its voters reported it, and every promiser
         among them did before promising (a FLUSHED is sent only for the ballot promised); the
