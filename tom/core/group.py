@@ -68,7 +68,7 @@ from .reach import Reach, sees
 from .records import Ready, Status, Timing, View
 from .texts import check_text
 from .traffic import Traffic
-from .viewchange import ViewChange, audience, flush_frames
+from .viewchange import ViewChange, audience
 
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
@@ -638,7 +638,7 @@ class Core:
 
     def _on_propose(self, src: str, p: Propose) -> None:
         """A proposal: follow it if `ViewChange.accept` says so — stop numbering, send the flush's frames
-        (`flush_frames`), take the frames of members cut before and kept now."""
+        (`Flushing.frames`), take the frames of members cut before and kept now."""
         if self._installed_already(src, p.view, True):
             return
         clock = self.traffic.clock.time
@@ -656,7 +656,7 @@ class Core:
         if p.adopts is not None:  # no flush: vote at once (`ViewChange.start`)
             self._report(p)
             return
-        self.out.send_all(flush_frames(self.traffic.order, flushing, self.me, clock))
+        self.out.send_all(flushing.frames(self.traffic.order, self.me, clock))
         for s, f in taken_back:  # (ordered frames, admitted again now)
             if s in self.peers.links:
                 try:

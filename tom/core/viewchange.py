@@ -102,6 +102,14 @@ class Flushing:
         adopts = self.proposal.adopts
         return (adopts.attempt, adopts.coordinator) if adopts is not None else self.ballot
 
+    def frames(self, order: Order, me: str, clock: int) -> Sends:
+        """What member ``me``, following this attempt, sends the rest of its flush set: the messages of
+        the removed members it holds (RELAY), then its FLUSH marker, stamped with its ``clock`` (relays
+        do not move it, so it bounds them as it bounds this member's messages)."""
+        others, p = tuple(sorted_pids(self.flush_set - {me})), self.proposal
+        sends: Sends = [(others, frame) for frame in order.relays(self.removed)]
+        return sends + [(others, Flush(p.view, p.attempt, p.coordinator, clock))]
+
 
 class ViewChange:
     """The flush this member follows, the outcomes it reported, and the frames of removed members."""
@@ -505,16 +513,6 @@ def to_send(view: View, me: str, again: Propose | None, new: Propose | None, pre
     if prepare is not None and others:
         sends.append((others, prepare))
     return sends
-
-
-def flush_frames(order: Order, flushing: Flushing, me: str, clock: int) -> Sends:
-    """What a member that follows ``flushing`` sends the rest of its flush set: the messages of the
-    removed members it holds (RELAY), then its FLUSH marker, stamped with its ``clock`` (relays do not
-    move it, so it bounds them as it bounds this member's messages)."""
-    others = tuple(sorted_pids(flushing.flush_set - {me}))
-    p = flushing.proposal
-    sends: Sends = [(others, frame) for frame in order.relays(flushing.removed)]
-    return sends + [(others, Flush(p.view, p.attempt, p.coordinator, clock))]
 
 
 def value(flush: Flushing, view: View, out: list[Entry], delivered_marks: Mapping[str, int]) -> Install:
