@@ -699,7 +699,7 @@ class Core:
             self.held.admitted(self.traffic.last_delivered.get(self.me, -1))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
-        # (the sequencer order is not uniform: see `forget`); what the old view delivered is its chain's
+        # (the claims of the removed are void where the order is not uniform: `forget`)
         self.divergence.new_view(self.out.deliveries, i.view, i.removed if self.traffic.order.name != "lamport" else ())
         self.last_install = i
         self.change.end()
@@ -715,7 +715,7 @@ class Core:
         self.founding.done()
         said, self.no_quorum = quorum_news(self.no_quorum, None), None  # (its members are a primary component)
         self.out.notice(said)
-        self.traffic.order.start_numbering()
+        self.traffic.order.start_numbering()  # then the view's announcement, on every link, connected or not
         self.out.send_some(tuple(sorted_pids(set(self.peers.links) | set(self.out.others))),
                            Heartbeat(i.view, 0, 0, self.divergence.last_key(self.last_install, self.me), i.group))
         self._replay(self.early.take())
