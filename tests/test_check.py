@@ -18,7 +18,7 @@ from tom.check import world as check_world
 from tom.check.explore import Found, replay, search, shrink
 from tom.check.trace import run_transcript, shiviz, transcript
 from tom.check.world import Config, Step, World
-from tom.core import causal, group, lamport, sequencer
+from tom.core import causal, group, lamport, sequencer, viewchange
 
 
 @pytest.fixture(autouse=True)
@@ -209,8 +209,8 @@ MUTATIONS = {
                            "if len(head.acks) < len(required):")),
         Config("lamport", 3, 1)),
     "a flush that skips a relay": (
-        lambda mp: mutate(mp, group.Core, "_on_propose",
-                          "order.relays(flushing.removed)", "[]"),
+        lambda mp: mutate(mp, viewchange.Flushing, "frames",
+                          "order.relays(self.removed)", "[]"),
         Config("causal", 3, 1, crash=(1,), senders=(1,))),
     "a sequencer that reuses a number": (
         lambda mp: mutate(mp, sequencer.SequencerOrder, "_number", "self.top_seq += 1",

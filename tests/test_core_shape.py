@@ -97,6 +97,15 @@ def test_no_class_in_the_core_but_the_orchestrator_is_over_400_lines():
                 assert lines <= 400, f"{path.name}: {node.name} has {lines} lines"
 
 
+def test_the_orchestrator_is_at_most_700_lines():
+    """`Core` applies what its parts decide (docs/architecture.md, "Inside the core"): the decisions
+    live in the parts, so the class that holds them stays small."""
+    tree = ast.parse((ROOT / "tom" / "core" / "group.py").read_text())
+    core = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Core")
+    lines = core.end_lineno - core.lineno + 1
+    assert lines <= 700, f"group.py: Core has {lines} lines"
+
+
 def test_the_parts_are_held_not_inherited():
     assert Core.__bases__ == (object,)
     core = Core("127.0.0.1:5000", ["127.0.0.1:5000", "127.0.0.1:5001"])

@@ -4,7 +4,7 @@
   that shrinks step by step stops at the file's majority (no deliveries, its users' messages held,
   the NoQuorum notice); with ``last_man_standing`` it goes on (`tom.core.quorum`).
 * A REMOVED names its group: one from a peer of another group does nothing to a peer with a quorum,
-  and makes a peer without one join again (`Core._on_removed`).
+  and makes a peer without one join again (`Peers.removed_by`).
 """
 
 from __future__ import annotations

@@ -11,11 +11,19 @@ drops the claims of the view that ends.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
+from ..codec.frames import Heartbeat, Install
 from ..codec.pid import pid_key
 from .digest import DigestChain
 from .queue import Entry
-from .records import Delivery, Divergence, ViewDelivery
+from .records import Delivery, Divergence, View, ViewDelivery
+
+if TYPE_CHECKING:
+    from .order import Order
+
+Step = Sequence[Delivery | ViewDelivery]
+"""What this peer delivered in the step under way (`Outbox.deliveries`)."""
 
 MAX_ALARMS = 100
 """Alarms kept for status (the most recent); every alarm also goes out once in `Ready.alarms`."""
@@ -35,7 +43,7 @@ class DivergenceCheck:
         self.alarms: list[Divergence] = []  # the last MAX_ALARMS, for status
         self.raised: list[Divergence] = []  # alarms of the step under way (to `Ready.alarms`)
 
-    def chain_up(self, step: Sequence[Delivery | ViewDelivery], view: int) -> None:
+    def chain_up(self, step: Step, view: int) -> None:
         """Chain the messages delivered in this step since the last call: in batches (at the step's
         end, before a view event, before any use), not on the delivery path."""
         start = self.chained
@@ -79,10 +87,41 @@ class DivergenceCheck:
         self.raised.append(alarm)
         return True
 
-    def last_key(self, view_event: tuple[int, str]) -> tuple[int, str]:
-        """The key of the last event delivered in this view: its last message, else ``view_event``."""
+    def last_key(self, install: Install | None, me: str) -> tuple[int, str]:
+        """The key of the last event delivered in this view: its last message, else the view event of
+        its ``install`` (``(0, me)`` in a static group that has delivered nothing)."""
         last = self.chain.last
-        return last if last is not None else view_event
+        if last is not None:
+            return last
+        return (install.clock + 1, install.coordinator) if install is not None else (0, me)
+
+    def beat(self, view: View | None, normal: bool, joining: bool, step: Step, install: Install | None,
+             me: str) -> Heartbeat:
+        """This peer's heartbeat: in ``normal`` mode, its view and what it delivered in it, counted and
+        digested up to the ``step`` under way, and its last event (`last_key`); in a view change, its view
+        only (a flush's last step may pass over what only removed members held: what this peer
+        delivered is compared again once the next view is installed); outside any view, none."""
+        if view is not None and normal:
+            self.chain_up(step, view.id)
+            return Heartbeat(view.id, self.chain.count, self.chain.digest, self.last_key(install, me), view.group)
+        if view is not None and not joining:
+            return Heartbeat(view.id, group=view.group)
+        return Heartbeat(0)
+
+    def claimed(self, src: str, frame: Heartbeat, view: int, order: Order, cut: bool, normal: bool,
+                step: Step) -> None:
+        """The heartbeat of ``src``, a member of our ``view``, says what it delivered in it: its count
+        and digest are compared with ours (`compare`) where the ``order`` is total and uniform — in the
+        causal order peers may deliver one set in different orders; in the sequencer order a member
+        the flush under way removes (``cut``) may have delivered, unknowing, what the rest number
+        otherwise —, and, in ``normal`` mode, its last event with our head (`skipped`)."""
+        if frame.count is None:
+            return
+        if order.total and (not cut or order.name == "lamport"):
+            self.chain_up(step, view)
+            self.compare(src, frame.count, frame.digest, view)
+        if order.acknowledged and order.total and frame.last is not None and normal and not cut:
+            self.skipped(src, frame.last, order.head(), view)
 
     def skipped(self, src: str, last: tuple[int, str], head: Entry | None, view: int) -> None:
         """``src`` says the last event it delivered is ``last``. If that is past our ``head``, whose body
@@ -100,8 +139,12 @@ class DivergenceCheck:
         for pid in pids:
             self.claims.pop(pid, None)
 
-    def new_view(self) -> None:
-        """A view was installed: its chain starts empty; claims about the old one are void."""
+    def new_view(self, step: Step, view: int, removed: Iterable[str] = ()) -> None:
+        """A view was installed: what the ``step`` delivered before it is chained (the old view's, but
+        compared as of ``view``) once the claims of the ``removed`` are void (`forget`); the chain of the
+        view starts empty, and the claims about the old one are void."""
+        self.forget(removed)
+        self.chain_up(step, view)
         self.chain = DigestChain()
         self.claims.clear()
 

@@ -16,12 +16,14 @@ founds no other, promises no founder, and takes no view of that group from befor
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..codec.frames import Flushed, Install, Propose
 from ..codec.pid import pid_key
 from .notices import NoFoundingQuorum
+from .peers import Peers
 from .quorum import has_quorum
+from .records import Timing
 
 Members = tuple[tuple[str, int], ...]
 """(pid, incarnation) pairs in pid order."""
@@ -75,14 +77,19 @@ class Founding:
         if last is not None and last[0] == pid and last[1] != incarnation:
             self.last_promised = None
 
-    def form(self, me: str, incarnation: int, members: dict[str, int], clock: int, now: float,
-             quorum: bool) -> Install | Propose | NoFoundingQuorum | None:
-        """This peer, the smallest joining one, may found a group of ``members`` (itself and every
-        connected peer that asked to join; pid -> incarnation): the INSTALL of view 1 to install now
-        (no flush is needed: nobody delivered anything yet), or the proposal of view 1 to send (with a
-        quorum, among expected peers: the handshake), or why not (too few of the expected peers, said
-        when their number changes), or None (wait; never while it rejoins)."""
-        if self.rejoining:
+    def form(self, me: str, incarnation: int, peers: Peers, last_heard: Mapping[str, float], clock: int,
+             now: float, since: float, t: Timing, quorum: bool) -> Install | Propose | NoFoundingQuorum | None:
+        """This peer, joining ``since``, may found a group once it waited `Timing.form_after`, if nobody
+        with a group answered and no smaller joining peer is here (`Peers.founders`: then it is the
+        smallest joining one) — a group of itself and every connected peer that asked to join: the
+        INSTALL of view 1 to install now (no flush is needed: nobody delivered anything yet), or the
+        proposal of view 1 to send (with a quorum, among expected peers: the handshake), or why not
+        (too few of the expected peers, said when their number changes), or None (wait; never while it
+        rejoins)."""
+        if now - since < t.form_after:
+            return None
+        members = peers.founders(me, incarnation, last_heard, now - t.suspect_after - t.verify_after)
+        if members is None or self.rejoining:
             return None
         if quorum and self.expected and not has_quorum(self.expected, members):
             # (Corosync's expected votes: a lone peer, or a minority cut off at the start, waits)

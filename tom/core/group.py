@@ -5,15 +5,20 @@ connections (`Core.connected`), local sends (`Core.broadcast`, `Core.leave`) and
 (`Core.tick`), then takes what to send and what to deliver with `Core.ready`.
 
 `Core` owns the inputs, the mode and the view, and hands each frame to the handler that the table
-`HANDLERS[(static, mode)][frame kind]` names for the mode it is in; the state lives in parts it holds:
+`HANDLERS[(static, mode)][frame kind]` names for the mode it is in; the state lives in parts it holds,
+which decide (docs/architecture.md, "Inside the core"), while `Core` applies what they decide — it
+sends their frames, changes its mode, and says their notices:
 
-* the order (`tom.core.order`): the pending messages and what is deliverable;
+* `Traffic` and its order (`tom.core.order`): the pending messages and what is deliverable;
 * `Outbox`: the step's frames, deliveries and notices, and this peer's marks (what it acknowledges);
+* `Peers`: connections, announced views, join and leave requests, and who is told it was removed;
 * `FailureDetector`: who was heard when, who is suspected, who is dead;
-* `ViewChange`: the flush under way, the attempts reported, the frames of members cut off;
+* `Reach`: the shared suspicions (SUSPECT, SEES) and the joiners held back;
+* `ViewChange`: the flush under way, the ballots, the attempts reported, the frames of members cut off;
 * `Founding`: the founding handshake of the first group;
-* `DivergenceCheck`: the digests of what this peer delivered, and the claims of others;
-* `tom.core.quorum`: the quorum and coordinator rules, as pure functions.
+* `DivergenceCheck`: the digests of what this peer delivered, its heartbeat, and the claims of others;
+* `Held`, `EarlyFrames`: the users' texts held, and the frames of a view not installed yet;
+* `tom.core.admission`, `tom.core.quorum`: the admission, quorum and coordinator rules, as functions.
 
 Acknowledging (wire v2, orders with ACKs): a call of `Core.ready` ends a step. What this peer
 received from each member itself in the step is acknowledged then, once, by its marks — before a
@@ -45,31 +50,32 @@ from ..codec.frames import (
 )
 from ..codec.pid import sorted_pids
 from ..errors import FrameError, UsageError
-from . import notices
-from .admission import Admission, admission
+from . import admission, notices
+from .admission import Admission
 from .clock import LamportClock
 from .detector import FailureDetector
 from .dispatch import TABLE, Admit
 from .divergence import DivergenceCheck
+from .early import Early, EarlyFrames
 from .founding import Founding
 from .held import Held
 from .modes import TRANSITIONS, Mode
 from .order import ORDERS, Order, pending_status
 from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
-from .queue import Entry
-from .quorum import coordinator, lost_quorum
-from .reach import FRESH_PERIODS, Reach
+from .quorum import coordinator, kept_file, lost_quorum, quorum_news
+from .reach import Reach, sees
 from .records import Ready, Status, Timing, View
 from .texts import check_text
 from .traffic import Traffic
-from .viewchange import Flushing, ViewChange
+from .viewchange import ViewChange, audience
 
 # the modes as plain module names: an Enum attribute lookup costs ~0.2 us, and some checks are per frame
 JOINING, NORMAL, FLUSHING, FLUSHED, LEFT, REMOVED = (
     Mode.JOINING, Mode.NORMAL, Mode.FLUSHING, Mode.FLUSHED, Mode.LEFT, Mode.REMOVED)
 
 TAKEN = Admission.TAKEN
+MEMBER = (NORMAL, FLUSHING, FLUSHED)  # the modes of a member of a view
 
 QUORUMS = ("majority", "none")
 """What a group does when a view change would leave fewer than a primary component of the view:
@@ -84,14 +90,6 @@ def check_options(wire: int, order: str, quorum: str) -> None:
         raise UsageError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
     if quorum not in QUORUMS:
         raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
-
-
-Early = tuple[str, int, "int | None", str, Frame]
-"""A frame held for a view not installed yet: its sender, the sender's incarnation, the view and group it
-had announced then (None: none), the frame."""
-
-MAX_EARLY_FRAMES = 1_000_000
-"""Frames of a view not installed yet, kept at most (more: the link is refused)."""
 
 
 class Core:
@@ -120,24 +118,23 @@ class Core:
         self.detector = FailureDetector(timing.verify_after)
         self.change = ViewChange()
         self.founding = Founding(expected, timing.suspect_after)
-        # the file a view change keeps a primary component of, as founding does (`tom.core.quorum`);
-        # none with last_man_standing: a group may shrink below it (Corosync's votequorum option)
-        self.file = frozenset() if last_man_standing or not self.quorum else self.founding.expected
+        self.file = kept_file(self.founding.expected, self.quorum, last_man_standing)
         self.divergence = DivergenceCheck(self.stats)
         self.reach = Reach()
         self.mode = JOINING
         self._handlers = HANDLERS[(static, JOINING)]
         self.view: View | None = None
-        self._trusted: frozenset[str] | None = None  # see `_trusted_sources`
+        # the sources `receive` trusts (`admission.trusted`): None (recomputed on use) after anything
+        # that changes what it rests on — the view, the mode, connections, announced views, the cut
+        self._trusted: frozenset[str] | None = None
         self.no_quorum: tuple[int, int] | None = None  # (reachable, members) while no primary component
         self.peers = Peers()
         self.last_install: Install | None = None
         self.leaving = False
         self.held = Held()
-        self._early: list[Early] = []  # frames of a view not installed yet
+        self.early = EarlyFrames()
         self._last_heartbeat = float("-inf")
         self._installed_at = now
-        self._not_admitted_at = float("-inf")  # when "not-admitted" was last noticed
         if static:
             members = frozenset(members)
             if me not in members:
@@ -152,11 +149,8 @@ class Core:
                 order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
                 expected: Iterable[str] = (), last_man_standing: bool = False) -> "Core":
         """Outside any group: join one, or found one. ``expected``: the peers a first group is founded
-        among (the neighbors file); with a quorum, a group is only founded by a primary component of
-        them (`has_quorum`), so that peers cut off from each other at the start never found two, and
-        no view change removes members unless those staying are one too — unless ``last_man_standing``
-        (then only a primary component of the view before is needed, and a group that shrank below a
-        majority of the file may go on beside one the rest of the file found)."""
+        among (the neighbors file); with a quorum, founding and every view change keep a primary
+        component of them, unless ``last_man_standing`` (`tom.core.quorum`)."""
         return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order,
                    quorum=quorum, wire=wire, expected=expected, last_man_standing=last_man_standing)
 
@@ -196,9 +190,7 @@ class Core:
     def drop_caches(self) -> None:
         """Forget what is recomputed on use (for tools that compare states: `tom check`)."""
         self._trusted = None
-        order = self.traffic.order
-        if getattr(order, "_blocker", None) is not None:
-            setattr(order, "_blocker", None)
+        self.traffic.drop_caches()
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -229,44 +221,28 @@ class Core:
         # otherwise the request goes out once the held texts are sent, at the next install
 
     def connected(self, pid: str, incarnation: int) -> None:
-        """A connection to ``pid`` (running as ``incarnation``) is up."""
-        # joining, what it said before the connection broke may be stale (it joined a group
-        # meanwhile): not heard on this connection yet, it neither founds a group with this peer nor
-        # is founded over (`_maybe_form`); it says again what it is at once (a Join, a heartbeat)
+        """A connection to ``pid`` (running as ``incarnation``) is up (`Peers.connected`)."""
         if self.peers.connected(pid, incarnation, self.mode == JOINING):
             self.founding.restarted(pid, incarnation)
-        self.detector.heard(pid, self.now)
         self._trusted = None
         view = self.view
-        if (view is not None and not self.static and pid in view.members
-                and view.incarnations[pid] not in (incarnation, NO_INCARNATION)):
-            self.detector.dead_now(pid, self.now)  # a restart: the member's old incarnation is gone
-            self._maybe_propose()
+        if self.detector.connected(pid, incarnation, None if self.static else view, self.now):
+            self._maybe_propose()  # (a member restarted: its old incarnation is gone)
         if self.mode == JOINING:
             self.out.send((pid,), Join(self.me, self.incarnation))
-        elif view is not None and any(e[0] == pid for e in self._early):
-            early = [e for e in self._early if e[0] == pid]
-            self._early = [e for e in self._early if e[0] != pid]
-            self._replay(early)
+        elif view is not None:
+            self._replay(self.early.take(pid))
 
     def _replay(self, early: list[Early]) -> None:
-        """Take the frames held for a view, in the order they came, as if they came now — with what their
-        sender had announced when they came, if a reconnect while joining made this peer forget it (they
-        are of that view: an announcement precedes a view's frames on a link). A frame of a sender whose
-        link is down waits for the link to be back as the same incarnation (it was received: the link
-        never sends it again); one of an old incarnation is void."""
-        for src, inc, view, group, frame in early:
-            peers = self.peers
-            if self.static or peers.links.get(src) == inc:
-                if view is not None and src not in peers.views:
-                    peers.announced(src, view, group)
-                    self._trusted = None
-                try:
-                    self.receive(src, frame)
-                except FrameError:
-                    pass
-            elif peers.incarnations.get(src) == inc:
-                self._early.append((src, inc, view, group, frame))
+        """Take the frames held for a view that `EarlyFrames.replay` says to take now, as if they came now."""
+        for src, announced, frame in self.early.replay(early, self.peers, self.static):
+            if announced is not None:
+                self.peers.announced(src, *announced)
+                self._trusted = None
+            try:
+                self.receive(src, frame)
+            except FrameError:
+                pass
 
     def disconnected(self, pid: str) -> None:
         """The connection to ``pid`` is down (it may come back: silence decides, not this)."""
@@ -277,15 +253,13 @@ class Core:
         """Time passed: send heartbeats, suspect silent members, drive joins and view changes."""
         self.now = now
         t = self.timing
-        if (self.mode == JOINING and not self.static
-                and now - max(self.started_at, self._not_admitted_at) >= t.admit_after):
-            self._not_admitted_at = now
-            self.out.notice(notices.NotAdmitted(self.reach.unreached(now, t.admit_after)))
+        if self.mode == JOINING and not self.static:
+            self.out.notice(self.reach.not_admitted(now, self.started_at, t.admit_after))
         if now - self._last_heartbeat >= t.heartbeat:
             self._last_heartbeat = now
             self._send_heartbeats()
-            if self.mode == JOINING and self.peers.links:
-                self.out.send(tuple(self.peers.links), Join(self.me, self.incarnation))
+            if self.mode == JOINING:
+                self.out.send_some(tuple(self.peers.links), Join(self.me, self.incarnation))
             elif self.leaving and self.mode == NORMAL:
                 self._request_leave()
         if self.static:
@@ -297,11 +271,7 @@ class Core:
         view = self.view
         if view is None or self.mode in (LEFT, REMOVED):
             return
-        peers = self.peers
-        elsewhere = peers.elsewhere(view)  # (they never announced our view, whatever its number)
-        self.detector.sweep(view, self.me, now, t.suspect_after, self.started_at, self._installed_at,
-                            lambda pid: peers.member_link(view, pid),
-                            {**peers.views, **dict.fromkeys(elsewhere, -1)} if elsewhere else peers.views)
+        self.detector.sweep(view, self.me, now, t.suspect_after, self.started_at, self._installed_at, self.peers)
         self._check_quorum()
         self._report_unreached()
         if self.change.outcomes and self.mode == FLUSHING:
@@ -314,7 +284,8 @@ class Core:
         handler = self._handlers.get(type(frame))
         trusted = self._trusted
         if trusted is None:
-            trusted = self._trusted = self._trusted_sources()
+            trusted = self._trusted = admission.trusted(self.view if self.mode in (NORMAL, FLUSHING) else None, self.me,
+                                                        self.peers, self.change.cut, self.static)
         if src in trusted and type(handler) is Ordered and not self.detector.suspected:
             # the common case: every check of the slow path is known to pass for src
             self.detector.last_heard[src] = self.now
@@ -324,15 +295,7 @@ class Core:
             raise FrameError("frame from this peer's own pid")
         if src not in self.peers.links and not self.static:
             raise FrameError(f"frame from {src}, which is not connected")
-        self.detector.heard(src, self.now)
-        view = self.view
-        if (view is not None and src in self.detector.suspected and self._member_link(src)
-                and self.peers.views.get(src, self._unannounced) >= view.id
-                and self.peers.groups.get(src, "") in ("", view.group)):
-            # (a new incarnation speaking does not clear its old one; nor does a member still in an
-            # older view: it missed an install — a partition — and must be removed to join again;
-            # nor one in another group, whatever its view number)
-            del self.detector.suspected[src]
+        self.detector.spoke(src, self.now, self.view, self.peers, admission.unannounced(self.view, self.static))
         if handler is None:
             raise FrameError(f"unexpected {type(frame).__name__} from {src}")
         handler(self, src, frame)
@@ -341,12 +304,10 @@ class Core:
         """Take everything to send, to deliver and to notice since the last call. A step ends here:
         the marks of what this peer received in it go out now (wire v2), so no member waits for this
         peer's acknowledgement longer than one step of it."""
-        if self.out.marks_due:
-            self.out.send_marks()
+        self.out.marks_if_due()
         self._chain_digests()
-        alarms = self.divergence.step_ended()
         out = self.out.take()
-        out.alarms = alarms
+        out.alarms = self.divergence.step_ended()
         return out
 
     # -- modes and views -------------------------------------------------------------------------
@@ -371,24 +332,6 @@ class Core:
         assert view is not None
         return view
 
-    def _trusted_sources(self) -> frozenset[str]:
-        """Peers connected now whose ordered frames `admission` takes, as things stand: reset to None
-        (recomputed on use) by everything that changes its inputs — the view, the mode, connections,
-        announced views, the cut."""
-        view = self.view
-        if view is None or self.mode not in (NORMAL, FLUSHING):
-            return frozenset()
-        return frozenset(src for src in view.members if src != self.me and (self.static or src in self.peers.links)
-                         and admission(view.id, self.peers.views.get(src, self._unannounced), self._member_link(src),
-                                       src in self.change.cut) is TAKEN)
-
-    @property
-    def _unannounced(self) -> int:
-        """The view a peer is taken to be in before it announced one: ours in a static group (views
-        are never announced there); -1 otherwise, since a member announces every view it installs
-        before sending any frame of it, so a frame before any announcement is of an older view."""
-        return self.view.id if self.static and self.view is not None else -1
-
     def _member_link(self, src: str) -> bool:
         """Whether ``src`` is a member of the view, connected as the incarnation the view holds."""
         return self.peers.member_link(self.view, src)
@@ -398,9 +341,7 @@ class Core:
     def _admit(self, src: str, frame: Frame) -> bool:
         """Whether an ordered frame is taken now (`tom.core.admission`); what is not taken waits for
         its view, is kept while its sender is cut off, or tells a stranger it is not a member."""
-        view = self.view
-        verdict = admission(view.id if view is not None else None, self.peers.views.get(src, self._unannounced),
-                            self._member_link(src), src in self.change.cut)
+        verdict = admission.admit(self.view, src, self.peers, self.change.cut, self.static)
         if verdict is TAKEN:
             return True
         if verdict is Admission.WAIT:
@@ -414,19 +355,15 @@ class Core:
         return False
 
     def _hold(self, src: str, frame: Frame) -> None:
-        if len(self._early) >= MAX_EARLY_FRAMES:
-            raise FrameError("too many frames waiting for a view")
-        peers = self.peers
-        self._early.append((src, peers.links.get(src, NO_INCARNATION), peers.views.get(src), peers.groups.get(src, ""),
-                            frame))
+        self.early.hold(src, frame, self.peers)
 
     def _on_message(self, src: str, msg: Message) -> None:
         if msg.pid != src:
             raise FrameError(f"{src} relayed a message of {msg.pid} outside a flush")
         if self.traffic.message(src, msg, msg.marks, False):
             self._deliver_ready()
-        if msg.marks is not None:
-            self._take_marks(src, msg.marks)
+        if msg.marks is not None and self.traffic.marks(src, msg.marks, self.change.settling):
+            self._deliver_ready()
 
     def _on_relay(self, src: str, msg: Relay) -> None:
         # A relay is safe whenever it comes: had this peer delivered anything after it, it would hold
@@ -437,24 +374,16 @@ class Core:
             self._deliver_ready()
 
     def _on_marks(self, src: str, frame: Marks) -> None:
-        self._take_marks(src, frame.marks)
-
-    def _take_marks(self, src: str, marks: tuple[int, ...]) -> None:
-        touched_head, top = self.traffic.marks(src, marks)
-        if touched_head or (top >= 0 and self.change.settling):
-            self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
+        if self.traffic.marks(src, frame.marks, self.change.settling):
+            self._deliver_ready()
 
     def _on_ack(self, src: str, frame: Ack) -> None:
-        self._take_acks(src, frame.pid, (frame.clock,))
+        if self.traffic.acks(src, frame.pid, (frame.clock,), self._current.members, self.change.settling):
+            self._deliver_ready()
 
     def _on_acks(self, src: str, frame: Acks) -> None:
-        self._take_acks(src, frame.pid, frame.clocks)
-
-    def _take_acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> None:
-        if pid not in self._current.members:
-            raise FrameError(f"{src} acknowledged a message of {pid}, which is not a member")
-        if self.traffic.acks(src, pid, clocks) or self.change.settling:
-            self._deliver_ready()  # (in a flush's last phase, any ACK may be the one it waits for)
+        if self.traffic.acks(src, frame.pid, frame.clocks, self._current.members, self.change.settling):
+            self._deliver_ready()
 
     def _on_seq(self, src: str, frame: Seq) -> None:
         """Sequence numbers: from the sequencer, or relayed by a member in a flush."""
@@ -473,34 +402,21 @@ class Core:
 
     def _deliver_ready(self) -> None:
         """Deliver what the order releases now (every member of the view holds it); in a flush that
-        has every survivor's marker, work out its last step (`_settle`)."""
+        has every survivor's marker, work out its last step (`ViewChange.settle`) and vote for it."""
         if self.mode not in (NORMAL, FLUSHING) or (self.mode == NORMAL and (
                 self.no_quorum is not None or self.change.promised is not None)):
             return  # (promised a ballot: a view change runs, which may remove this peer)
-        change = self.change
-        view = self.view
+        change, view = self.change, self.view
         assert view is not None
         # an attempt this peer flushed may still be installed: nothing leaves until the view change ends
         if not (change.outcomes and change.open_outcome()):
             released = self.traffic.order.release(view.members, False)
-            if released:
-                self._emit(released)
-        flush = change.flush
-        if flush is not None and not flush.done and flush.markers.keys() >= flush.flush_set:
-            self._settle(flush)
-
-    def _emit(self, released: list[Entry]) -> None:
-        view = self.view
-        assert view is not None
-        if self.traffic.record(released, view.id):
-            self._send_heartbeats()  # (progress, in an order without ACKs)
-
-    def _settle(self, flush: Flushing) -> None:
-        """Work out the flush's last step (`ViewChange.settle`); once it is, report FLUSHED."""
-        p = self.change.settle(self.traffic.order, self.stats, self._current, self.traffic.last_delivered)
-        if p is None:
-            return
-        self._report(p)
+            if released and self.traffic.record(released, view.id):
+                self._send_heartbeats()  # (progress, in an order without ACKs)
+        if change.markers_in:
+            p = change.settle(self.traffic.order, self.stats, view, self.traffic.last_delivered)
+            if p is not None:
+                self._report(p)
 
     def _report(self, p: Propose) -> None:
         """Report FLUSHED for ``p`` (this member's vote for it) to its coordinator."""
@@ -515,44 +431,23 @@ class Core:
     # -- heartbeats and the divergence check -----------------------------------------------------
 
     def _send_heartbeats(self) -> None:
-        if self.out.marks_due:
-            # a heartbeat names the last event delivered here: the marks of what this peer holds go
-            # first, so that a member never sees a delivery claimed before its acknowledgement
-            self.out.send_marks()
+        # a heartbeat names the last event delivered here (`DivergenceCheck.beat`): the marks of what this
+        # peer holds go first, so that a member never sees a delivery claimed before its acknowledgement
+        self.out.marks_if_due()
         if self.peers.links:
-            if self.view is not None and self.mode == NORMAL:
-                beat = Heartbeat(self.view.id, self.view_delivered, self.digest, self._last_key, self.view.group)
-            elif self.view is not None and self.mode != JOINING:
-                # a flush's last step may pass over what only removed members held: what this peer
-                # delivered is compared again once the next view is installed
-                beat = Heartbeat(self.view.id, group=self.view.group)
-            else:
-                beat = Heartbeat(0)
-            self.out.send(tuple(self.peers.links), beat)
+            self.out.send(tuple(self.peers.links), self.divergence.beat(
+                self.view, self.mode == NORMAL, self.mode == JOINING, self.out.deliveries, self.last_install, self.me))
 
     def _on_heartbeat(self, src: str, frame: Heartbeat) -> None:
         if self.peers.announced(src, frame.view, frame.group):
             self._trusted = None
-        if (self.quorum and frame.view > 0 and self.view is not None and self.mode == NORMAL
-                and not self._member_link(src)):
-            # a peer in a group, but not in our view: cut off by a partition and removed meanwhile
-            # (it cannot know: it hears nothing else from us): tell it, so that it joins again
-            self._tell_removed(src)
         view = self.view
-        if (frame.count is not None and view is not None and frame.view == view.id
-                and frame.group in ("", view.group) and self._member_link(src)):
-            # (a view 2 of another group is not ours: edge seed 1037's false alarm)
-            order = self.traffic.order
-            order.progress(src, frame.count)
-            if order.total and (src not in self.change.cut or order.name == "lamport"):
-                # (in the causal order, peers may deliver one set in different orders; in the
-                # sequencer order, a member the flush under way removes may have delivered, unknowing,
-                # what the rest number otherwise: it is not uniform)
-                self._chain_digests()
-                self.divergence.compare(src, frame.count, frame.digest, view.id)
-            if (order.acknowledged and order.total and frame.last is not None and self.mode == NORMAL
-                    and src not in self.change.cut):
-                self.divergence.skipped(src, frame.last, order.head(), view.id)
+        if self.quorum and self.mode == NORMAL and self.peers.removed_meanwhile(src, frame.view, view):
+            self._tell_removed(src)
+        if frame.count is not None and view is not None and self.peers.counts_in(src, frame, view):
+            self.traffic.order.progress(src, frame.count)
+            self.divergence.claimed(src, frame, view.id, self.traffic.order, src in self.change.cut,
+                                    self.mode == NORMAL, self.out.deliveries)
 
     @property
     def view_delivered(self) -> int:
@@ -569,14 +464,6 @@ class Core:
     def _chain_digests(self) -> None:
         self.divergence.chain_up(self.out.deliveries, self.view.id if self.view is not None else 0)
 
-    @property
-    def _last_key(self) -> tuple[int, str]:
-        """The key of the last event this peer delivered in this view (its view event before any
-        message; ``(0, me)`` in a static group that has delivered nothing)."""
-        install = self.last_install
-        return self.divergence.last_key((install.clock + 1, install.coordinator) if install is not None
-                                        else (0, self.me))
-
     # -- membership ------------------------------------------------------------------------------
 
     def _on_leave(self, src: str, frame: Leave) -> None:
@@ -588,31 +475,20 @@ class Core:
     def _request_leave(self) -> None:
         """Tell every member: a leaver never coordinates (`tom.core.quorum.coordinator`), so each must know."""
         self.peers.leaves[self.me] = self.now
-        if self.out.others:
-            self.out.send(self.out.others, Leave(self.me))
+        self.out.send_some(self.out.others, Leave(self.me))
         self._maybe_propose()
 
     def _tell_removed(self, src: str) -> None:
-        if self.view is None or self.static:
-            return
-        if self.peers.may_tell_removed(src, self.now, self.timing.heartbeat):
-            self.out.send((src,), Removed(self.view.id, self.view.group))
+        view = self.view
+        if view is not None and not self.static and self.peers.may_tell_removed(src, self.now, self.timing.heartbeat):
+            self.out.send((src,), Removed(view.id, view.group))
 
     def _on_removed(self, src: str, frame: Removed) -> None:
-        """``src`` says this peer is not in its view. Of our group: a newer view went on without this
-        peer. Of another group (a view is ``(group, view)``): while this peer has no quorum, its group
-        is dead or cut off for good — it delivers nothing meanwhile — so it joins again (its own
-        undelivered messages sent again, as after a partition: `_rejoin`); with a quorum, nothing."""
-        view = self.view
-        if view is None:
-            return
-        if frame.group and frame.group != view.group:
-            if self.no_quorum is not None:
-                self._become_removed(f"{src} is in group {frame.group} and this peer has no quorum")
-            return
-        if not self._member_link(src) or frame.view <= view.id:
-            return
-        self._become_removed(f"{src} is in view {frame.view} without this peer")
+        """``src`` says this peer is not in its view: out of the group, if `Peers.removed_by` says so (with
+        a quorum it joins again, its undelivered messages sent again: `_rejoin`)."""
+        why = self.peers.removed_by(src, frame, self.view, self.no_quorum is not None)
+        if why is not None:
+            self._become_removed(why)
 
     def _become_removed(self, why: str) -> None:
         if self.mode in (LEFT, REMOVED, JOINING):
@@ -625,98 +501,71 @@ class Core:
         self.out.notice(notices.Removed(why))
 
     def _check_quorum(self) -> None:
-        """With a quorum: note when the members not found dead stop being a primary component of
-        the view (`has_quorum`) — the peer then delivers nothing in normal mode and holds its users'
+        """With a quorum: say when the members not found dead stop being a primary component of the
+        view (`lost_quorum`) — the peer then delivers nothing in normal mode and holds its users'
         messages — and when they are one again (a partition healed before anyone was removed)."""
         view = self.view
-        if not self.quorum or self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
+        if not self.quorum or self.static or view is None or self.mode not in MEMBER:
             return
         lost = lost_quorum(view, self.detector.verified(self.now) | self.peers.elsewhere(view), self.peers.views,
                            self.file)
-        if lost is None:
-            if self.no_quorum is not None:
-                self.no_quorum = None
-                self.out.notice(notices.QuorumBack())
-                if self.mode == NORMAL and self.change.promised is None:
-                    self._send_held()
-                    self._deliver_ready()
-            return
-        if self.no_quorum is None:
-            self.out.notice(notices.NoQuorum(*lost))
-        self.no_quorum = lost
+        said, self.no_quorum = quorum_news(self.no_quorum, lost), lost
+        self.out.notice(said)
+        if isinstance(said, notices.QuorumBack) and self.mode == NORMAL and self.change.promised is None:
+            self._send_held()
+            self._deliver_ready()
 
     def _rejoin(self) -> None:
         """The primary component went on without this peer (a partition): start again as a joiner,
         in the same incarnation. Its own messages not delivered here are kept: once admitted it sends
         again those the group did not deliver (`Install.delivered`), then what its users entered since."""
         self._chain_digests()
-        if self.out.marks_due:
-            self.out.send_marks()
-        self.held.cut_off(e for e in self.traffic.order if e.pid == self.me)
+        self.out.marks_if_due()
         self._set_mode(JOINING)
         self.founding.cut_off(self._current.group, self._current.id)
         self.view = None
         self.out.others = ()
-        self.traffic.restart()
+        self.held.cut_off(self.traffic.restart())
         self.change.end()
         self.no_quorum = None
         self.detector.suspected.clear()
         self.peers.restart()
         self.reach.restart()
-        self._early = []
+        self.early.take()
         self.divergence.restart()
         self.last_install = None
         self.started_at = self.now
-        self._not_admitted_at = float("-inf")
         self.out.notice(notices.Rejoining())
-        if self.peers.links:
-            self.out.send(tuple(self.peers.links), Join(self.me, self.incarnation))
+        self.out.send_some(tuple(self.peers.links), Join(self.me, self.incarnation))
 
     def _on_join(self, src: str, join: Join) -> None:
         self._check_join(src, join)
-        peers = self.peers
-        peers.joins[src] = (join.incarnation, self.now)
-        view = self.view
-        if view is not None and view.incarnations.get(src) != join.incarnation:
-            self._report_sees(src, join.incarnation)
-        if view is not None and not self._member_link(src) and peers.views.get(src, 0):
-            peers.views[src] = 0  # it asks to join: it is in no group now (cut off and told so)
-            peers.groups.pop(src, None)
-            self._trusted = None
-        if view is not None and src in view.members and view.incarnations[src] == join.incarnation:
-            # already a member: it missed the INSTALL; resend it
-            if self.last_install is not None and self.mode == NORMAL:
-                self.out.send((src,), self.last_install)
-            return
-        self._maybe_propose()
+        view, member = self.view, self.peers.join(src, join.incarnation, self.view, self.now)
+        self._trusted = None
+        if view is not None and not member and self.mode in MEMBER:
+            self.out.send_all(sees(view, self.me, join, self.peers.leaves, self.detector.verified(self.now)))
+        if not member:
+            self._maybe_propose()
+        elif self.last_install is not None and self.mode == NORMAL:
+            self.out.send((src,), self.last_install)  # it missed the INSTALL: again
 
     def _check_join(self, src: str, join: Join) -> None:
-        if join.pid != src or self.peers.links.get(src) != join.incarnation:
-            raise FrameError(f"JOIN for {join.pid}/{join.incarnation} on the link of {src}")
+        self.peers.check_join(src, join)
 
     def _check_leave(self, src: str, frame: Leave) -> None:
-        if frame.pid != src:
-            raise FrameError(f"{src} asked to remove {frame.pid}")
+        self.peers.check_leave(src, frame)
 
     # -- founding (`tom.core.founding`) ----------------------------------------------------------
 
     def _maybe_form(self) -> None:
-        """Found a group if nobody with a group answered and no smaller joining peer is here
-        (`Peers.founders`, `Founding.form`)."""
-        t = self.timing
-        if self.now - self.started_at < t.form_after:
-            return
-        members = self.peers.founders(self.me, self.incarnation, self.detector.last_heard,
-                                      self.now - t.suspect_after - t.verify_after)
-        if members is None:
-            return
-        step = self.founding.form(self.me, self.incarnation, members, self.traffic.clock.time, self.now,
-                                  self.quorum)
+        """Found a group now, if `Founding.form` says so."""
+        step = self.founding.form(self.me, self.incarnation, self.peers, self.detector.last_heard,
+                                  self.traffic.clock.time, self.now, self.started_at, self.timing, self.quorum)
         if isinstance(step, Install):
             self._install(step)
         elif isinstance(step, Propose):
             self.out.send(tuple(p for p, _ in step.members if p != self.me), step)
-        elif step is not None:
+        else:
             self.out.notice(step)
 
     def _on_founding_proposal(self, src: str, p: Propose) -> None:
@@ -735,45 +584,40 @@ class Core:
 
     def _coordinator(self) -> str | None:
         view = self.view
-        if view is None:
-            return None
-        return coordinator(view.members, self.detector.verified(self.now), self.peers.leaves)
+        return None if view is None else coordinator(view.members, self.detector.verified(self.now), self.peers.leaves)
 
     def _maybe_propose(self) -> None:
-        """As the coordinator: (re)send the proposal under way, and propose the next view change
-        there is reason for (`ViewChange.to_propose`)."""
+        """As the coordinator: send what `ViewChange.to_propose` says, then follow its new proposal here
+        (once sent: the view may change at once, and the removed must hear it first) or promise its PREPARE."""
         view = self.view
-        if self.static or view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
+        if self.static or view is None or self.mode not in MEMBER or self._coordinator() != self.me:
             return
-        if self._coordinator() != self.me:
-            return
-        again, new, prepare = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
+        sends, new, prepare = self.change.to_propose(view, self.me, self.now, self.timing.heartbeat,
                                                      self._found_dead(view), self.detector.suspected, self.peers,
                                                      self.quorum, self.file)
-        for p in (again, new):  # (again: a member may have ignored it while it followed another)
-            if p is not None:
-                self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
+        self.out.send_all(sends)
         if new is not None:
-            self._on_propose(self.me, new)  # once sent: the removed must hear it too, and the view may change now
-        if prepare is not None:  # phase 1 of a ballot other than (0, the smallest member)
-            others = tuple(sorted_pids(view.members - {self.me}))
-            if others:
-                self.out.send(others, prepare)
+            self._on_propose(self.me, new)
+        if prepare is not None:
             self._on_prepare(self.me, prepare)
+
+    def _installed_already(self, src: str, view: int, tell: bool) -> bool:
+        """Whether a PREPARE or a proposal of ``view``, the view installed here, comes from a member that
+        missed its INSTALL (it gets it again, if ``tell``)."""
+        if view != self._current.id or self.last_install is None or src == self.me:
+            return False
+        if tell:
+            self.out.send((src,), self.last_install)
+        return True
 
     def _on_prepare(self, src: str, f: Prepare) -> None:
         """PREPARE: promise its ballot if it is not below the one promised (`ViewChange.promise`)."""
-        view = self._current
-        if f.view == view.id and self.last_install is not None and src != self.me:
-            if self._member_link(src):
-                self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
+        if self._installed_already(src, f.view, self._member_link(src)):
             return
-        promise = self.change.promise(src, f, view, self.now)
+        promise = self.change.promise(src, f, self._current, self.now)
         if promise is None:
             return
-        # a view change runs from now on, which may remove this peer without its knowing: it numbers and
-        # delivers nothing more in this view (as in a flush) until the change ends
-        self.traffic.order.stop_numbering()
+        self.traffic.order.stop_numbering()  # (a view change runs: `ViewChange.promise`)
         if src == self.me:
             self._on_promise(self.me, promise)
         else:
@@ -783,81 +627,51 @@ class Core:
         """A PROMISE: once a primary component promised, propose (adopting what may have been decided:
         `ViewChange.choose`)."""
         view = self._current
-        if src != self.me and not self._member_link(src):
-            return
-        if not self.change.take_promise(src, f, view, self.me, self.now):
-            return
-        if self._coordinator() != self.me:  # (it asked to leave meanwhile, say: the next coordinator runs it)
-            self.change.preparing = None
+        if not ((src == self.me or self._member_link(src))
+                and self.change.take_promise(src, f, view, self.me, self.now, self._coordinator() == self.me)):
             return
         p = self.change.choose(view, self.me, self._found_dead(view), self.detector.suspected, self.peers,
-                               self.quorum, self.file)
-        if p is None:
-            return
-        self.change.proposed_at = self.now
-        self.out.send(tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {self.me})), p)
-        self._on_propose(self.me, p)
+                               self.quorum, self.file, self.now)
+        if p is not None:
+            self.out.send(audience(view, p, self.me), p)
+            self._on_propose(self.me, p)
 
     def _on_propose(self, src: str, p: Propose) -> None:
-        """A proposal: follow it if `ViewChange.accept` says so — stop numbering, relay the removed
-        members' messages, send the FLUSH marker, take the frames of members cut before and kept now."""
-        view = self._current
-        if p.view == view.id and self.last_install is not None and src != self.me:
-            self.out.send((src,), self.last_install)  # it missed our INSTALL: here it is
+        """A proposal: follow it if `ViewChange.accept` says so — stop numbering, send the flush's frames
+        (`Flushing.frames`), take the frames of members cut before and kept now."""
+        if self._installed_already(src, p.view, True):
             return
         clock = self.traffic.clock.time
-        step = self.change.accept(src, p, view, self.me, clock, self.quorum, self.now)
+        step = self.change.accept(src, p, self._current, self.me, clock, self.quorum, self.now)
         if isinstance(step, str):
             self._become_removed(step)
+        elif isinstance(step, Promise):
+            self.out.send((src,), step)  # (below our promise: say which, `ViewChange.refusal`)
         if not isinstance(step, tuple):
-            refusal = self.change.refusal(src, p, view) if step is None and src != self.me else None
-            if refusal is not None:
-                self.out.send((src,), refusal)  # (below our promise: say which, `ViewChange.refusal`)
             return
         flushing, taken_back = step
-        order = self.traffic.order
+        if p.adopts is None or self.mode == NORMAL:
+            self._set_mode(FLUSHING)
+        self.traffic.order.stop_numbering()
         if p.adopts is not None:  # no flush: vote at once (`ViewChange.start`)
-            if self.mode == NORMAL:
-                self._set_mode(FLUSHING)
-            order.stop_numbering()
             self._report(p)
             return
-        self._set_mode(FLUSHING)
-        order.stop_numbering()
-        others = tuple(sorted_pids(flushing.flush_set - {self.me}))
-        for frame in order.relays(flushing.removed):
-            self.out.send(others, frame)
-        # (the marker's clock: relays do not move it, so it bounds them as it bounds this peer's messages)
-        self.out.send(others, Flush(p.view, p.attempt, p.coordinator, clock))
-        peers = self.peers
-        for s, f in taken_back:
-            if s not in peers.links:
-                # received before its link went down (it never sends a received frame again): it waits for
-                # the link to be back as the same incarnation, as a frame held for a view does (`_replay`)
-                self._early.append((s, view.incarnations.get(s, NO_INCARNATION), peers.views.get(s),
-                                    peers.groups.get(s, ""), f))
-                continue
+        self.out.send_all(flushing.frames(self.traffic.order, self.me, clock))
+        for s, f in self.early.taken_back(taken_back, self.peers, self._current):  # (admitted again now)
             try:
-                handler = self._handlers.get(type(f))
-                if type(handler) is Ordered:
-                    handler(self, s, f)
+                self._handlers[type(f)](self, s, f)
             except FrameError:
                 pass
         self._deliver_ready()
 
     def _on_flush(self, src: str, f: Flush) -> None:
-        view = self.view
-        if self.change.marker(src, f.view, f.attempt, f.coordinator, f.clock,
-                              view.id if view is not None else None):
+        if self.change.marker(src, f, self.view):
             self._deliver_ready()
 
     def _on_flushed(self, src: str, f: Flushed) -> None:
         if self.change.report(src, f.view, f.attempt, f.clock, self.me):
-            i = self.change.install()
-            if self.me not in dict(i.members) and self.me not in i.left:
-                # an adopted view without this coordinator (`ViewChange.choose`): it is out of it, but
-                # decided it, so its members hear the decision from it first
-                self.out.send(tuple(sorted_pids((set(dict(i.members)) | set(i.left)) - {self.me})), i)
+            i, first = self.change.install(self.me)
+            self.out.send_all(first)
             self._install(i)
 
     def _on_install(self, src: str, i: Install) -> None:
@@ -867,57 +681,45 @@ class Core:
             self._install(i)
 
     def _install(self, i: Install) -> None:
-        if self.out.marks_due:
-            self.out.send_marks()  # what was received in the old view, before anything of the next
+        """Install ``i``: the old view's last step, if `ViewChange.concluded` makes it real, then the
+        view event; every part learns of the view; the decision is forwarded once (so that it
+        survives its coordinator) and the view announced before any of its frames."""
+        self.out.marks_if_due()  # what was received in the old view, before anything of the next
         old = self.view
         outcome = self.change.concluded(i, old, self.me)
         if isinstance(outcome, str):
             self._become_removed(outcome)
-            if self.mode == JOINING:
-                # rejoined: it cannot end the old view as the others did, so no copy of this INSTALL may
-                # admit it either (it would be a member of both views without the old one's last step);
-                # the group removes it (it never announces the new view) and admits it again after that
+            if self.mode == JOINING:  # (rejoined: no copy of this INSTALL admits it, `Founding.cut_off`)
                 self.founding.cut_off(i.group, i.view)
             return
         members = dict(i.members)
-        if outcome is not None:  # the flush's last step takes effect now: the old view's rest, then the view
-            self.traffic.order = outcome.order
-            if outcome.delivered:
-                self._emit(outcome.delivered)
+        if outcome is not None and self.traffic.conclude(outcome.order, outcome.delivered, self._current.id):
+            self._send_heartbeats()  # (progress, in an order without ACKs)
         self.traffic.install(i)
         if old is None:  # (admitted again after a partition: the group delivered ours up to our mark)
             self.held.admitted(self.traffic.last_delivered.get(self.me, -1))
         self._set_view(View(i.view, frozenset(members), members, i.coordinator, i.group))
         self._installed_at = self.now
-        if self.traffic.order.name != "lamport":  # (the sequencer order is not uniform: see `forget`)
-            self.divergence.forget(i.removed)
-        self._chain_digests()  # what was delivered in the old view belongs to its chain
-        self.divergence.new_view()
+        # (the claims of the removed are void where the order is not uniform: `forget`)
+        self.divergence.new_view(self.out.deliveries, i.view, i.removed if self.traffic.order.name != "lamport" else ())
         self.last_install = i
         self.change.end()
         self.detector.settle(members, old.incarnations if old is not None else {}, self.now)
         self.peers.installed(members)
         self.reach.new_view(members)
-        # forward the decision once, so that it survives the coordinator; then announce the view
-        told = tuple(sorted_pids((set(members) | set(i.left)) - {self.me, i.coordinator}))
-        if told:
-            self.out.send(told, i)
+        self.out.send_some(tuple(sorted_pids((set(members) | set(i.left)) - {self.me, i.coordinator})), i)
         if self.me not in members:  # its leave
             self._set_mode(LEFT)
             self.out.notice(notices.Left())
             return
         self._set_mode(NORMAL)
         self.founding.done()
-        if self.no_quorum is not None:  # a view was installed: its members are a primary component
-            self.no_quorum = None
-            self.out.notice(notices.QuorumBack())
-        self.traffic.order.start_numbering()
-        # the view announcement must precede this view's frames on every link, connected or not
-        announce = tuple(sorted_pids(set(self.peers.links) | set(self.out.others)))
-        if announce:
-            self.out.send(announce, Heartbeat(i.view, 0, 0, self._last_key, i.group))
-        early, self._early = self._early, []
-        self._replay(early)
+        said, self.no_quorum = quorum_news(self.no_quorum, None), None  # (its members are a primary component)
+        self.out.notice(said)
+        self.traffic.order.start_numbering()  # then the view's announcement, on every link, connected or not
+        self.out.send_some(tuple(sorted_pids(set(self.peers.links) | set(self.out.others))),
+                           Heartbeat(i.view, 0, 0, self.divergence.last_key(self.last_install, self.me), i.group))
+        self._replay(self.early.take())
         self._send_held()
         if self.leaving:
             self._request_leave()
@@ -925,41 +727,15 @@ class Core:
 
     # -- shared suspicions (`tom.core.reach`) ------------------------------------------------------
 
-    def _report_to(self, view: View) -> tuple[str, ...]:
-        """Where this member's SUSPECT and SEES go: the coordinator it sees, and the smallest staying
-        member (the coordinator if this member's own suspicions are wrong: it may be the one cut off)."""
-        to = {coordinator(view.members, (), self.peers.leaves), self._coordinator()} - {self.me, None}
-        return tuple(sorted_pids(p for p in to if p is not None))
-
     def _report_unreached(self) -> None:
-        """As a member that is not the coordinator (or is, in its own eyes, without a quorum: it may be
-        the one cut off): tell the coordinator which members it takes for dead and the coordinator did
-        not remove within a heartbeat period of that (a crash: the coordinator's own detector acts
-        first), once a heartbeat period while that lasts."""
+        """As a member: send the SUSPECTs `Reach.report` says to send now, and say the pairs it says."""
         view = self.view
-        if view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
-            return
-        t, now = self.timing, self.now
-        to = () if self._coordinator() == self.me and self.no_quorum is None else self._report_to(view)
-        flush = self.change.flush
-        gone = flush.removed if flush is not None else frozenset()
-        unheard = {p: since for p, since in self.detector.suspected.items()
-                   if now - since >= t.verify_after + t.heartbeat and p not in gone}
-        reports, said = self.reach.report(view, self.me, unheard, to, now, t.heartbeat)
-        for frame in reports:
-            self.out.send(to, frame)
-        for notice in said:
-            self.out.notice(notice)
-
-    def _report_sees(self, joiner: str, incarnation: int) -> None:
-        """A joiner's JOIN came on this member's own link: tell the coordinator (it admits a joiner only
-        once every member that stays has a link to it)."""
-        view = self.view
-        if view is None or self.mode not in (NORMAL, FLUSHING, FLUSHED):
-            return
-        to = self._report_to(view)
-        if to:
-            self.out.send(to, Sees(view.id, joiner, incarnation))
+        if view is not None and self.mode in MEMBER:
+            sends, said = self.reach.report(view, self.me, self.detector.verified(self.now), self.peers.leaves,
+                                            self.detector.suspected, self.change.removing, self.no_quorum is not None,
+                                            self.now, self.timing)
+            self.out.send_all(sends)
+            self.out.notices += said
 
     def _on_suspect(self, src: str, frame: Suspect) -> None:
         """A member cannot hear ``frame.pid``: kept by the coordinator (`Reach.removals` decides)."""
@@ -968,35 +744,21 @@ class Core:
 
     def _on_sees(self, src: str, frame: Sees) -> None:
         """A member has a link to joiner ``frame.pid``."""
-        if self._member_link(src):
-            self.reach.seen(src, frame, self.now)
+        if self._member_link(src) and self.reach.seen(src, frame, self.now):
             self._maybe_propose()
 
     def _on_not_reached(self, src: str, frame: Suspect) -> None:
-        """Joining: the coordinator of the group this peer asks to join says member ``frame.pid`` does
-        not reach it (named by its `NotAdmitted` notice)."""
+        """Joining: its group's coordinator says member ``frame.pid`` does not reach it (`NotAdmitted`)."""
         if frame.view == 0 and self.peers.views.get(src, 0) > 0:
             self.reach.not_reached_by(frame, self.now)
 
     def _found_dead(self, view: View) -> set[str]:
-        """As the coordinator: the members a view change removes now — those its own detector verified,
-        and those the members' shared suspicions cost (`Reach.removals`) — and, with that, the joiners it
-        holds back (`Reach.hold_back`) and tells so."""
-        t, now, reach = self.timing, self.now, self.reach
-        verified = self.detector.verified(now) & view.members
-        shared, said = reach.removals(view, self.me, now, FRESH_PERIODS * t.heartbeat, verified)
-        dead = verified | set(shared)
-        peers = self.peers
-        peers.held_back = set()
-        staying = view.members - dead - set(peers.leaves) - {self.me}
-        held, held_said = reach.hold_back(view, peers.joiners(view), staying, now,
-                                          FRESH_PERIODS * t.heartbeat + t.suspect_after, t.suspect_after)
-        peers.held_back = held
-        for notice in (*said, *held_said):
-            self.out.notice(notice)
-        for joiner, frame in reach.tell_joiners(view, now, t.heartbeat):
-            if joiner in peers.links:
-                self.out.send((joiner,), frame)
+        """As the coordinator: the members a view change removes now (`Reach.found_dead`), the joiners
+        it holds back meanwhile, and what it says of both."""
+        dead, self.peers.held_back, said, told = self.reach.found_dead(
+            view, self.me, self.detector.verified(self.now) & view.members, self.peers, self.now, self.timing)
+        self.out.notices += said
+        self.out.send_all(told)
         return dead
 
     def _ignore(self, src: str, frame: Frame) -> None:
@@ -1005,8 +767,7 @@ class Core:
     def _hold_or_drop(self, src: str, frame: Frame) -> None:
         """An ordered frame after this peer left: one of a view it never installed waits (as ever);
         the rest is stale."""
-        view = self.view
-        if view is None or self.peers.views.get(src, self._unannounced) > view.id:
+        if admission.admit(self.view, src, self.peers, self.change.cut, self.static) is Admission.WAIT:
             self._hold(src, frame)
 
     # -- inspection ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import cast
 
 from ..codec.frames import Frame, Message, trusted_ack, trusted_acks, trusted_marks, trusted_message
 from .notices import Notice
-from .records import Delivery, Ready, ViewDelivery
+from .records import Delivery, Ready, Sends, ViewDelivery
 from .sequencer import SeqRun
 
 PIGGYBACK_TEXT = 12_000
@@ -75,8 +75,17 @@ class Outbox:
     def send(self, dests: tuple[str, ...], frame: Frame) -> None:
         self.queued.append((dests, frame))
 
-    def notice(self, notice: Notice) -> None:
-        self.notices.append(notice)
+    def send_some(self, dests: tuple[str, ...], frame: Frame) -> None:
+        """Send ``frame`` to ``dests``, if there are any."""
+        if dests:
+            self.queued.append((dests, frame))
+
+    def send_all(self, sends: Sends) -> None:
+        self.queued += sends
+
+    def notice(self, notice: Notice | None) -> None:
+        if notice is not None:
+            self.notices.append(notice)
 
     def ack(self, clock: int, pid: str) -> None:
         """ACK ``(clock, pid)`` to the others: into the last run if that is the last frame queued."""
@@ -101,6 +110,11 @@ class Outbox:
             else:
                 queued.append((self.others, SeqRun(seq, clock, pid)))
         self.runs = True
+
+    def marks_if_due(self) -> None:
+        """Send this peer's marks if one grew since they were last sent (`send_marks`)."""
+        if self.marks_due:
+            self.send_marks()
 
     def send_marks(self) -> None:
         """Send this peer's marks to the others: on its last message if that is the last frame queued

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ..codec.frames import Heartbeat, Join, Leave, Removed
+from ..errors import FrameError
 from ..codec.pid import pid_key
 from .records import View
 
@@ -37,7 +39,9 @@ class Peers:
 
     def connected(self, pid: str, incarnation: int, joining: bool) -> bool:
         """A connection to ``pid`` as ``incarnation`` is up: whether that is a new incarnation. A peer
-        still ``joining`` forgets what the peer said before (it may have joined a group meanwhile)."""
+        still ``joining`` forgets what the peer said before (it may have joined a group meanwhile): not
+        heard on this connection yet, it neither founds a group with this peer nor is founded over
+        (`founders`); it says again what it is at once (a JOIN, a heartbeat)."""
         self.links[pid] = incarnation
         if self.incarnations.get(pid) != incarnation:
             self.incarnations[pid] = incarnation
@@ -78,18 +82,67 @@ class Peers:
         inc = view.incarnations[pid]
         return inc == NO_INCARNATION or self.links.get(pid, inc) == inc
 
+    def check_join(self, src: str, join: Join) -> None:
+        """FrameError unless ``join`` asks for ``src`` itself, as the incarnation connected."""
+        if join.pid != src or self.links.get(src) != join.incarnation:
+            raise FrameError(f"JOIN for {join.pid}/{join.incarnation} on the link of {src}")
+
+    @staticmethod
+    def check_leave(src: str, frame: Leave) -> None:
+        """FrameError unless ``frame`` asks to remove ``src`` itself."""
+        if frame.pid != src:
+            raise FrameError(f"{src} asked to remove {frame.pid}")
+
+    def counts_in(self, pid: str, beat: Heartbeat, view: View) -> bool:
+        """Whether ``beat`` is a heartbeat of ``view`` from a member of it that says what it delivered in
+        it (a view of that number in another group is not ours: edge seed 1037's false alarm)."""
+        return (beat.count is not None and beat.view == view.id and beat.group in ("", view.group)
+                and self.member_link(view, pid))
+
+    def removed_meanwhile(self, pid: str, announced: int, view: View | None) -> bool:
+        """Whether ``pid``, in a group (it ``announced`` a view), is no member of ``view``: cut off by a
+        partition and removed meanwhile, it cannot know (it hears nothing else from us) — it is to be
+        told, so that it joins again."""
+        return announced > 0 and view is not None and not self.member_link(view, pid)
+
+    def join(self, pid: str, incarnation: int, view: View | None, now: float) -> bool:
+        """``pid`` asks ``now`` to join as ``incarnation``: the request is kept, and a peer that is not a
+        member of ``view`` is in no group now (cut off, and told so). Whether it is a member of ``view``
+        as that incarnation already (it missed the INSTALL)."""
+        self.joins[pid] = (incarnation, now)
+        if view is None:
+            return False
+        if not self.member_link(view, pid) and self.views.get(pid, 0):
+            self.views[pid] = 0
+            self.groups.pop(pid, None)
+        return pid in view.members and view.incarnations[pid] == incarnation
+
+    def removed_by(self, src: str, frame: Removed, view: View | None, no_quorum: bool) -> str | None:
+        """Why ``src``, saying that this peer is not in its view, puts this member of ``view`` out of the
+        group, or None. Of our group: a newer view went on without it (if ``src`` is a member of ours).
+        Of another group (a view is ``(group, view)``): only while it has no quorum (``no_quorum``) —
+        its group is dead or cut off for good, and it delivers nothing meanwhile; with one, nothing."""
+        if view is None:
+            return None
+        if frame.group and frame.group != view.group:
+            return f"{src} is in group {frame.group} and this peer has no quorum" if no_quorum else None
+        if not self.member_link(view, src) or frame.view <= view.id:
+            return None
+        return f"{src} is in view {frame.view} without this peer"
+
     def expire_joins(self, now: float, after: float) -> None:
         for pid, (_, when) in list(self.joins.items()):
             if now - when > after:
                 del self.joins[pid]
 
-    def joiners(self, view: View) -> dict[str, int]:
+    def joiners(self, view: View, held_back: bool = False) -> dict[str, int]:
         """The peers asking to join ``view``'s group now (pid -> incarnation): connected as the
-        incarnation that asked, not in the view as it, in no group of their own, and not held back."""
-        links = self.links
+        incarnation that asked, not in the view as it, in no group of their own, and not held back
+        (unless ``held_back``: those too)."""
+        links, held = self.links, () if held_back else self.held_back
         return {p: inc for p, (inc, _) in self.joins.items()
                 if p in links and links[p] == inc and view.incarnations.get(p) != inc
-                and self.views.get(p, 0) == 0 and p not in self.held_back}
+                and self.views.get(p, 0) == 0 and p not in held}
 
     def founders(self, me: str, incarnation: int, last_heard: Mapping[str, float],
                  heard_since: float) -> dict[str, int] | None:

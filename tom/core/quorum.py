@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 
 from ..codec.pid import pid_key
+from .notices import NoQuorum, QuorumBack
 from .records import View
 
 
@@ -40,6 +41,21 @@ def lost_quorum(view: View, verified: set[str], announced: Mapping[str, int],
             not expected or reachable == view.members or has_quorum(expected, reachable)):
         return None
     return (len(reachable), len(view.members))
+
+
+def quorum_news(was: tuple[int, int] | None, lost: tuple[int, int] | None) -> NoQuorum | QuorumBack | None:
+    """What to say when the quorum state goes from ``was`` to ``lost`` (each `lost_quorum`'s answer, None
+    with a quorum): that it is lost, that it is back, or nothing (no change, or only in the numbers)."""
+    if lost is None:
+        return None if was is None else QuorumBack()
+    return NoQuorum(*lost) if was is None else None
+
+
+def kept_file(expected: Collection[str], quorum: bool, last_man_standing: bool) -> frozenset[str]:
+    """The file a view change keeps a primary component of, as founding does: the ``expected`` peers
+    with a ``quorum``; none with ``last_man_standing``, where a group may shrink below it (Corosync's
+    votequorum option)."""
+    return frozenset() if last_man_standing or not quorum else frozenset(expected)
 
 
 def coordinator(members: Iterable[str], verified: Collection[str], leaving: Collection[str]) -> str | None:

@@ -35,10 +35,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from ..codec.frames import Sees, Suspect
+from ..codec.frames import Join, Sees, Suspect
 from ..codec.pid import pid_key, sorted_pids
-from .notices import Unreachable
-from .records import View
+from .notices import NotAdmitted, Unreachable
+from .peers import Peers
+from .quorum import coordinator
+from .records import Sends, Timing, View
 
 FRESH_PERIODS = 3
 """A report counts while renewed within this many heartbeat periods (its reporter sends one a period)."""
@@ -96,13 +98,28 @@ def unadmitted(joiner: str, incarnation: int, staying: Iterable[str], sees: Mapp
     return missing
 
 
+def report_to(view: View, me: str, leaves: Collection[str], verified: Collection[str]) -> tuple[str, ...]:
+    """Where a member's SUSPECT and SEES go: the coordinator it sees (``verified``: the members it takes
+    for dead; ``leaves``: those asking to leave), and the smallest staying member (the coordinator if
+    this member's own suspicions are wrong: it may be the one cut off)."""
+    to = {coordinator(view.members, (), leaves), coordinator(view.members, verified, leaves)} - {me, None}
+    return tuple(sorted_pids(p for p in to if p is not None))
+
+
+def sees(view: View, me: str, join: Join, leaves: Collection[str], verified: Collection[str]) -> Sends:
+    """A joiner's ``join`` came on this member's own link: the SEES that tells the coordinator
+    (`report_to`), which admits a joiner only once every member that stays has a link to it."""
+    to = report_to(view, me, leaves, verified)
+    return [(to, Sees(view.id, join.pid, join.incarnation))] if to else []
+
+
 class Reach:
     """What this peer knows of who cannot reach whom: as a reporter, when it last reported; as the
     coordinator, the reports and SEES it holds, the joiners it holds back; as a joiner, the members
     its group's coordinator says do not reach it; and the pairs noticed."""
 
     __slots__ = ("reports", "sees", "held_since", "told_joiner", "reported_at", "mine", "decided", "holding",
-                 "unreached_by")
+                 "unreached_by", "not_admitted_at")
 
     def __init__(self) -> None:
         self.reports: dict[str, dict[str, tuple[int, float]]] = {}  # suspect -> reporter -> (incarnation, when)
@@ -114,6 +131,7 @@ class Reach:
         self.decided: dict[Pair, str] = {}  # as the coordinator: the pairs acted on, and how
         self.holding: dict[Pair, str] = {}  # as the coordinator: members that do not reach a joiner
         self.unreached_by: dict[str, float] = {}  # as a joiner: members said not to reach it -> when
+        self.not_admitted_at = float("-inf")  # as a joiner: when it last said it was not admitted
 
     @property
     def pairs(self) -> tuple[Pair, ...]:
@@ -123,12 +141,20 @@ class Reach:
 
     # -- a reporter --------------------------------------------------------------------------------
 
-    def report(self, view: View, me: str, unheard: Mapping[str, float], to: Collection[str], now: float,
-               period: float) -> tuple[list[Suspect], list[Unreachable]]:
-        """The SUSPECTs this member sends now (to ``to``, the coordinator), one per member of ``view`` it
-        takes for dead (``unheard``: pid -> suspected since), at most once a ``period``; and the notices
-        of the pairs new since the last report."""
-        targets = {p: since for p, since in unheard.items() if p in view.members and p != me}
+    def report(self, view: View, me: str, verified: Collection[str], leaves: Collection[str],
+               suspected: Mapping[str, float], gone: Collection[str], no_quorum: bool, now: float,
+               t: Timing) -> tuple[Sends, list[Unreachable]]:
+        """The SUSPECTs this member of ``view`` sends now, to the coordinator (`report_to`: ``verified``,
+        the members it takes for dead, ``leaves``, those asking to leave; none while it takes itself for
+        the coordinator, but for when it has no quorum: it may be the one cut off), one per member it
+        took for dead (``suspected``: pid -> since) a heartbeat period ago and that is still in the view
+        (``gone``: the members the flush under way removes are not), at most once a heartbeat period;
+        and the notices of the pairs new since the last report."""
+        acting = coordinator(view.members, verified, leaves) == me and not no_quorum
+        to = () if acting else report_to(view, me, leaves, verified)
+        period = t.heartbeat
+        targets = {p: since for p, since in suspected.items() if now - since >= t.verify_after + period
+                   and p not in gone and p in view.members and p != me}
         if not to:
             targets = {}
         pairs = {(me, p): f"telling {', '.join(sorted_pids(to))}" for p in targets}
@@ -137,7 +163,7 @@ class Reach:
         if not targets or now - self.reported_at < period:
             return [], notices
         self.reported_at = now
-        return [Suspect(view.id, p, view.incarnations[p], max(0, int(now - since)))
+        return [(to, Suspect(view.id, p, view.incarnations[p], max(0, int(now - since))))
                 for p, since in sorted(targets.items(), key=lambda kv: pid_key(kv[0]))], notices
 
     # -- the coordinator -------------------------------------------------------------------------
@@ -150,9 +176,10 @@ class Reach:
         self.reports.setdefault(frame.pid, {})[src] = (frame.incarnation, now)
         return True
 
-    def seen(self, src: str, frame: Sees, now: float) -> None:
-        """A member's SEES: it has a link to the joiner."""
+    def seen(self, src: str, frame: Sees, now: float) -> bool:
+        """A member's SEES: it has a link to the joiner (kept: always)."""
         self.sees.setdefault(frame.pid, {})[src] = (frame.incarnation, now)
+        return True
 
     def removals(self, view: View, me: str, now: float, fresh: float,
                  dead: Collection[str] = ()) -> tuple[dict[str, Pair], list[Unreachable]]:
@@ -204,6 +231,22 @@ class Reach:
         self.holding = pairs
         return held, notices
 
+    def found_dead(self, view: View, me: str, verified: set[str], peers: Peers, now: float,
+                   t: Timing) -> tuple[set[str], set[str], list[Unreachable], Sends]:
+        """As the coordinator of ``view``: the members a view change removes now — those its own
+        detector ``verified``, and those the fresh reports cost (`removals`) —, the joiners (`Peers.joiners`,
+        held back or not) it holds back (`hold_back`: some member that stays, neither removed nor
+        leaving, has no link to them), the notices of pairs new, and the SUSPECTs telling the joiners
+        held back, on a link, why (`tell_joiners`)."""
+        fresh = FRESH_PERIODS * t.heartbeat
+        shared, said = self.removals(view, me, now, fresh, verified)
+        dead = verified | set(shared)
+        staying = view.members - dead - set(peers.leaves) - {me}
+        held, held_said = self.hold_back(view, peers.joiners(view, True), staying, now, fresh + t.suspect_after,
+                                         t.suspect_after)
+        told: Sends = [((j,), frame) for j, frame in self.tell_joiners(view, now, t.heartbeat) if j in peers.links]
+        return dead, held, said + held_said, told
+
     def tell_joiners(self, view: View, now: float, period: float) -> list[tuple[str, Suspect]]:
         """The SUSPECTs (view 0) that tell each joiner held back which members do not reach it, once a
         ``period``."""
@@ -219,9 +262,13 @@ class Reach:
         """Its group's coordinator says member ``frame.pid`` does not reach this joining peer."""
         self.unreached_by[frame.pid] = now
 
-    def unreached(self, now: float, fresh: float) -> tuple[str, ...]:
-        """The members said lately (within ``fresh``) not to reach this joining peer."""
-        return tuple(sorted_pids(p for p, when in self.unreached_by.items() if now - when <= fresh))
+    def not_admitted(self, now: float, since: float, after: float) -> NotAdmitted | None:
+        """Joining ``since``: the notice that this peer is not admitted yet, once it waited ``after``,
+        and again each such period, with the members said within it not to reach it."""
+        if now - max(since, self.not_admitted_at) < after:
+            return None
+        self.not_admitted_at = now
+        return NotAdmitted(tuple(sorted_pids(p for p, when in self.unreached_by.items() if now - when <= after)))
 
     # -- views -------------------------------------------------------------------------------------
 

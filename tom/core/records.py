@@ -10,6 +10,10 @@ from .modes import Mode
 from .notices import Notice
 
 
+Sends = list[tuple[tuple[str, ...], Frame]]
+"""Frames a part decides to send, each with its destinations, in the order they are to go."""
+
+
 @dataclass(frozen=True, slots=True)
 class View:
     """A numbered membership: the members (pid -> incarnation) whose ACKs a message in it needs."""
@@ -53,7 +57,7 @@ class ViewDelivery:
 @dataclass(frozen=True, slots=True)
 class Divergence:
     """Peer ``peer`` reports another digest than ours after ``position`` messages of view ``view``:
-    the two have not delivered the same sequence (see `Core._check_digest`)."""
+    the two have not delivered the same sequence (see `DivergenceCheck.compare`)."""
 
     peer: str
     view: int

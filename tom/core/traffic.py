@@ -12,6 +12,7 @@ the last message of ``p`` delivered here (in any view).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from ..codec.frames import Install, Message, Relay, Seq
@@ -46,10 +47,18 @@ class Traffic:
         # wire v2: a message received from its origin is acknowledged by a mark (`Outbox.hold`)
         self.cumulative = wire == 2 and self.order.acknowledged
 
-    def restart(self) -> None:
-        """This peer rejoins: an empty order of the same kind (what it delivered stays delivered)."""
+    def restart(self) -> list[Entry]:
+        """This peer rejoins: an empty order of the same kind (what it delivered stays delivered). Its
+        own messages the old order held (pending here), in its order."""
+        own = [e for e in self.order if e.pid == self.me]
         self.order = ORDER_CLASSES[self.order.name](self.me, self.stats)
         self.since_beat = 0
+        return own
+
+    def drop_caches(self) -> None:
+        """Forget what the order recomputes on use (the Lamport order's blocker, `LamportOrder.settles`)."""
+        if getattr(self.order, "_blocker", None) is not None:
+            setattr(self.order, "_blocker", None)
 
     def own(self, text: str, sent_at: float | None) -> Message:
         """Multicast ``text``: held here, sent to the others (with the sequencer's numbers, if any)."""
@@ -91,9 +100,10 @@ class Traffic:
             self.out.numbers(order.take_numbered())
         return order.may_release(entry)
 
-    def marks(self, src: str, marks: tuple[int, ...]) -> tuple[bool, int]:
-        """``src``'s cumulative ACKs (wire v2, `tom.core.marks`): whether the head may now leave, and
-        the largest mark that grew (-1: none)."""
+    def marks(self, src: str, marks: tuple[int, ...], settling: bool) -> bool:
+        """``src``'s cumulative ACKs (wire v2, `tom.core.marks`): whether something may now be
+        deliverable — the head may leave, or, ``settling`` (a flush's last phase, `ViewChange.settling`),
+        a mark grew: any ACK may be the one it waits for."""
         order = self.order
         if not order.acknowledged:
             raise FrameError(f"{src} sent ACK marks in a {order.name} group")
@@ -104,17 +114,27 @@ class Traffic:
             if any(m > h for i, (m, h) in enumerate(zip(marks, holding)) if i != me):
                 # it overtook a message on its way here (it reserves nothing: it counts on arrival)
                 self.stats["premature_acks"] += 1
-        return touched_head, top
+        return touched_head or (top >= 0 and settling)
 
-    def acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> bool:
-        """``src`` holds ``(c, pid)`` for each ``c`` (one ACK, or an ACKS): whether the head may now leave."""
+    def acks(self, src: str, pid: str, clocks: tuple[int, ...], members: Collection[str], settling: bool) -> bool:
+        """``src`` holds ``(c, pid)`` for each ``c`` (one ACK, or an ACKS): whether something may now be
+        deliverable — the head may leave, or any ACK, ``settling`` (see `marks`). FrameError if ``pid`` is
+        not one of the view's ``members``."""
+        if pid not in members:
+            raise FrameError(f"{src} acknowledged a message of {pid}, which is not a member")
         touched_head, top = self.order.acks(src, pid, clocks)
         if top >= 0:
             self.clock.observe(top)
-        return touched_head
+        return touched_head or settling
 
     def sequence(self, src: str, frame: Seq) -> bool:
         return self.order.sequence(src, frame)
+
+    def conclude(self, order: Order, delivered: list[Entry], view: int) -> bool:
+        """A flush's last step takes effect (`tom.core.viewchange.Outcome`): the ``order`` after it, and
+        what it ``delivered``, recorded in ``view``. Whether a progress heartbeat is due (`record`)."""
+        self.order = order
+        return bool(delivered) and self.record(delivered, view)
 
     def install(self, i: Install) -> None:
         """The view event of ``i`` is delivered: what the group delivered of each origin (``i.delivered``,

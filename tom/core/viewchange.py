@@ -41,13 +41,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..codec.frames import Frame, Install, Prepare, Promise, Propose
+from ..codec.frames import Flush, Frame, Install, Prepare, Promise, Propose
 from ..codec.pid import pid_key, sorted_pids
 from ..errors import FrameError
 from .peers import Peers
 from .queue import Entry
 from .quorum import has_quorum, may_change_without
-from .records import View
+from .records import Sends, View
 
 if TYPE_CHECKING:
     from .order import Order
@@ -102,6 +102,14 @@ class Flushing:
         adopts = self.proposal.adopts
         return (adopts.attempt, adopts.coordinator) if adopts is not None else self.ballot
 
+    def frames(self, order: Order, me: str, clock: int) -> Sends:
+        """What member ``me``, following this attempt, sends the rest of its flush set: the messages of
+        the removed members it holds (RELAY), then its FLUSH marker, stamped with its ``clock`` (relays
+        do not move it, so it bounds them as it bounds this member's messages)."""
+        others, p = tuple(sorted_pids(self.flush_set - {me})), self.proposal
+        sends: Sends = [(others, frame) for frame in order.relays(self.removed)]
+        return sends + [(others, Flush(p.view, p.attempt, p.coordinator, clock))]
+
 
 class ViewChange:
     """The flush this member follows, the outcomes it reported, and the frames of removed members."""
@@ -144,6 +152,17 @@ class ViewChange:
         return k > kp if strictly else k >= kp
 
     @property
+    def markers_in(self) -> bool:
+        """A flush runs whose last step is not worked out yet, and every survivor's marker came (`settle`)."""
+        flush = self.flush
+        return flush is not None and not flush.done and flush.markers.keys() >= flush.flush_set
+
+    @property
+    def removing(self) -> frozenset[str]:
+        """The members the flush followed removes (none without one)."""
+        return self.flush.removed if self.flush is not None else frozenset()
+
+    @property
     def settling(self) -> bool:
         """A flush runs whose last step is not worked out yet: any ACK may be the one it waits for."""
         return self.flush is not None and not self.flush.done
@@ -160,13 +179,14 @@ class ViewChange:
 
     def to_propose(self, view: View, me: str, now: float, period: float, verified: set[str],
                    suspected: Collection[str], peers: Peers, quorum: bool,
-                   expected: Collection[str] = ()) -> tuple[Propose | None, Propose | None, Prepare | None]:
-        """As the coordinator of ``view``: its proposal under way, if due to be sent again (a
-        ``period`` after the last); the next proposal (`next_proposal`: the ``peers`` asking to join
-        or leave, the ``verified`` members found dead; ``expected``: the file whose primary component
-        a removal keeps, `may_change_without`) if it is ballot ``(0, me)``, the smallest member's,
-        which needs no phase 1; else the PREPARE of a new ballot for it (phase 1), or the one under
-        way again. Each to send now, or None."""
+                   expected: Collection[str] = ()) -> tuple[Sends, Propose | None, Prepare | None]:
+        """As the coordinator of ``view``: what to send now (`to_send`) — its proposal under way, if due
+        to be sent again (a ``period`` after the last); the next proposal (`next_proposal`: the
+        ``peers`` asking to join or leave, the ``verified`` members found dead; ``expected``: the file
+        whose primary component a removal keeps, `may_change_without`) if it is ballot ``(0, me)``,
+        the smallest member's, which needs no phase 1; else the PREPARE of a new ballot for it (phase
+        1), or the one under way again —, with the new proposal (this coordinator follows it) and the
+        PREPARE (this coordinator promises it), or None."""
         flush = self.flush
         again = None
         if (flush is not None and flush.proposal.coordinator == me and now - self.proposed_at >= period
@@ -193,14 +213,14 @@ class ViewChange:
             if not quorum:  # no consensus without a quorum (its stated trade): no phase 1 either
                 new = Propose(new.view, round_, me, new.members, new.removed, new.group)
                 self.proposed_at = now
-                return again, new, None
+                return to_send(view, me, again, new, None), new, None
             self.preparing = (round_, me)
             self.promises = {}
             prepare = Prepare(view.id + 1, round_, me, view.group)
             new = None
         if again is not None or new is not None or prepare is not None:
             self.proposed_at = now
-        return again, new, prepare
+        return to_send(view, me, again, new, prepare), new, prepare
 
     def wanted(self, view: View, me: str, verified: set[str], suspected: Collection[str], peers: Peers,
                quorum: bool, expected: Collection[str] = ()) -> Propose | None:
@@ -217,7 +237,9 @@ class ViewChange:
         FLUSHED for in this view change, with its voters and the INSTALL it decides — if its ballot
         is not below the one promised (again, if it is that one); else a PROMISE naming the ballot
         promised, and nothing accepted (its sender gives its ballot up and tries a higher one); None
-        if ``f`` is not for this view change."""
+        if ``f`` is not for this view change. Either way this member has promised a ballot: it numbers
+        and delivers nothing more in its view, as in a flush, until the change ends (which may remove
+        it without its knowing)."""
         if f.view != view.id + 1 or f.coordinator != src or f.group != view.group:
             return None
         self.highest = max(self.highest, f.attempt)
@@ -233,9 +255,11 @@ class ViewChange:
                          for (a, c), (voters, install) in sorted(self.accepted.items(), key=lambda kv: ballot_key(kv[0])))
         return Promise(f.view, f.attempt, f.coordinator, accepted)
 
-    def take_promise(self, src: str, f: Promise, view: View, me: str, now: float) -> bool:
+    def take_promise(self, src: str, f: Promise, view: View, me: str, now: float, coordinating: bool) -> bool:
         """A PROMISE reaches this coordinator: whether the promises of the ballot it prepares now come
-        from a primary component of ``view`` (choose then: `choose`). One naming another coordinator's
+        from a primary component of ``view`` (choose then: `choose`) — and it is still ``coordinating``:
+        else (it asked to leave meanwhile, say) it gives the ballot up, the next coordinator runs the
+        view change. One naming another coordinator's
         ballot, above any this member promised, answers a proposal of this member's that ``src``
         ignored (`refusal`): this member promises that ballot too, so that it gives its proposal up
         and, a period later, runs phase 1 above it (`to_propose`)."""
@@ -255,15 +279,20 @@ class ViewChange:
         if (f.attempt, f.coordinator) != self.preparing or f.coordinator != me:
             return False
         self.promises[src] = f
-        return self._above(self.preparing, False) and has_quorum(view.members, self.promises)
+        if not (self._above(self.preparing, False) and has_quorum(view.members, self.promises)):
+            return False
+        if not coordinating:
+            self.preparing = None
+        return coordinating
 
     def choose(self, view: View, me: str, verified: set[str], suspected: Collection[str], peers: Peers,
-               quorum: bool, expected: Collection[str] = ()) -> Propose | None:
-        """Phase 1 done (`take_promise`): the proposal of this ballot. It adopts the highest ballot
-        reported that may have been decided — every promiser among its voters reported it (a voter
-        that promised without reporting it never will: it reports FLUSHED for no lower ballot than it
-        promised); its voters now are the promisers, a primary component, and the decision is its
-        INSTALL. Else a proposal of its own (`wanted`), or None if there is no reason for one now.
+               quorum: bool, expected: Collection[str], now: float) -> Propose | None:
+        """Phase 1 done (`take_promise`): the proposal of this ballot, to send ``now``. It adopts the
+        highest ballot reported that may have been decided — every promiser among its voters reported
+        it (a voter that promised without reporting it never will: it reports FLUSHED for no lower
+        ballot than it promised); its voters now are the promisers, a primary component, and the
+        decision is its INSTALL. Else a proposal of its own (`wanted`), or None if there is no reason
+        for one now.
 
         Safety (Paxos): if ballot ``a`` was decided, all its voters reported it, and every promiser
         among them did before promising (a FLUSHED is sent only for the ballot promised); the
@@ -284,13 +313,17 @@ class ViewChange:
             voters_of, install_of, reporters = reports[ballot]
             if promisers & voters_of <= reporters:
                 removed = sorted_pids(view.members - promisers)
+                self.proposed_at = now
                 return Propose(view.id + 1, b[0], me, install_of.members,
                                tuple((m, view.incarnations[m]) for m in removed), view.group, install_of)
         # (if the reason for it is gone - a partition healed meanwhile - the promises still stopped
         # every flush of a lower ballot: a view change must end this one, `again`)
         new = (self.wanted(view, me, verified, suspected, peers, quorum, expected)
                or self.again(view, me, verified, suspected, quorum, expected))
-        return None if new is None else Propose(new.view, b[0], me, new.members, new.removed, new.group)
+        if new is None:
+            return None
+        self.proposed_at = now
+        return Propose(new.view, b[0], me, new.members, new.removed, new.group)
 
     def again(self, view: View, me: str, verified: set[str], suspected: Collection[str], quorum: bool,
               expected: Collection[str] = ()) -> Propose | None:
@@ -346,13 +379,19 @@ class ViewChange:
         return self.flush, kept
 
     def accept(self, src: str, p: Propose, view: View, me: str, clock: int, quorum: bool,
-               now: float) -> tuple[Flushing, list[tuple[str, Frame]]] | str | None:
+               now: float) -> tuple[Flushing, list[tuple[str, Frame]]] | str | Promise | None:
         """What proposal ``p`` from ``src`` does to this member of ``view``: the flush it now follows,
         with the frames of members an earlier attempt cut and this one keeps (to be taken now, in
         order); or why this member is out of the group (without a quorum, a proposal that removes it
-        does); or None: ignored — not the next view of this group from its coordinator, below the
-        ballot promised (`follows`), removing this member with a quorum (only a proposal: if it
-        completes, a member of the new view will say so), or this member not in its flush set."""
+        does); or, ignored, the PROMISE to send back if it is below the ballot promised (`refusal`),
+        else None — not the next view of this group from its coordinator, below the ballot promised
+        (`follows`), removing this member with a quorum (only a proposal: if it completes, a member
+        of the new view will say so), or this member not in its flush set."""
+        step = self._accept(src, p, view, me, clock, quorum, now)
+        return self.refusal(src, p, view) if step is None and src != me else step
+
+    def _accept(self, src: str, p: Propose, view: View, me: str, clock: int, quorum: bool,
+                now: float) -> tuple[Flushing, list[tuple[str, Frame]]] | str | None:
         if p.view != view.id + 1 or p.coordinator != src or p.group != view.group:
             return None
         if not self.follows(p, view):
@@ -373,9 +412,11 @@ class ViewChange:
         self.cut_frames = [(s, f) for s, f in frames if s not in kept]
         return [(s, f) for s, f in frames if s in kept]
 
-    def marker(self, src: str, view: int, attempt: int, coordinator: str, clock: int,
-               current_view: int | None) -> bool:
-        """A FLUSH marker from ``src``: whether it counts for the attempt followed."""
+    def marker(self, src: str, f: Flush, current: View | None) -> bool:
+        """A FLUSH marker from ``src``, in ``current`` (None: outside any view): whether it counts for the
+        attempt followed (one of the next view's attempts not followed yet waits, `early_marker`)."""
+        view, attempt, coordinator, clock = f.view, f.attempt, f.coordinator, f.clock
+        current_view = current.id if current is not None else None
         flush = self.flush
         p = flush.proposal if flush is not None else None
         if flush is None or p is None or (view, attempt, coordinator) != (p.view, p.attempt, p.coordinator):
@@ -448,12 +489,30 @@ class ViewChange:
             return f"{i.coordinator} installed view {i.view} from an attempt this peer did not flush"
         return outcome
 
-    def install(self) -> Install:
+    def install(self, me: str) -> tuple[Install, Sends]:
         """The INSTALL of the attempt this coordinator runs, every report in: the one its ballot was
-        accepted with (`value`, or the adopted one), the same every voter holds."""
+        accepted with (`value`, or the adopted one), the same every voter holds; and where it goes
+        first: an adopted view without this coordinator (`choose`) is sent by it to its members, who
+        hear the decision from it, before it is out."""
         flush = self.flush
         assert flush is not None
-        return self.accepted[flush.ballot][1]
+        i = self.accepted[flush.ballot][1]
+        members = set(dict(i.members)) | set(i.left)
+        return i, [] if me in members else [(tuple(sorted_pids(members - {me})), i)]
+
+
+def audience(view: View, p: Propose, me: str) -> tuple[str, ...]:
+    """Where proposal ``p`` goes: every other member of ``view`` and of ``p`` (the removed hear it too)."""
+    return tuple(sorted_pids((set(view.members) | {m for m, _ in p.members}) - {me}))
+
+
+def to_send(view: View, me: str, again: Propose | None, new: Propose | None, prepare: Prepare | None) -> Sends:
+    """The coordinator's proposals (`audience`) and its PREPARE (to the view's other members), in that order."""
+    sends: Sends = [(audience(view, p, me), p) for p in (again, new) if p is not None]
+    others = tuple(sorted_pids(view.members - {me}))
+    if prepare is not None and others:
+        sends.append((others, prepare))
+    return sends
 
 
 def value(flush: Flushing, view: View, out: list[Entry], delivered_marks: Mapping[str, int]) -> Install:
