@@ -416,3 +416,30 @@ def test_tom_check_from_a_transcript_on_the_command_line(tmp_path):
         bad = subprocess.run([sys.executable, "-m", "tom", "check", "--from", spec], capture_output=True,
                              text=True, timeout=60)
         assert bad.returncode == 2 and says in bad.stdout and len(bad.stdout.strip().splitlines()) == 1, bad.stdout
+
+
+def test_a_late_heal_comes_only_once_nothing_but_time_is_left():
+    """``--heal-late``: the heal is enabled only where every other enabled step is a tick, and the
+    search still reaches it (the partition's schedules, then what follows the heal)."""
+    config = Config("lamport", 2, 1, cut_one_way=((2, 1),), heal_late=True)
+    healed = 0
+    for world, _ in _walk(config, 3000):
+        steps = world.steps()
+        if any(s.kind == "heal" for s in steps):
+            healed += 1
+            assert all(s.kind in ("tick", "heal") for s in steps), steps
+    assert healed > 0
+    late = search(config, "dfs")
+    anywhere = search(Config("lamport", 2, 1, cut_one_way=((2, 1),)), "dfs")
+    assert late.exhaustive and late.found is None and late.states < anywhere.states
+
+
+def test_a_configuration_line_reads_back_as_written():
+    from tom.check.trace import config_line, parse_config
+
+    # ("group": views and failure detection, which any fault implies; "found" was once read as a peer)
+    for c in (Config("lamport", 3, 0, leave=(3,), cut=(frozenset({1}), frozenset({2, 3})), heal_late=True,
+                     dynamic=True),
+              Config("causal", 2, 0, found=True, ticks=5, dynamic=True),
+              Config("sequencer", 3, 1, false_suspicion=True, crash=(2,), dynamic=True)):
+        assert parse_config(config_line(c)) == c, config_line(c)

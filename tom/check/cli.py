@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cut", type=_cut, metavar="A,B/C", help="a partition between the sides, once, healed later")
     p.add_argument("--cut-one-way", type=_one_way, action="append", default=[], metavar="A>B",
                    help="A's frames no longer reach B, once, healed later")
+    p.add_argument("--heal-late", action="store_true",
+                   help="the cut heals only once nothing but time passing is left (every schedule of the "
+                        "partition, then of what follows the heal; not heals in between)")
     p.add_argument("--false-suspicion", action="store_true",
                    help="a member may also be suspected while it is alive and reachable")
     p.add_argument("--found", action="store_true",
@@ -105,7 +108,7 @@ def config_of(args: argparse.Namespace) -> Config:
         raise ValueError("--cut: a peer is on two sides")
     return Config(order=args.order, peers=n, messages=args.messages, crash=tuple(args.crash), join=args.join,
                   leave=tuple(args.leave), cut=args.cut, cut_one_way=tuple(args.cut_one_way),
-                  false_suspicion=args.false_suspicion, dynamic=args.dynamic,
+                  false_suspicion=args.false_suspicion, dynamic=args.dynamic, heal_late=args.heal_late,
                   senders=tuple(args.senders) if args.senders else None,
                   ticks=args.ticks if args.ticks is not None else 5 if args.found else 2, found=args.found)
 

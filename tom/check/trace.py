@@ -52,14 +52,20 @@ def config_line(c: Config) -> str:
         words.append(f"ticks={c.ticks}")
     if c.found:
         words.append("found")
+    if c.heal_late:
+        words.append("heal-late")
     return " ".join(words)
+
+
+FLAGS = ("false-suspicion", "found", "heal-late")
+"""The words of a configuration line that name no peer and have no value."""
 
 
 def parse_config(line: str) -> Config:
     words = line.split()
     if not words or words[0] not in ("static", "group"):
         raise ValueError(f"a transcript starts with 'static ...' or 'group ...', not {line!r}")
-    peers = [w for w in words[1:] if "=" not in w and w != "false-suspicion"]
+    peers = [w for w in words[1:] if "=" not in w and w not in FLAGS]
     opts = dict(w.split("=", 1) for w in words[1:] if "=" in w)
     cut = None
     if "cut" in opts:
@@ -71,7 +77,7 @@ def parse_config(line: str) -> Config:
                   leave=tuple(LETTERS.index(x) + 1 for x in opts.get("leave", "").split(",") if x),
                   join=int(opts.get("join", "0")), cut=cut, cut_one_way=one_way,
                   false_suspicion="false-suspicion" in words, dynamic=words[0] == "group",
-                  ticks=int(opts.get("ticks", "2")), found="found" in words,
+                  ticks=int(opts.get("ticks", "2")), found="found" in words, heal_late="heal-late" in words,
                   senders=tuple(LETTERS.index(x) + 1 for x in opts["senders"].split(",")) if "senders" in opts
                   else None)
 

@@ -77,6 +77,9 @@ class Config:
     senders: tuple[int, ...] | None = None  # the peers that send (default: every peer)
     ticks: int = 2  # heartbeat periods each peer may see pass while it is stuck (see `World.steps`)
     found: bool = False  # start with no group: the peers found view 1 (the founding handshake)
+    # the heal comes only once nothing but time passing is left on either side (`World.steps`): every
+    # schedule of the partition itself, and of what follows the heal, without heals in between
+    heal_late: bool = False
 
     def sends(self, n: int) -> int:
         """How many messages peer ``n`` sends."""
@@ -97,9 +100,10 @@ class Config:
         parts += [f"crash {c}" for c in self.crash] + [f"leave {x}" for x in self.leave]
         if self.join:
             parts.append(f"join {self.join}")
+        heal = " and heal" + (" once nothing else can happen" if self.heal_late else "")
         if self.cut:
-            parts.append("cut " + "/".join(",".join(map(str, sorted(s))) for s in self.cut) + " and heal")
-        parts += [f"cut {a}>{b} and heal" for a, b in self.cut_one_way]
+            parts.append("cut " + "/".join(",".join(map(str, sorted(s))) for s in self.cut) + heal)
+        parts += [f"cut {a}>{b}{heal}" for a, b in self.cut_one_way]
         if self.false_suspicion:
             parts.append("false suspicions")
         if self.found:
@@ -553,7 +557,7 @@ class World:
                 out.append(_step("crash", n))
         if (c.cut is not None or c.cut_one_way) and not self.cut_done:
             out.append(_step("cut"))
-        if self.cut_on:
+        if self.cut_on and not c.heal_late:
             out.append(_step("heal"))
         for k in range(1, c.join + 1):
             n = c.peers + k
@@ -580,6 +584,8 @@ class World:
             local = locals_.get(y)
             if local is not None and y not in crashed and local.stuck and ticks.get(y, 0) < c.ticks:
                 out.append(_step("tick", y))
+        if self.cut_on and c.heal_late and all(s.kind == "tick" for s in out):
+            out.append(_step("heal"))
         return out
 
     def _cut_pairs(self) -> list[tuple[int, int]]:
