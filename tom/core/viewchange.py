@@ -259,10 +259,9 @@ class ViewChange:
         """A PROMISE reaches this coordinator: whether the promises of the ballot it prepares now come
         from a primary component of ``view`` (choose then: `choose`) — and it is still ``coordinating``:
         else (it asked to leave meanwhile, say) it gives the ballot up, the next coordinator runs the
-        view change. One naming another coordinator's
-        ballot, above any this member promised, answers a proposal of this member's that ``src``
-        ignored (`refusal`): this member promises that ballot too, so that it gives its proposal up
-        and, a period later, runs phase 1 above it (`to_propose`)."""
+        view change. One naming another coordinator's ballot, above any this member promised, answers
+        a proposal of this member's that ``src`` ignored (`refusal`): this member promises that ballot
+        too, so that it gives its proposal up and, a period later, runs phase 1 above it (`to_propose`)."""
         if f.view != view.id + 1 or src not in view.members:
             return False
         if self.preparing is None:
@@ -338,8 +337,8 @@ class ViewChange:
     def refusal(self, src: str, p: Propose, view: View) -> Promise | None:
         """The answer to a proposal of this view change from its coordinator that this member ignores
         because its ballot is below the one promised: a PROMISE naming that ballot, as to a PREPARE
-        below it (`promise`), else its coordinator, hearing of no higher ballot, would send it again
-        for ever (partition seed 1497). None for any other proposal."""
+        below it (`promise`): without it a coordinator that hears of no higher ballot sends its
+        proposal again for ever. None for any other proposal."""
         if (self.promised is None or p.view != view.id + 1 or p.coordinator != src or p.group != view.group
                 or (p.attempt == 0 and p.coordinator != smallest(view)) or self._above((p.attempt, p.coordinator), False)):
             return None
