@@ -443,3 +443,21 @@ def test_a_configuration_line_reads_back_as_written():
               Config("causal", 2, 0, found=True, ticks=5, dynamic=True),
               Config("sequencer", 3, 1, false_suspicion=True, crash=(2,), dynamic=True)):
         assert parse_config(config_line(c)) == c, config_line(c)
+
+
+def test_ctrl_c_stops_a_search_and_reports_what_it_explored():
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "tom", "check", "--peers", "3", "--messages", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(4)  # (the search runs for minutes)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out + err
+    assert "distinct states" in out and "bounded by Ctrl-C" in out and "Traceback" not in out + err, out + err

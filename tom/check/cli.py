@@ -1,6 +1,7 @@
 """``tom check``: explore every interleaving of a small group on the real core (`tom.check.explore`).
 
-Exit status, as `tom verify`'s: 0 no violation found, 1 a violation, 2 a usage error.
+Exit status, as `tom verify`'s: 0 no violation found, 1 a violation, 2 a usage error; 130 stopped by
+Ctrl-C (what was explored by then is reported).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from rich.console import Console
 
 from .world import Config
 
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tom check", description=(
         "Explore every interleaving of a small group's real protocol core (frames on FIFO links, local "
         "sends, faults, timeouts) and check the order's invariants at every state. Exit status: 0 no "
-        "violation found, 1 a violation (a shrunk counterexample is written), 2 usage error."))
+        "violation found, 1 a violation (a shrunk counterexample is written), 2 usage error, 130 stopped by "
+        "Ctrl-C (what was explored by then is reported)."))
     p.add_argument("--order", choices=ORDERS, default="lamport")
     p.add_argument("--peers", type=int, default=3, metavar="N", help="peers 1..N in view 1 (default 3)")
     p.add_argument("--messages", type=int, default=1, metavar="M", help="messages each peer sends (default 1)")
@@ -116,6 +118,14 @@ def config_of(args: argparse.Namespace) -> Config:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     console = Console(highlight=False, soft_wrap=True)
+    try:
+        return _main(args, console)
+    except KeyboardInterrupt:  # (outside the search itself, which reports what it explored)
+        console.print("tom check: stopped (Ctrl-C)", markup=False)
+        return EXIT_INTERRUPTED
+
+
+def _main(args: argparse.Namespace, console: Console) -> int:
     if args.replay is not None:
         return replay_file(args.replay, console)
     prefix: list = []
@@ -153,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                   + f", {result.elapsed:.1f} s ({result.rate:,.0f} states/s); {how}", markup=False)
     if result.found is None:
         console.print(f"[bold green]NO VIOLATION[/] ({how})")
-        return EXIT_OK
+        return EXIT_INTERRUPTED if "Ctrl-C" in (result.bound or "") else EXIT_OK
     found = result.found
     console.print(f"[bold red]VIOLATION[/] {found.violation}", highlight=False)
     from .explore import replay

@@ -108,48 +108,51 @@ def search(config: Config, strategy: str = "bfs", depth: int | None = None, time
     cut_by_depth = False
     # the counts live in locals while the loop runs (written back for each report and at the end)
     states, transitions, deepest = result.states, result.transitions, result.depth
-    while frontier:
-        if deadline is not None and clock() > deadline:
-            result.bound = f"time limit {time_limit:g} s"
-            break
-        if max_states is not None and states >= max_states:
-            result.bound = f"{max_states:,} states"
-            break
-        world, key, d = pop()
-        steps = world.steps()
-        if not steps:
-            broken = _at_terminal(result, world)
-            if broken is not None:
-                result.found = Found(path_to(key), broken)
+    try:
+        while frontier:
+            if deadline is not None and clock() > deadline:
+                result.bound = f"time limit {time_limit:g} s"
                 break
-            continue
-        if depth is not None and d >= depth:
-            cut_by_depth = True
-            continue
-        successor = world._successor
-        for step in steps:
-            transitions += 1
-            try:
-                nxt, _ = successor(step, False)
-                check(nxt)
-            except Violation as v:
-                result.found = Found(path_to(key) + [step], v)
+            if max_states is not None and states >= max_states:
+                result.bound = f"{max_states:,} states"
                 break
-            nkey = nxt.fp or nxt.fingerprint()
-            if nkey in parents:
+            world, key, d = pop()
+            steps = world.steps()
+            if not steps:
+                broken = _at_terminal(result, world)
+                if broken is not None:
+                    result.found = Found(path_to(key), broken)
+                    break
                 continue
-            parents[nkey] = (key, step)
-            states += 1
-            if d >= deepest:
-                deepest = d + 1
-            push((nxt, nkey, d + 1))
-        if result.found:
-            break
-        if progress is not None and clock() - last_report > 0.5:
-            last_report = clock()
-            result.states, result.transitions, result.depth = states, transitions, deepest
-            result.elapsed = last_report - start
-            progress(result)
+            if depth is not None and d >= depth:
+                cut_by_depth = True
+                continue
+            successor = world._successor
+            for step in steps:
+                transitions += 1
+                try:
+                    nxt, _ = successor(step, False)
+                    check(nxt)
+                except Violation as v:
+                    result.found = Found(path_to(key) + [step], v)
+                    break
+                nkey = nxt.fp or nxt.fingerprint()
+                if nkey in parents:
+                    continue
+                parents[nkey] = (key, step)
+                states += 1
+                if d >= deepest:
+                    deepest = d + 1
+                push((nxt, nkey, d + 1))
+            if result.found:
+                break
+            if progress is not None and clock() - last_report > 0.5:
+                last_report = clock()
+                result.states, result.transitions, result.depth = states, transitions, deepest
+                result.elapsed = last_report - start
+                progress(result)
+    except KeyboardInterrupt:  # (Ctrl-C: what was explored so far is the result)
+        result.bound = "Ctrl-C"
     result.states, result.transitions, result.depth = states, transitions, deepest
     result.elapsed = time.perf_counter() - start
     if not result.found and not result.bound:
@@ -167,36 +170,40 @@ def _random_walks(config: Config, root: World, result: Result, start: float, dea
     seen: set[bytes] = {root.fingerprint()}
     walks = 0
     limit = depth or 10_000
-    while (deadline is None and walks < 1000) or (deadline is not None and time.perf_counter() < deadline):
-        walks += 1
-        world, steps = root, list(prefix)
-        for _ in range(limit):
-            options = world.steps()
-            if not options:
-                broken = _at_terminal(result, world)
-                if broken is not None:
-                    result.found = Found(steps, broken)
+    interrupted = False
+    try:
+        while (deadline is None and walks < 1000) or (deadline is not None and time.perf_counter() < deadline):
+            walks += 1
+            world, steps = root, list(prefix)
+            for _ in range(limit):
+                options = world.steps()
+                if not options:
+                    broken = _at_terminal(result, world)
+                    if broken is not None:
+                        result.found = Found(steps, broken)
+                    break
+                step = rng.choice(options)
+                steps.append(step)
+                result.transitions += 1
+                try:
+                    world = _expand(world, step)
+                except Violation as v:
+                    result.found = Found(steps, v)
+                    break
+                key = world.fingerprint()
+                if key not in seen:
+                    seen.add(key)
+                    result.states += 1
+                result.depth = max(result.depth, len(steps) - len(prefix))
+            if result.found:
                 break
-            step = rng.choice(options)
-            steps.append(step)
-            result.transitions += 1
-            try:
-                world = _expand(world, step)
-            except Violation as v:
-                result.found = Found(steps, v)
-                break
-            key = world.fingerprint()
-            if key not in seen:
-                seen.add(key)
-                result.states += 1
-            result.depth = max(result.depth, len(steps) - len(prefix))
-        if result.found:
-            break
-        if progress is not None and walks % 20 == 0:
-            result.elapsed = time.perf_counter() - start
-            progress(result)
+            if progress is not None and walks % 20 == 0:
+                result.elapsed = time.perf_counter() - start
+                progress(result)
+    except KeyboardInterrupt:  # (Ctrl-C: the walks so far are the result)
+        interrupted = True
     result.elapsed = time.perf_counter() - start
-    result.bound = f"{walks:,} random walks"
+    result.bound = f"{walks:,} random walks" + (", then Ctrl-C" if interrupted else "")
     return result
 
 
