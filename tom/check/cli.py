@@ -203,7 +203,9 @@ def start_of(spec: str) -> tuple[Config, list]:
     from .explore import replay
     from .trace import parse_command, parse_transcript
 
-    name, _, count = spec.rpartition(":") if spec.rpartition(":")[2].isdigit() else (spec, "", "")
+    name, _, count = spec.rpartition(":")
+    if not count.isdigit():  # (no ":N": every step; a ":" may be part of the path)
+        name, count = spec, ""
     config, blocks = parse_transcript(Path(name).read_text(encoding="utf-8"))
     steps = [parse_command(cmd) for cmd, _ in blocks if cmd != "check"]
     n = int(count) if count else len(steps)

@@ -314,38 +314,34 @@ class LabRun:
                               + ("neither removed" if after is None else
                                  f"peer {after['removed']} removed after {after['after']:.2f} s (every other live peer)"))
 
+    def _until_every(self, peers: list[int], since: float, until: float | None, wanted) -> float | None:
+        """Seconds from ``since`` until each of ``peers`` had installed a view (before ``until``) for
+        which ``wanted(view)`` holds — the latest of them —, None if one never did (0 for no peer)."""
+        worst = 0.0
+        for i in peers:
+            at = next((v["delivered_at"] for v in self.outputs[i].views
+                       if since < v["delivered_at"] <= (until or float("inf")) and wanted(v)), None)
+            if at is None:
+                return None
+            worst = max(worst, at - since)
+        return round(worst, 3)
+
     def _own_view(self, side: tuple[int, ...], cut_at: float, healed_at: float | None) -> float | None:
         """Seconds from the cut until every live peer of ``side`` had installed a view of no peer of
         another side (before the heal), None if one never did: the view-change latency of a partition."""
         mine = {self.pids[i] for i in side}
-        worst = None
-        for i in side:
-            if i in self.killed:
-                continue
-            at = next((v["delivered_at"] for v in self.outputs[i].views
-                       if cut_at < v["delivered_at"] <= (healed_at or float("inf")) and set(v["members"]) <= mine),
-                      None)
-            if at is None:
-                return None
-            worst = max(worst or 0.0, at - cut_at)
-        return None if worst is None else round(worst, 3)
+        live = [i for i in side if i not in self.killed]
+        return self._until_every(live, cut_at, healed_at, lambda v: set(v["members"]) <= mine) if live else None
 
     def _removed_after(self, cut_at: float, pair: set[int]) -> dict | None:
         """After a one-way cut between the peers of ``pair``: which of them the group removed, and how
-        many seconds after the cut the last other live peer installed a view without it."""
+        many seconds after the cut the last other live peer installed a view removing it."""
         for gone in sorted(pair):
             pid = self.pids[gone]
             others = [i for i in self.pids if i != gone and i not in self.killed]
-            times = []
-            for i in others:
-                at = next((v["delivered_at"] for v in self.outputs[i].views
-                           if v["delivered_at"] > cut_at and pid in v.get("removed", ())), None)
-                if at is None:
-                    break
-                times.append(at - cut_at)
-            else:
-                if times:
-                    return {"removed": gone, "after": round(max(times), 3)}
+            after = self._until_every(others, cut_at, None, lambda v: pid in v.get("removed", ()))
+            if others and after is not None:
+                return {"removed": gone, "after": after}
         return None
 
     def _heal_to_one_view(self, healed_at: float) -> float | None:
@@ -353,17 +349,13 @@ class LabRun:
         all of them (0: it already had one), None if one never did (a peer that exited never does)."""
         expected = [i for i in self.pids if i not in self.killed]
         group = {self.pids[i] for i in expected}
-        worst = 0.0
-        for i in expected:
-            views = self.outputs[i].views
-            before = [v for v in views if v["delivered_at"] <= healed_at]
-            if before and set(before[-1]["members"]) >= group:
-                continue
-            after = [v["delivered_at"] for v in views if v["delivered_at"] > healed_at and set(v["members"]) >= group]
-            if not after:
-                return None
-            worst = max(worst, after[0] - healed_at)
-        return round(worst, 3)
+
+        def apart(i: int) -> bool:  # its view at the heal does not hold the whole group
+            before = [v for v in self.outputs[i].views if v["delivered_at"] <= healed_at]
+            return not (before and set(before[-1]["members"]) >= group)
+
+        return self._until_every([i for i in expected if apart(i)], healed_at, None,
+                                 lambda v: set(v["members"]) >= group)
 
     def write_timeline(self, how: str) -> Path:
         """``timeline.json`` in the run folder: the events as applied (seconds after the workload
