@@ -418,6 +418,25 @@ def test_tom_check_from_a_transcript_on_the_command_line(tmp_path):
         assert bad.returncode == 2 and says in bad.stdout and len(bad.stdout.strip().splitlines()) == 1, bad.stdout
 
 
+def test_from_a_transcript_takes_heal_late_and_ticks_and_refuses_to_change_the_group(tmp_path):
+    """``--from FILE`` takes the group from FILE; ``--heal-late`` and ``--ticks`` still apply (they
+    were once silently ignored there), and an option that would change the group is refused in one
+    line instead of being ignored."""
+    from tom.check.cli import build_parser, start_of
+
+    path = Path(__file__).parent / "testdata" / "check" / "view_change_gap_coordinator_cut_off_after_the_last_flushed.txt"
+    config, prefix = start_of(f"{path}:14", build_parser().parse_args(["--heal-late", "--ticks", "0"]))
+    assert config.heal_late and config.ticks == 0 and len(prefix) == 14
+    plain, _ = start_of(f"{path}:14")
+    assert not plain.heal_late and plain.ticks == 2
+    done = subprocess.run([sys.executable, "-m", "tom", "check", "--from", f"{path}:14", "--heal-late", "--ticks", "0",
+                           "--max-states", "2000"], capture_output=True, text=True, timeout=120)
+    assert "once nothing else can happen" in done.stdout and "ticks 0" in done.stdout, done.stdout
+    bad = subprocess.run([sys.executable, "-m", "tom", "check", "--from", f"{path}:14", "--peers", "4"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--peers" in bad.stdout and len(bad.stdout.strip().splitlines()) == 1, bad.stdout
+
+
 def test_a_late_heal_comes_only_once_nothing_but_time_is_left():
     """``--heal-late``: the heal is enabled only where every other enabled step is a tick, and the
     search still reaches it (the partition's schedules, then what follows the heal)."""

@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="views and failure detection even without a fault (default: a static group)")
     p.add_argument("--strategy", choices=("bfs", "dfs", "random"), default="dfs")
     p.add_argument("--depth", type=int, metavar="D", help="explore at most D steps deep")
+    p.add_argument("--reduce", action="store_true",
+                   help="partial-order reduction: while a cut keeps peers apart, one side's steps at a time "
+                        "(every terminal state and violation kept; docs/model-checking.md)")
     p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds (bounded search)")
     p.add_argument("--max-states", type=int, metavar="N", help="stop after N distinct states")
     p.add_argument("--seed", type=int, default=1, help="seed of --strategy random")
@@ -131,24 +134,28 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     prefix: list = []
     try:
         if args.start is not None:
-            config, prefix = start_of(args.start)
+            config, prefix = start_of(args.start, args)
         else:
             config = config_of(args)
     except (OSError, ValueError) as e:
         console.print(f"tom check: error: {e}", markup=False)
         return EXIT_USAGE
+    if args.reduce and args.strategy == "random":
+        console.print("tom check: error: --reduce applies to --strategy bfs and dfs, not random", markup=False)
+        return EXIT_USAGE
     from .explore import search, shrink
 
     if prefix:
         console.print(f"from: {args.start}, after its first {len(prefix)} steps", markup=False)
-    console.print(f"checking: {config.describe()}; strategy {args.strategy}"
+    console.print(f"checking: {config.describe()}; strategy {args.strategy}, ticks {config.ticks}"
                   + (f", depth {args.depth}" if args.depth else "")
-                  + (f", time limit {args.time_limit:g} s" if args.time_limit else ""), markup=False)
+                  + (f", time limit {args.time_limit:g} s" if args.time_limit else "")
+                  + (", partial-order reduction" if args.reduce else ""), markup=False)
     progress = _Progress(console) if console.is_terminal else None
     try:
         result = search(config, args.strategy, depth=args.depth, time_limit=args.time_limit,
                         max_states=args.max_states, seed=args.seed, progress=progress.update if progress else None,
-                        prefix=prefix)
+                        prefix=prefix, reduce=args.reduce)
     finally:
         if progress is not None:
             progress.stop()
@@ -197,10 +204,25 @@ def write_counterexample(config: Config, found, out: Path) -> list[Path]:
     return [p for p, _ in files]
 
 
-def start_of(spec: str) -> tuple[Config, list]:
+# what --from takes from the transcript: options that would change the group are refused with it
+_GROUP_OPTIONS = ("order", "peers", "messages", "senders", "crash", "join", "leave", "cut", "cut_one_way",
+                  "false_suspicion", "found", "dynamic")
+
+
+def start_of(spec: str, args: argparse.Namespace | None = None) -> tuple[Config, list]:
     """``FILE[:N]``: a transcript's configuration and its first ``N`` steps (all without ``:N``), each
-    checked to be enabled where it comes (ValueError otherwise, or for a bad ``N``)."""
+    checked to be enabled where it comes (ValueError otherwise, or for a bad ``N``). From ``args``,
+    ``--heal-late`` and ``--ticks`` apply to that configuration; an option that would change the
+    group is a ValueError."""
+    from dataclasses import replace
+
     from .explore import replay
+
+    if args is not None:
+        defaults = build_parser().parse_args([])
+        for name in _GROUP_OPTIONS:
+            if getattr(args, name) != getattr(defaults, name):
+                raise ValueError(f"--from takes the group from its transcript: --{name.replace('_', '-')} cannot change it")
     from .trace import parse_command, parse_transcript
 
     name, _, count = spec.rpartition(":")
@@ -212,6 +234,9 @@ def start_of(spec: str) -> tuple[Config, list]:
     if not 0 <= n <= len(steps):
         raise ValueError(f"{name}: it has {len(steps)} steps, not {n}")
     steps = steps[:n]
+    if args is not None:
+        config = replace(config, heal_late=config.heal_late or args.heal_late,
+                         ticks=config.ticks if args.ticks is None else args.ticks)
     replay(config, steps)  # (raises ValueError: a step not enabled where it comes)
     return config, steps
 
