@@ -79,9 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="views and failure detection even without a fault (default: a static group)")
     p.add_argument("--strategy", choices=("bfs", "dfs", "random"), default="dfs")
     p.add_argument("--depth", type=int, metavar="D", help="explore at most D steps deep")
-    p.add_argument("--reduce", action="store_true",
-                   help="partial-order reduction: while a cut keeps peers apart, one side's steps at a time "
-                        "(every terminal state and violation kept; docs/model-checking.md)")
     p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds (bounded search)")
     p.add_argument("--max-states", type=int, metavar="N", help="stop after N distinct states")
     p.add_argument("--seed", type=int, default=1, help="seed of --strategy random")
@@ -140,22 +137,18 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     except (OSError, ValueError) as e:
         console.print(f"tom check: error: {e}", markup=False)
         return EXIT_USAGE
-    if args.reduce and args.strategy == "random":
-        console.print("tom check: error: --reduce applies to --strategy bfs and dfs, not random", markup=False)
-        return EXIT_USAGE
     from .explore import search, shrink
 
     if prefix:
         console.print(f"from: {args.start}, after its first {len(prefix)} steps", markup=False)
     console.print(f"checking: {config.describe()}; strategy {args.strategy}, ticks {config.ticks}"
                   + (f", depth {args.depth}" if args.depth else "")
-                  + (f", time limit {args.time_limit:g} s" if args.time_limit else "")
-                  + (", partial-order reduction" if args.reduce else ""), markup=False)
+                  + (f", time limit {args.time_limit:g} s" if args.time_limit else ""), markup=False)
     progress = _Progress(console) if console.is_terminal else None
     try:
         result = search(config, args.strategy, depth=args.depth, time_limit=args.time_limit,
                         max_states=args.max_states, seed=args.seed, progress=progress.update if progress else None,
-                        prefix=prefix, reduce=args.reduce)
+                        prefix=prefix)
     finally:
         if progress is not None:
             progress.stop()

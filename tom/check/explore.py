@@ -5,10 +5,8 @@ A search is *exhaustive* when it ran out of states to expand with no bound hit; 
 names the bound (depth, states, time). Invariants are checked at every state (`invariants.check`) and
 liveness at every terminal one (`invariants.check_terminal`).
 
-States with equal fingerprints are merged, which is sound (equal fingerprints: equal cores, links,
-histories). Without ``reduce`` every interleaving of enabled steps is explored; with it (breadth or
-depth first) only a persistent set of them (`reduce`), which keeps every terminal state and every
-violation.
+No reduction is applied: every interleaving of enabled steps is explored, and only states with equal
+fingerprints are merged, which is sound (equal fingerprints: equal cores, links, histories).
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import invariants
-from .reduce import persistent
 from .world import Config, Event, Step, Violation, World
 
 
@@ -72,11 +69,9 @@ def _expand(world: World, step: Step) -> World:
 
 def search(config: Config, strategy: str = "bfs", depth: int | None = None, time_limit: float | None = None,
            max_states: int | None = None, seed: int = 1,
-           progress: Callable[[Result], None] | None = None, prefix: list[Step] = (), reduce: bool = False,
-           on_terminal: Callable[[World], None] | None = None) -> Result:
+           progress: Callable[[Result], None] | None = None, prefix: list[Step] = ()) -> Result:
     """Explore from the start — or from where the steps ``prefix`` lead (`replay`); a counterexample's
-    steps then begin with them —; stop at the first violation (returned in ``found``). ``reduce``:
-    expand persistent sets (`reduce.persistent`); ``on_terminal`` sees each terminal state."""
+    steps then begin with them —; stop at the first violation (returned in ``found``)."""
     result = Result(config, strategy)
     start = time.perf_counter()
     deadline = None if time_limit is None else start + time_limit
@@ -124,8 +119,6 @@ def search(config: Config, strategy: str = "bfs", depth: int | None = None, time
             world, key, d = pop()
             steps = world.steps()
             if not steps:
-                if on_terminal is not None:
-                    on_terminal(world)
                 broken = _at_terminal(result, world)
                 if broken is not None:
                     result.found = Found(path_to(key), broken)
@@ -134,8 +127,6 @@ def search(config: Config, strategy: str = "bfs", depth: int | None = None, time
             if depth is not None and d >= depth:
                 cut_by_depth = True
                 continue
-            if reduce:
-                steps = persistent(world, steps)
             successor = world._successor
             for step in steps:
                 transitions += 1
