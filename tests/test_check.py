@@ -20,6 +20,8 @@ from tom.check.trace import run_transcript, shiviz, transcript
 from tom.check.world import Config, Step, World
 from tom.core import causal, group, lamport, sequencer, viewchange
 
+pytestmark = pytest.mark.pure  # (tom check walks and pickles the core: interpreted)
+
 
 @pytest.fixture(autouse=True)
 def fresh_cache():

@@ -22,6 +22,8 @@ from holes import HoleStillOpen, transcript_params
 from tom.check import world as check_world
 from tom.check.trace import run_transcript
 
+pytestmark = pytest.mark.pure  # (tom check walks and pickles the core: interpreted)
+
 DATA = Path(__file__).parent / "testdata" / "check"
 
 # holes of today's core the checker reaches (issue 25): file stem -> the reason of the strict xfail

@@ -17,6 +17,8 @@ from tom.codec.frames import Message
 from tom.core import Core, lamport
 from tom.errors import FrameError
 
+pytestmark = pytest.mark.pure  # (tom check walks and pickles the core: interpreted)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -152,6 +152,7 @@ def test_regression_seeds(seed):
     check(random_scenario(seed, batching=True))
 
 
+@pytest.mark.pure
 def test_the_checker_catches_a_flush_that_does_not_wait_for_the_markers(monkeypatch):
     """Deliver with the survivors' ACKs as soon as a flush starts (no markers): some seed must fail."""
     original = Core._deliver_ready

@@ -336,6 +336,7 @@ WITHOUT_FIX = {
 }
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("name", sorted(WITHOUT_FIX))
 def test_a_bug_story_breaks_without_its_fix(name, monkeypatch):
     target, patch, broken = WITHOUT_FIX[name]

@@ -1,3 +1,87 @@
-"""TOM: totally-ordered multicast between peers with Lamport clocks."""
+"""TOM: totally-ordered multicast between peers with Lamport clocks.
+
+The pure core and the frame codec may run compiled (mypyc, `scripts/setup-venv`): each compiled
+module is an extension beside its source. They run only all together, and only when every one is
+at least as new as its source; otherwise, or with ``TOM_PURE=1`` in the environment, every module
+is imported from its source (`tom.build` says which build runs and why).
+"""
+
+from __future__ import annotations
+
+import os as _os
+import sys as _sys
+from collections.abc import Sequence as _Sequence
+from importlib.machinery import ModuleSpec as _ModuleSpec
+from importlib.machinery import EXTENSION_SUFFIXES as _EXT, SOURCE_SUFFIXES as _SRC, FileFinder as _FileFinder
+from importlib.machinery import SourceFileLoader as _SourceFileLoader
 
 __version__ = "0.1.0"
+
+
+
+def _compiled_state() -> tuple[bool, str]:
+    """Whether the compiled modules may be used, and why not."""
+    if _os.environ.get("TOM_PURE"):
+        return False, "TOM_PURE is set"
+    here = _os.path.dirname(__file__)
+    found = stale = 0
+    for folder in ("codec", "core"):
+        path = _os.path.join(here, folder)
+        try:
+            names = _os.listdir(path)
+        except OSError:
+            continue
+        for name in names:
+            stem, dot, rest = name.partition(".")
+            if not dot or "." + rest not in _EXT:
+                continue
+            found += 1
+            try:
+                if _os.stat(_os.path.join(path, stem + ".py")).st_mtime > _os.stat(_os.path.join(path, name)).st_mtime:
+                    stale += 1
+            except OSError:
+                stale += 1
+    if not found or not _runtime():
+        return False, "not built"
+    if stale:
+        return False, f"the compiled build is older than {stale} source file(s): scripts/setup-venv rebuilds it"
+    return True, ""
+
+
+def _runtime() -> str | None:
+    """The compiled modules' shared runtime (beside the package, where scripts/build-compiled puts it)."""
+    top = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+    for suffix in _EXT:
+        path = _os.path.join(top, "tom_mypyc__mypyc" + suffix)
+        if _os.path.exists(path):
+            return path
+    return None
+
+
+COMPILED_OK, PURE_WHY = _compiled_state()
+
+
+class _SourceOnly:
+    """Import every ``tom.*`` module from its source (the compiled build is off: `_compiled_state`)."""
+
+    @staticmethod
+    def find_spec(name: str, path: _Sequence[str] | None = None, target: object = None) -> _ModuleSpec | None:
+        if not name.startswith("tom.") or not path:
+            return None
+        for entry in path:
+            spec = _FileFinder(entry, (_SourceFileLoader, _SRC)).find_spec(name)
+            if spec is not None:
+                return spec
+        return None
+
+
+if not COMPILED_OK:
+    _sys.meta_path.insert(0, _SourceOnly)
+elif "tom_mypyc__mypyc" not in _sys.modules:  # (importable wherever the package is, not only from its top)
+    from importlib.util import module_from_spec as _module_from_spec, spec_from_file_location as _spec_from_file
+
+    _spec = _spec_from_file("tom_mypyc__mypyc", _runtime())
+    if _spec is not None and _spec.loader is not None:
+        _runtime_module = _module_from_spec(_spec)
+        _sys.modules["tom_mypyc__mypyc"] = _runtime_module
+        _spec.loader.exec_module(_runtime_module)

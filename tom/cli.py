@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import logging
 import sys
@@ -209,6 +210,9 @@ def run_peer(args: argparse.Namespace) -> int:
 
     interactive = not args.no_ui and sys.stdin.isatty() and sys.stdout.isatty()
     setup_logging(str(args.port), args.verbose)
+    from .build import describe
+
+    logging.getLogger("tom").debug("build: %s", describe())
     host, name = args.host, args.name
     if host is None:
         if interactive:
@@ -285,12 +289,18 @@ def run_keys(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    whole_process = argv is None
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["verify"]:  # the verifier parses its own arguments (--help included)
         from analysis.verify import main as verify_main
 
         return verify_main(argv[1:])
     if argv[:1] == ["check"]:  # so does the model checker
+        from . import COMPILED_OK
+
+        if COMPILED_OK and whole_process:
+            # it walks and pickles the core's Python objects: on the interpreted build (tom/build.py)
+            os.execve(sys.executable, [sys.executable, "-m", "tom", *argv], {**os.environ, "TOM_PURE": "1"})
         from .check.cli import main as check_main
 
         return check_main(argv[1:])

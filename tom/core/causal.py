@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
@@ -35,6 +37,7 @@ from .marks import HeldBy
 from .queue import Entry
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class CausalOrder:
     """Pending messages, the delivered counts ``V``, and the history a flush may need."""
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.frames import (
     Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave, Marks, Message, Prepare, Promise, Propose,
     Relay, Removed, Sees, Seq, Suspect,
@@ -20,6 +22,7 @@ from ..codec.frames import (
 from .modes import Mode
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Admit:
     """An ordered frame: admitted by `Core._admit`, then taken by the method ``name``."""

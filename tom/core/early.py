@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.frames import Frame
 from ..errors import FrameError
 from .peers import NO_INCARNATION, Peers
@@ -25,6 +27,7 @@ MAX_EARLY_FRAMES = 1_000_000
 """Frames of a view not installed yet, kept at most (more: the link is refused)."""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class EarlyFrames:
     """The frames of a view not installed yet, in the order they came."""
 

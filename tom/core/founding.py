@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.frames import Flushed, Install, Propose
 from ..codec.pid import pid_key
 from .notices import NoFoundingQuorum
@@ -29,6 +31,7 @@ Members = tuple[tuple[str, int], ...]
 """(pid, incarnation) pairs in pid order."""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Founding:
     """This peer's side of the founding handshake, as founder and as promiser."""
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.handout import HAck, HandoutFrame, HHeartbeat, HJoin, HLeave, HMessage, origin_pid
 
 STALE_LATE_ACK = "late-ack"  # an ACK for a key at or below the last delivery (counted, dropped)
@@ -37,6 +39,7 @@ STALE_LATE_MESSAGE = "late-message"  # a MESSAGE that arrived after a later one 
 BEFORE_JOIN = "before-join"  # --dynamic: a message sent before this peer joined
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class HandoutEntry:
     """A pending entry: ``text`` is None while it is only reserved by premature ACKs."""
@@ -56,6 +59,7 @@ class HandoutEntry:
         return f"MESSAGE-{self.clock}-{self.origin}-{self.text}"
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class HandoutDelivery:
     """The ``index``-th message this peer delivers, with the ACK count it was released with."""
@@ -68,6 +72,7 @@ class HandoutDelivery:
     acks: int
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Send:
     """Send ``frame`` to ``to`` (pids, in the neighbors file's order)."""
@@ -76,6 +81,7 @@ class Send:
     to: tuple[str, ...]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class HandoutReady:
     sends: list[Send] = field(default_factory=list)
@@ -84,6 +90,7 @@ class HandoutReady:
     drops: list[tuple[str, str]] = field(default_factory=list)  # (reason, line): what was not queued
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class HandoutPendingStatus:
     line: str  # the entry as the handout's status prints it: MESSAGE-... (or ACK-... while reserved)
@@ -92,6 +99,7 @@ class HandoutPendingStatus:
     needed: int
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class HandoutStatus:
     me: str
@@ -105,6 +113,7 @@ class HandoutStatus:
     bad_lines: int
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class HandoutCore:
     """One peer of a handout group. Feed `receive` (frames read, in order), `send` (the user's texts),
     `tick` (time, for ``dynamic``), `join`/`leave`; then take `ready`."""

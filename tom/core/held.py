@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from mypy_extensions import mypyc_attr
+
 from .queue import Entry
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Held:
     """The users' texts held outside a view (or while a flush runs, or without a quorum), and this
     peer's messages to send again after a rejoin."""

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
@@ -36,6 +38,7 @@ from .marks import HeldBy
 from .queue import Entry, PendingQueue
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class LamportOrder:
     """Pending messages and the delivery rule of the Lamport total order."""
 

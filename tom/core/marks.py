@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 
+from mypy_extensions import mypyc_attr
+
 from ..errors import FrameError
 from .queue import Entry
 
@@ -27,6 +29,7 @@ def _clock(entry: Entry) -> int:
     return entry.clock
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class HeldBy:
     """The marks of every member of one view, and per origin the entries they may still reach."""
 

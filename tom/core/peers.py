@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.frames import Heartbeat, Join, Leave, Removed
 from ..errors import FrameError
 from ..codec.pid import pid_key
@@ -22,6 +24,7 @@ NO_INCARNATION = 0
 """Incarnation of a static member: any incarnation is accepted."""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Peers:
     """Connections, announced views, and join / leave requests of the other peers."""
 

@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from collections.abc import Iterator, ValuesView
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.pid import pid_key
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class Entry:
     """A pending message; ``text is None`` while only premature ACKs have reserved it."""
@@ -28,6 +31,7 @@ def _clock(entry: Entry) -> int:
     return entry.clock
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class PendingQueue:
     """Entries keyed by ``(clock, pid)``, iterated and popped in ``(clock, pid_key)`` order.
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.frames import Join, Sees, Suspect
 from ..codec.pid import pid_key, sorted_pids
 from .notices import NotAdmitted, Unreachable
@@ -113,6 +115,7 @@ def sees(view: View, me: str, join: Join, leaves: Collection[str], verified: Col
     return [(to, Sees(view.id, join.pid, join.incarnation))] if to else []
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Reach:
     """What this peer knows of who cannot reach whom: as a reporter, when it last reported; as the
     coordinator, the reports and SEES it holds, the joiners it holds back; as a joiner, the members

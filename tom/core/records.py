@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.frames import Frame
 from .modes import Mode
 from .notices import Notice
@@ -14,6 +16,7 @@ Sends = list[tuple[tuple[str, ...], Frame]]
 """Frames a part decides to send, each with its destinations, in the order they are to go."""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class View:
     """A numbered membership: the members (pid -> incarnation) whose ACKs a message in it needs."""
@@ -25,6 +28,7 @@ class View:
     group: str = ""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class Delivery:
     """A message leaving the queue: the ``index``-th event this peer delivers, in view ``view``."""
@@ -39,6 +43,7 @@ class Delivery:
     vc: dict[str, int] | None = None  # causal order: the vector timestamp (see docs/output-format.md)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class ViewDelivery:
     """A view change delivered as the ``index``-th event, ordered at ``(clock, pid)``."""
@@ -54,6 +59,7 @@ class ViewDelivery:
     order: str = "lamport"  # the order the group runs (`tom.core.ORDERS`)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Divergence:
     """Peer ``peer`` reports another digest than ours after ``position`` messages of view ``view``:
@@ -67,6 +73,7 @@ class Divergence:
     skipped: tuple[int, str] | None = None  # or: ``peer`` delivered past this message without holding it
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class Ready:
     """What the shell must do after a step: send ``sends`` (to each pid of the tuple, in order),
@@ -81,6 +88,7 @@ class Ready:
         return bool(self.sends or self.deliveries or self.notices or self.alarms)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class PendingStatus:
     clock: int
@@ -92,6 +100,7 @@ class PendingStatus:
     seq: int | None = None
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Status:
     me: str
@@ -111,6 +120,7 @@ class Status:
     unreachable: tuple[tuple[str, str], ...] = ()  # (reporter, target): pairs that cannot reach each other
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Timing:
     """Failure-detection settings, in the same seconds as `Core.tick`'s ``now``."""

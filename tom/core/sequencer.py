@@ -30,12 +30,15 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
 from .queue import Entry
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SeqRun:
     """Numbers given back to back to one origin's messages: one `Seq` frame (`Core` builds them)."""
 
@@ -48,6 +51,7 @@ class SeqRun:
         return [Seq(self.first, tuple(self.clocks), self.pid)]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SequencerOrder:
     """Pending messages, their numbers, and the history a flush may need."""
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.frames import Install, Message, Relay, Seq
 from ..codec.pid import sorted_pids
 from ..errors import FrameError
@@ -29,6 +31,7 @@ PROGRESS_EVERY = 256
 its delivered count lets the others drop what every member delivered (`SequencerOrder.progress`)."""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Traffic:
     """The order of the current view, the clock, and the deliveries made so far."""
 

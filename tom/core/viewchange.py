@@ -41,6 +41,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from ..codec.frames import Flush, Frame, Install, Prepare, Promise, Propose
 from ..codec.pid import pid_key, sorted_pids
 from ..errors import FrameError
@@ -72,6 +74,7 @@ def smallest(view: View) -> str:
     return min(view.members, key=pid_key)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class Outcome:
     """The last step of a flush, worked out on a copy of the order: ``order`` after it and
@@ -81,6 +84,7 @@ class Outcome:
     delivered: list[Entry]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class Flushing:
     """The attempt followed: its proposal and the FLUSH markers / FLUSHED reports seen so far."""
@@ -111,6 +115,7 @@ class Flushing:
         return sends + [(others, Flush(p.view, p.attempt, p.coordinator, clock))]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class ViewChange:
     """The flush this member follows, the outcomes it reported, and the frames of removed members."""
 

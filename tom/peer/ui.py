@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..build import describe
 from ..core import Delivery, Status, ViewDelivery, check_text
 from ..errors import UsageError
 from ..codec.pid import pid_key
@@ -54,7 +55,7 @@ def render_status(status: Status, links: dict[str, Link], now: float) -> list:
     view = status.view
     where = f"view {view.id} ({len(view.members)} members)" if view is not None else "no view yet"
     head = (f"[bold]{status.me}[/]  order: [bold]{status.order}[/]  Lamport clock: [bold cyan]{status.clock}[/]  "
-            f"delivered: {status.delivered}  {where}  [dim]{status.mode}[/]")
+            f"delivered: {status.delivered}  {where}  [dim]{status.mode}; {describe()}[/]")
     if status.no_quorum is not None:
         head += (f"\n[bold red]no quorum[/]: {status.no_quorum[0]} of {status.no_quorum[1]} members reachable; "
                  f"waiting (messages entered here are held)")

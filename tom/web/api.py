@@ -45,6 +45,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .apitoken import token_matches
+from ..build import describe
 from ..errors import ConfigError, UsageError
 from .eventfeed import LATENCY_BUCKETS, EventFeed, event_dicts
 from ..core import check_text
@@ -108,6 +109,10 @@ class _Metrics(Collector):
                                   value=c["released_behind_head"])
         yield CounterMetricFamily("tom_divergence_alarms", "Times a peer's delivered sequence differed from ours",
                                   value=c["divergence_alarms"])
+        build = GaugeMetricFamily("tom_build_info", "1, labelled with the build that runs: compiled (mypyc) or "
+                                  "interpreted (and why)", labels=["build"])
+        build.add_metric([describe()], 1)
+        yield build
         yield GaugeMetricFamily("tom_pending_messages", "Entries in the pending queue", value=s["pending_count"])
         yield GaugeMetricFamily("tom_lamport_clock", "This peer's Lamport clock", value=s["clock"])
         view = s["view"]
