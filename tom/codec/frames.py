@@ -71,6 +71,8 @@ from dataclasses import dataclass, fields
 from typing import Any, Generic, TypeVar
 from zlib import crc32
 
+from mypy_extensions import mypyc_attr
+
 from ..errors import FrameError
 from .pid import is_pid
 
@@ -183,6 +185,11 @@ def _check_group(group: str) -> None:
 @dataclass(frozen=True, slots=True)
 class Frame:
     """Base of all frames."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copied and pickled as its class and field values (`_rebuild`): the compiled build's own
+        way sets the fields of a frozen frame with setattr, which a frozen dataclass refuses."""
+        return _rebuild, (type(self), tuple(getattr(self, f.name) for f in fields(self)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,17 +588,30 @@ class Install(Frame):
 
 # -- frames from fields already checked (the core's hot path) ------------------------------------
 
-_new = object.__new__
-_ACK_SET = tuple(Ack.__dict__[name].__set__ for name in ("clock", "pid"))
-_ACKS_SET = tuple(Acks.__dict__[name].__set__ for name in ("clocks", "pid"))
-_MARKS_SET = Marks.__dict__["marks"].__set__
-_SEQ_SET = tuple(Seq.__dict__[name].__set__ for name in ("first", "clocks", "pid"))
-_MESSAGE_SET = tuple(Message.__dict__[name].__set__ for name in ("clock", "pid", "text", "sent_at", "vc", "marks"))
+_SETTERS: dict[type, tuple[Any, ...]] = {}
+
+
+def _rebuild(cls: type[Frame], values: tuple[Any, ...]) -> Frame:
+    """A frame of ``cls`` with these field values, as it was pickled or copied (checked then)."""
+    setters = _SETTERS.get(cls)
+    if setters is None:
+        setters = _SETTERS[cls] = tuple(vars(cls)[f.name].__set__ for f in fields(cls))
+    frame = cls.__new__(cls)
+    for setter, value in zip(setters, values):
+        setter(frame, value)
+    return frame
+
+
+_ACK_SET = tuple(vars(Ack)[name].__set__ for name in ("clock", "pid"))
+_ACKS_SET = tuple(vars(Acks)[name].__set__ for name in ("clocks", "pid"))
+_MARKS_SET = vars(Marks)["marks"].__set__
+_SEQ_SET = tuple(vars(Seq)[name].__set__ for name in ("first", "clocks", "pid"))
+_MESSAGE_SET = tuple(vars(Message)[name].__set__ for name in ("clock", "pid", "text", "sent_at", "vc", "marks"))
 
 
 def trusted_ack(clock: int, pid: str) -> Ack:
     """An Ack from fields the caller has already validated (skips `__post_init__`)."""
-    ack: Ack = _new(Ack)
+    ack: Ack = Ack.__new__(Ack)
     set_clock, set_pid = _ACK_SET
     set_clock(ack, clock)
     set_pid(ack, pid)
@@ -600,7 +620,7 @@ def trusted_ack(clock: int, pid: str) -> Ack:
 
 def trusted_acks(clocks: tuple[int, ...], pid: str) -> Acks:
     """An Acks from validated fields (two clocks or more)."""
-    acks: Acks = _new(Acks)
+    acks: Acks = Acks.__new__(Acks)
     set_clocks, set_pid = _ACKS_SET
     set_clocks(acks, clocks)
     set_pid(acks, pid)
@@ -609,7 +629,7 @@ def trusted_acks(clocks: tuple[int, ...], pid: str) -> Acks:
 
 def trusted_marks(marks: tuple[int, ...]) -> Marks:
     """A Marks frame from validated clocks."""
-    frame: Marks = _new(Marks)
+    frame: Marks = Marks.__new__(Marks)
     _MARKS_SET(frame, marks)
     return frame
 
@@ -617,7 +637,7 @@ def trusted_marks(marks: tuple[int, ...]) -> Marks:
 def trusted_message(clock: int, pid: str, text: str, sent_at: float | None,
                     vc: tuple[int, ...] | None = None, marks: tuple[int, ...] | None = None) -> Message:
     """A Message from validated fields, ``sent_at`` already at whole microseconds."""
-    msg: Message = _new(Message)
+    msg: Message = Message.__new__(Message)
     set_clock, set_pid, set_text, set_sent, set_vc, set_marks = _MESSAGE_SET
     set_clock(msg, clock)
     set_pid(msg, pid)
@@ -722,7 +742,19 @@ def _json_body(cls: type[Frame], rest: str, optional: tuple[str, ...] = (),
     names = {(wire_names or {}).get(f.name, f.name) for f in fields(cls)}
     if type(body) is not dict or set(body) - set(optional) != names - set(optional):
         raise FrameError(f"{cls.__name__.upper()} needs fields {sorted(names)}")
+    if _has_bool(body):  # (no field is one; the compiled build would take true for 1)
+        raise FrameError(f"{cls.__name__.upper()}: true or false where no field is one")
     return body
+
+
+def _has_bool(value: Any) -> bool:
+    if type(value) is bool:
+        return True
+    if type(value) is dict:
+        return any(_has_bool(v) for v in value.values())
+    if type(value) is list:
+        return any(_has_bool(v) for v in value)
+    return False
 
 
 def _pairs(body: dict[str, Any], key: str) -> tuple[tuple[Any, ...], ...]:
@@ -871,7 +903,7 @@ def _fast_seq(head: str, rest: str) -> Seq | None:
     clocks = _short_ints(field) if sep and _short_int(first) and first != "0" and _is_pid(pid) else None
     if clocks is None:
         return None
-    seq: Seq = _new(Seq)
+    seq: Seq = Seq.__new__(Seq)
     set_first, set_clocks, set_pid = _SEQ_SET
     set_first(seq, int(first))
     set_clocks(seq, clocks)
@@ -1104,6 +1136,7 @@ class Promise(Frame):
                 _check_pid(pid)
 
 
+@mypyc_attr(native_class=False)  # (a generic slotted dataclass: mypyc cannot make it native)
 @dataclass(frozen=True, slots=True)
 class FrameKind(Generic[F]):
     """One kind of frame on the wire. ``tags``: the first fields its lines start with (a ``C`` tag: the
@@ -1243,6 +1276,6 @@ def _parse(line: str, fast: bool) -> Frame:
             return quick
     try:
         frame: Frame = kind.parse(head, rest)
-    except FrameError as e:
+    except (FrameError, TypeError) as e:  # (TypeError: a field of the wrong type, in the compiled build)
         raise FrameError(f"{e} in {line[:80]!r}") from None
     return frame
