@@ -592,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
           + "".join(f", peers from {b} ({build_label(b)})" for b in builds if b is not None)
           + (", peers with --http" if args.http else "")
           + (", every frame watched over /api/events" if args.watch else ""))
+    for b in builds:
+        print(f"peers of {build_label(b)}: {peer_build(b)}")
     busy = busy_cpus()
     if busy > 0.3:
         print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")
@@ -667,6 +669,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average after the run: {loadavg()}")
     print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
     return status
+
+
+def peer_build(src: Path | None) -> str:
+    """Which build the peers of ``src`` run (`tom.build`): compiled (mypyc) or interpreted, and why."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src) + os.pathsep + env.get("PYTHONPATH", "")
+    try:
+        done = subprocess.run([sys.executable, "-c", "import tom.build; print(tom.build.describe())"], env=env,
+                              capture_output=True, text=True, timeout=60, cwd=tempfile.gettempdir())
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
+    return done.stdout.strip() if done.returncode == 0 else "interpreted (a tree without tom.build)"
 
 
 def build_label(src: Path | None) -> str:
