@@ -244,13 +244,16 @@ def latencies(per_peer: list[list[dict]], prefix: str) -> tuple[list[float], lis
 # -- profiling -------------------------------------------------------------------------------------
 
 
+NATIVE = False  # --native: py-spy records C frames too
+
+
 def start_profiler(pid: int, out: Path, rate: int) -> subprocess.Popen | None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
         print("  (py-spy not found: pip install py-spy into the venv; no profile)")
         return None
     cmd = [spy, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", str(rate),
-           "--nonblocking", "--idle", "--threads"]
+           "--native" if NATIVE else "--nonblocking", "--idle", "--threads"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     time.sleep(0.5)  # let it attach
     if proc.poll() is not None:
@@ -553,6 +556,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="record a py-spy profile of one peer during each run and summarize it (perturbs the "
                          "figures: profile and measure in separate runs)")
     ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second (default 250)")
+    ap.add_argument("--native", action="store_true",
+                    help="with --profile: C frames too (the compiled build's functions, by their C names); "
+                         "py-spy then pauses the peer at each sample")
     ap.add_argument("--src", type=Path, action="append",
                     help="run the peers' tom package from this source tree (e.g. a git worktree of another commit) "
                          "instead of the installed one; more than once: every scenario once per tree, side by side")
@@ -583,6 +589,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--light must be 1..100000")
 
     builds = [source_tree(ap, src) for src in args.src] if args.src else [None]
+    global NATIVE
+    NATIVE = args.native
     orders = list(ORDERS) if args.order == "all" else [args.order]
     security = args.security or ("plain" if args.order == "all" else "both")
     stop_on_sigterm()
