@@ -159,9 +159,15 @@ class OutputFile:
                     tail = "}\n"
                 elif d.vc is None:
                     tail = f',"seq":{d.seq}}}\n'
-                else:
-                    tail = f',"vc":{dumps(d.vc, separators=(",", ":"))}}}\n' if d.seq is None else \
-                        f',"seq":{d.seq},"vc":{dumps(d.vc, separators=(",", ":"))}}}\n'
+                else:  # (pid -> int: what json.dumps(vc, separators=(",", ":")) writes, without it)
+                    parts = []
+                    for member, count in d.vc.items():
+                        key = quoted.get(member)
+                        if key is None:
+                            key = quoted[member] = dumps(member)
+                        parts.append(f"{key}:{count}")
+                    vc = ",".join(parts)
+                    tail = f',"vc":{{{vc}}}}}\n' if d.seq is None else f',"seq":{d.seq},"vc":{{{vc}}}}}\n'
                 lines.append(f'{head}{d.index + offset},"peer":{self._peer},"clock":{d.clock},"pid":{pid},'
                              f'"text":{text},"sent_at":{sent},'
                              f'"delivered_at":{stamp},"view":{d.view}{tail}')
