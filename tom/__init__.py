@@ -18,9 +18,8 @@ from importlib.machinery import SourceFileLoader as _SourceFileLoader
 __version__ = "0.1.0"
 
 
-
-def _compiled_state() -> tuple[bool, str]:
-    """Whether the compiled modules may be used, and why not."""
+def _compiled_state(runtime: str | None) -> tuple[bool, str]:
+    """Whether the compiled modules may be used (``runtime``: their shared runtime, if any), and why not."""
     if _os.environ.get("TOM_PURE"):
         return False, "TOM_PURE is set"
     here = _os.path.dirname(__file__)
@@ -41,7 +40,7 @@ def _compiled_state() -> tuple[bool, str]:
                     stale += 1
             except OSError:
                 stale += 1
-    if not found or not _runtime():
+    if not found or runtime is None:
         return False, "not built"
     if stale:
         return False, f"the compiled build is older than {stale} source file(s): scripts/setup-venv rebuilds it"
@@ -58,7 +57,8 @@ def _runtime() -> str | None:
     return None
 
 
-COMPILED_OK, PURE_WHY = _compiled_state()
+_RUNTIME = _runtime()
+COMPILED_OK, PURE_WHY = _compiled_state(_RUNTIME)
 
 
 class _SourceOnly:
@@ -77,10 +77,10 @@ class _SourceOnly:
 
 if not COMPILED_OK:
     _sys.meta_path.insert(0, _SourceOnly)
-elif "tom_mypyc__mypyc" not in _sys.modules:  # (importable wherever the package is, not only from its top)
+elif _RUNTIME is not None and "tom_mypyc__mypyc" not in _sys.modules:  # (importable wherever the package is, not only from its top)
     from importlib.util import module_from_spec as _module_from_spec, spec_from_file_location as _spec_from_file
 
-    _spec = _spec_from_file("tom_mypyc__mypyc", _runtime())
+    _spec = _spec_from_file("tom_mypyc__mypyc", _RUNTIME)
     if _spec is not None and _spec.loader is not None:
         _runtime_module = _module_from_spec(_spec)
         _sys.modules["tom_mypyc__mypyc"] = _runtime_module

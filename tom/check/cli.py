@@ -210,13 +210,13 @@ def start_of(spec: str, args: argparse.Namespace | None = None) -> tuple[Config,
     from dataclasses import replace
 
     from .explore import replay
+    from .trace import parse_command, parse_transcript
 
     if args is not None:
         defaults = build_parser().parse_args([])
         for name in _GROUP_OPTIONS:
             if getattr(args, name) != getattr(defaults, name):
                 raise ValueError(f"--from takes the group from its transcript: --{name.replace('_', '-')} cannot change it")
-    from .trace import parse_command, parse_transcript
 
     name, _, count = spec.rpartition(":")
     if not count.isdigit():  # (no ":N": every step; a ":" may be part of the path)
