@@ -100,6 +100,29 @@ def test_the_build_says_which_it_is_and_a_stale_build_is_not_loaded(tmp_path):
     stale = subprocess.run(probe, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     said, where = stale.stdout.splitlines()
     assert said.startswith("interpreted (the compiled build is older than 1 source file") and where.endswith(".py")
+    os.utime(copy / "tom" / "core" / "queue.py", (1, 1))  # fresh again; but a compiled module gone:
+    for lib in (copy / "tom" / "peer").glob("lines.*.so"):
+        lib.unlink()
+    lacking = subprocess.run(probe, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert lacking.stdout.splitlines()[0] == ("interpreted (the compiled build lacks 1 module(s): "
+                                              "scripts/setup-venv rebuilds it)"), lacking.stdout + lacking.stderr
     pure = subprocess.run(probe, cwd=tmp_path, env=env | {"TOM_PURE": "1"}, capture_output=True, text=True, timeout=60)
     assert pure.stdout.splitlines()[0] == "interpreted (TOM_PURE is set)"
     assert tom.PURE_WHY == "" or not build.compiled()
+
+
+def test_the_hot_path_records_are_constructed_natively():
+    """A pending entry and a delivery are made once per message: their constructors are compiled
+    (a dataclass's generated ``__init__`` is interpreted Python, called through the type's slot)."""
+    _needs_compiled()
+    import inspect
+
+    from tom.core.queue import Entry
+    from tom.core.records import Delivery
+
+    slow = [cls.__name__ for cls in (Entry, Delivery) if inspect.isfunction(cls.__init__)]
+    assert not slow, f"constructed by an interpreted __init__: {slow}"
+    e, d = Entry(3, "a:1"), Delivery(1, 3, "a:1", "hi", None, 0)
+    assert (e.text, e.sent_at, e.acks, e.seq, e.vc) == (None, None, set(), None, None)
+    assert e.acks is not Entry(3, "a:1").acks  # each entry its own set
+    assert (d.seq, d.vc) == (None, None) and d == Delivery(1, 3, "a:1", "hi", None, 0)

@@ -18,32 +18,52 @@ from importlib.machinery import SourceFileLoader as _SourceFileLoader
 __version__ = "0.1.0"
 
 
-def _compiled_state(runtime: str | None) -> tuple[bool, str]:
-    """Whether the compiled modules may be used (``runtime``: their shared runtime, if any), and why not."""
-    if _os.environ.get("TOM_PURE"):
-        return False, "TOM_PURE is set"
-    here = _os.path.dirname(__file__)
-    found = stale = 0
-    for folder in ("codec", "core"):
-        path = _os.path.join(here, folder)
+COMPILED_SOURCES = ("codec/pid.py", "codec/frames.py", "peer/lines.py", "core/*.py")
+"""What `scripts/build-compiled` compiles, beside this file; ``core/notices.py`` stays interpreted (mypyc
+takes its ``ClassVar`` tags for dataclass fields)."""
+
+
+def compiled_sources() -> list[str]:
+    """The source files of the compiled build, as paths."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    found = []
+    for pattern in COMPILED_SOURCES:
+        folder, name = pattern.split("/")
+        if name != "*.py":
+            found.append(_os.path.join(here, folder, name))
+            continue
         try:
-            names = _os.listdir(path)
+            names = sorted(_os.listdir(_os.path.join(here, folder)))
         except OSError:
             continue
-        for name in names:
-            stem, dot, rest = name.partition(".")
-            if not dot or "." + rest not in _EXT:
-                continue
-            found += 1
-            try:
-                if _os.stat(_os.path.join(path, stem + ".py")).st_mtime > _os.stat(_os.path.join(path, name)).st_mtime:
-                    stale += 1
-            except OSError:
+        found += [_os.path.join(here, folder, n) for n in names if n.endswith(".py") and n != "notices.py"]
+    return found
+
+
+def _compiled_state(runtime: str | None) -> tuple[bool, str]:
+    """Whether the compiled modules may be used (``runtime``: their shared runtime, if any), and why not:
+    every source of the build must have its extension, none older than the source."""
+    if _os.environ.get("TOM_PURE"):
+        return False, "TOM_PURE is set"
+    found = stale = missing = 0
+    for source in compiled_sources():
+        stem = source[:-3]
+        built = [stem + suffix for suffix in _EXT if _os.path.exists(stem + suffix)]
+        if not built:
+            missing += 1
+            continue
+        found += 1
+        try:
+            if _os.stat(source).st_mtime > _os.stat(built[0]).st_mtime:
                 stale += 1
+        except OSError:
+            stale += 1
     if not found or runtime is None:
         return False, "not built"
-    if stale:
-        return False, f"the compiled build is older than {stale} source file(s): scripts/setup-venv rebuilds it"
+    if stale or missing:
+        why = [f"is older than {stale} source file(s)"] if stale else []
+        why += [f"lacks {missing} module(s)"] if missing else []
+        return False, f"the compiled build {' and '.join(why)}: scripts/setup-venv rebuilds it"
     return True, ""
 
 

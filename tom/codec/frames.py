@@ -68,7 +68,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 from zlib import crc32
 
 from mypy_extensions import mypyc_attr
@@ -86,22 +86,22 @@ __all__ = [
     "wire_of",
 ]
 
-MAX_FRAME_BYTES = 65536
+MAX_FRAME_BYTES: Final = 65536
 """The one size limit: the longest frame, in bytes of its UTF-8 line without the newline. A sender
 refuses a message whose frame could exceed it (`message_frame_bytes`, at any clock and send time);
 a receiver takes a longer line on a member's link for a link fault."""
 
-MAX_CLOCK = 2**63 - 1
+MAX_CLOCK: Final = 2**63 - 1
 """The largest clock, count or view number (a Java long, as the course's tools read them)."""
 
-MAX_VC_CHARS = 4096
+MAX_VC_CHARS: Final = 4096
 """Room a causal message's vector takes at most on the wire (`check_text` keeps it free): 256 members
 with counts of up to 15 digits."""
 
-MAX_MARKS = 1024
+MAX_MARKS: Final = 1024
 """The most members a MARKS frame (or a message's marks) may name: far above any group TOM runs."""
 
-_MESSAGE_HEAD_MAX = len("MESSAGE@") + len("99999999999.999999") + 1 + len(str(MAX_CLOCK)) + 1
+_MESSAGE_HEAD_MAX: Final = len("MESSAGE@") + len("99999999999.999999") + 1 + len(str(MAX_CLOCK)) + 1
 
 
 # -- field checks (what every frame runs when built) ---------------------------------------------
@@ -297,7 +297,7 @@ class Seq(Frame):
         _check_pid(self.pid)
 
 
-_ORDER_WORD = re.compile(r"[a-z]{1,20}")
+_ORDER_WORD: Final = re.compile(r"[a-z]{1,20}")
 _WIRE2 = "cumulative"
 
 
@@ -324,7 +324,7 @@ class Hello(Frame):
             raise FrameError(f"bad wire version {self.wire!r}")
 
 
-WIRE_VERSION = 2
+WIRE_VERSION: Final = 2
 """The wire protocol this TOM speaks in groups whose order acknowledges messages (lamport, causal):
 cumulative ACKs (`Marks`), riding on messages. A sequencer group sends no ACKs: its frames are those
 of wire 1 (`wire_of`)."""
@@ -602,11 +602,11 @@ def _rebuild(cls: type[Frame], values: tuple[Any, ...]) -> Frame:
     return frame
 
 
-_ACK_SET = tuple(vars(Ack)[name].__set__ for name in ("clock", "pid"))
-_ACKS_SET = tuple(vars(Acks)[name].__set__ for name in ("clocks", "pid"))
-_MARKS_SET = vars(Marks)["marks"].__set__
-_SEQ_SET = tuple(vars(Seq)[name].__set__ for name in ("first", "clocks", "pid"))
-_MESSAGE_SET = tuple(vars(Message)[name].__set__ for name in ("clock", "pid", "text", "sent_at", "vc", "marks"))
+_ACK_SET: Final = tuple(vars(Ack)[name].__set__ for name in ("clock", "pid"))
+_ACKS_SET: Final = tuple(vars(Acks)[name].__set__ for name in ("clocks", "pid"))
+_MARKS_SET: Final = vars(Marks)["marks"].__set__
+_SEQ_SET: Final = tuple(vars(Seq)[name].__set__ for name in ("first", "clocks", "pid"))
+_MESSAGE_SET: Final = tuple(vars(Message)[name].__set__ for name in ("clock", "pid", "text", "sent_at", "vc", "marks"))
 
 
 def trusted_ack(clock: int, pid: str) -> Ack:
@@ -650,8 +650,8 @@ def trusted_message(clock: int, pid: str, text: str, sent_at: float | None,
 
 # -- text escaping -------------------------------------------------------------------------------
 
-_UNESCAPE = {"\\\\": "\\", "\\n": "\n", "\\r": "\r"}
-_ESCAPED = re.compile(r"\\(.?)", re.S)
+_UNESCAPE: Final = {"\\\\": "\\", "\\n": "\n", "\\r": "\r"}
+_ESCAPED: Final = re.compile(r"\\(.?)", re.S)
 
 
 def escape_text(text: str) -> str:
@@ -1050,7 +1050,7 @@ def _parse_promise(head: str, rest: str) -> Promise:
     return Promise(**body)
 
 
-_INSTALL_WIRE_NAMES = {"delivered": "marks"}
+_INSTALL_WIRE_NAMES: Final = {"delivered": "marks"}
 
 
 def _install_body(i: Install) -> dict[str, Any]:
@@ -1185,9 +1185,9 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
 )
 """Every frame kind, once: `format_frame` and `parse_frame` know no other."""
 
-_FORMAT: dict[type[Frame], Callable[[Any], str]] = {kind.cls: kind.format for kind in FRAME_KINDS}
-_BY_TAG: dict[str, FrameKind[Any]] = {tag: kind for kind in FRAME_KINDS for tag in kind.tags}
-_STAMPED: dict[str, FrameKind[Any]] = {tag: kind for kind in FRAME_KINDS if kind.stamped for tag in kind.tags}
+_FORMAT: Final[dict[type[Frame], Callable[[Any], str]]] = {kind.cls: kind.format for kind in FRAME_KINDS}
+_BY_TAG: Final[dict[str, FrameKind[Any]]] = {tag: kind for kind in FRAME_KINDS for tag in kind.tags}
+_STAMPED: Final[dict[str, FrameKind[Any]]] = {tag: kind for kind in FRAME_KINDS if kind.stamped for tag in kind.tags}
 
 
 def format_frame(frame: Frame) -> str:
@@ -1204,7 +1204,7 @@ def encode_frame(frame: Frame) -> bytes:
     return (format_frame(frame) + "\n").encode()
 
 
-_PLAIN_MESSAGE = re.compile(
+_PLAIN_MESSAGE: Final = re.compile(
     r"MESSAGE@([0-9]{1,11}\.[0-9]{1,6})(?:\+((?:0|[1-9][0-9]{0,17})(?:,(?:0|[1-9][0-9]{0,17}))*))?"
     r"-(0|[1-9][0-9]{0,17})-([^-\\]*)-", re.ASCII)
 """The busiest line there is, a plain MESSAGE as TOM sends it (send time, marks, clock, pid), checked in

@@ -12,10 +12,11 @@ import functools
 import ipaddress
 import re
 from collections.abc import Iterable
+from typing import Final
 
 from ..errors import ConfigError
 
-PID_PATTERN = re.compile(r"(?:\[[0-9a-f:.]+\]|[a-z0-9._-]+):(?:[1-9][0-9]{0,4})\Z")
+PID_PATTERN: Final = re.compile(r"(?:\[[0-9a-f:.]+\]|[a-z0-9._-]+):(?:[1-9][0-9]{0,4})\Z")
 """The one pid grammar, used by the neighbors file (`make_pid`) and the wire codec: a host — a
 bracketed IPv6 address, or letters ``a-z``, digits, ``.``, ``_`` and ``-`` (IPv4 addresses and host
 names; an internationalised name in its ASCII ``xn--`` form) — then ``:`` and a port 1..65535

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bisect import insort
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from heapq import heappop, heappush
 from collections.abc import Iterator, ValuesView
 
@@ -14,17 +14,25 @@ from ..codec.pid import pid_key
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Entry:
     """A pending message; ``text is None`` while only premature ACKs have reserved it."""
 
     clock: int
     pid: str
-    text: str | None = None
-    sent_at: float | None = None
-    acks: set[str] = field(default_factory=set)
-    seq: int | None = None  # sequencer order: its number, once known
-    vc: tuple[int, ...] | None = None  # causal order: its vector timestamp
+    text: str | None
+    sent_at: float | None
+    acks: set[str]
+    seq: int | None  # sequencer order: its number, once known
+    vc: tuple[int, ...] | None  # causal order: its vector timestamp
+
+    def __init__(self, clock: int, pid: str, text: str | None = None, sent_at: float | None = None,
+                 acks: set[str] | None = None, seq: int | None = None,
+                 vc: tuple[int, ...] | None = None) -> None:
+        # written out, not the dataclass's: the compiled build then constructs an entry natively
+        self.clock, self.pid, self.text, self.sent_at = clock, pid, text, sent_at
+        self.acks = set() if acks is None else acks
+        self.seq, self.vc = seq, vc
 
 
 def _clock(entry: Entry) -> int:

@@ -29,7 +29,7 @@ class View:
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Delivery:
     """A message leaving the queue: the ``index``-th event this peer delivers, in view ``view``."""
 
@@ -39,8 +39,14 @@ class Delivery:
     text: str
     sent_at: float | None
     view: int
-    seq: int | None = None  # sequencer order: the sequence number (the same at every peer)
-    vc: dict[str, int] | None = None  # causal order: the vector timestamp (see docs/output-format.md)
+    seq: int | None  # sequencer order: the sequence number (the same at every peer)
+    vc: dict[str, int] | None  # causal order: the vector timestamp (see docs/output-format.md)
+
+    def __init__(self, index: int, clock: int, pid: str, text: str, sent_at: float | None, view: int,
+                 seq: int | None = None, vc: dict[str, int] | None = None) -> None:
+        # written out, not the dataclass's: the compiled build then constructs a delivery natively
+        self.index, self.clock, self.pid, self.text = index, clock, pid, text
+        self.sent_at, self.view, self.seq, self.vc = sent_at, view, seq, vc
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

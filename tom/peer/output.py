@@ -14,65 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-from json.encoder import encode_basestring, encode_basestring_ascii  # what json.dumps(str) calls
-from collections.abc import Iterable
 from pathlib import Path
 
 from ..core import Delivery, ViewDelivery
 from ..core.handout import HandoutDelivery
 from ..errors import ConfigError, OutputError
+from .lines import SCHEMA_VERSION, handout_record, lines, record
 
-SCHEMA_VERSION = 2
-_LINE_BREAKS = "\x85\u2028\u2029"
-
-
-def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
-    """The schema-v2 record of a delivered message or view change (docs/output-format.md)."""
-    if type(d) is ViewDelivery:
-        view = {
-            "v": SCHEMA_VERSION,
-            "kind": "view",
-            "index": d.index,
-            "peer": peer,
-            "clock": d.clock,
-            "pid": d.pid,
-            "delivered_at": round(delivered_at, 6),
-            "view": d.view,
-            "members": list(d.members),
-            "joined": list(d.joined),
-            "left": list(d.left),
-            "removed": list(d.removed),
-            "order": d.order,
-        }
-        if d.order == "sequencer":
-            view["seq"] = 0  # a view record sorts before the view's first message, (view, 0)
-        return view
-    message = {
-        "v": SCHEMA_VERSION,
-        "kind": "message",
-        "index": d.index,
-        "peer": peer,
-        "clock": d.clock,
-        "pid": d.pid,
-        "text": d.text,
-        "sent_at": d.sent_at,
-        "delivered_at": round(delivered_at, 6),
-        "view": d.view,
-    }
-    if d.seq is not None:
-        message["seq"] = d.seq
-    if d.vc is not None:
-        message["vc"] = dict(d.vc)
-    return message
-
-
-def handout_record(d: HandoutDelivery, peer: str, delivered_at: float) -> dict:
-    """The record of a message delivered on the handout's wire: no send time (its frames carry none),
-    the ``from`` as written, the ACKs it was released with, and ``"wire": "handout"``
-    (docs/output-format.md)."""
-    return {"v": SCHEMA_VERSION, "kind": "message", "index": d.index, "peer": peer, "clock": d.clock,
-            "pid": d.pid, "from": d.origin, "text": d.text, "delivered_at": round(delivered_at, 6), "view": 1,
-            "wire": "handout", "acks": d.acks}
+__all__ = ["OutputFile", "SCHEMA_VERSION", "handout_record", "record"]
 
 
 class OutputFile:
@@ -96,7 +45,6 @@ class OutputFile:
         self.failed: OutputError | None = None
         self.written = 0
         self._peer = json.dumps(peer)
-        self._head = f'{{"v":{SCHEMA_VERSION},"kind":"message","index":'
         self._quoted: dict[str, str] = {}
 
     def _resume(self) -> None:
@@ -136,52 +84,11 @@ class OutputFile:
             note += f" (its torn last line, {torn} bytes, cut off)"
         self.resumed = note
 
-    def write(self, deliveries: Iterable[Delivery | ViewDelivery | HandoutDelivery], delivered_at: float) -> None:
-        """Append one line per delivery and flush. Message lines are built by hand (the hot path);
-        `record` is the reference they must equal once parsed (tested)."""
-        dumps, quoted = json.dumps, self._quoted
-        stamp = f"{delivered_at:.6f}".rstrip("0").rstrip(".")
-        head, offset = self._head, self.offset
-        lines = []
-        for d in deliveries:
-            if type(d) is Delivery:
-                pid = quoted.get(d.pid)
-                if pid is None:
-                    pid = quoted[d.pid] = dumps(d.pid)
-                sent = "null" if d.sent_at is None else repr(d.sent_at)
-                text = d.text
-                # raw non-ASCII keeps files readable; but U+0085/U+2028/U+2029 split lines for some readers
-                if text.isascii() or not any(c in text for c in _LINE_BREAKS):
-                    text = encode_basestring(text)  # = json.dumps(text, ensure_ascii=False)
-                else:
-                    text = encode_basestring_ascii(text)
-                if d.seq is None and d.vc is None:  # lamport
-                    tail = "}\n"
-                elif d.vc is None:
-                    tail = f',"seq":{d.seq}}}\n'
-                else:  # (pid -> int: what json.dumps(vc, separators=(",", ":")) writes, without it)
-                    parts = []
-                    for member, count in d.vc.items():
-                        key = quoted.get(member)
-                        if key is None:
-                            key = quoted[member] = dumps(member)
-                        parts.append(f"{key}:{count}")
-                    vc = ",".join(parts)
-                    tail = f',"vc":{{{vc}}}}}\n' if d.seq is None else f',"seq":{d.seq},"vc":{{{vc}}}}}\n'
-                lines.append(f'{head}{d.index + offset},"peer":{self._peer},"clock":{d.clock},"pid":{pid},'
-                             f'"text":{text},"sent_at":{sent},'
-                             f'"delivered_at":{stamp},"view":{d.view}{tail}')
-            elif type(d) is HandoutDelivery:
-                rec = handout_record(d, self.peer, delivered_at)
-                rec["index"] += offset
-                lines.append(dumps(rec, ensure_ascii=any(c in d.text for c in _LINE_BREAKS),
-                                   separators=(",", ":")) + "\n")
-            else:
-                view = record(d, self.peer, delivered_at)
-                view["index"] += offset
-                lines.append(dumps(view, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self._append("".join(lines).encode())
-        self.written += len(lines)
+    def write(self, deliveries: list[Delivery | ViewDelivery | HandoutDelivery], delivered_at: float) -> None:
+        """Append one line per delivery (`tom.peer.lines`) and flush."""
+        out = lines(deliveries, self.peer, self._peer, self.offset, delivered_at, self._quoted)
+        self._append("".join(out).encode())
+        self.written += len(out)
 
     def _append(self, data: bytes) -> None:
         """Write ``data`` whole, or raise OutputError with the file cut back to its last whole line."""

@@ -1,0 +1,118 @@
+"""The output file's lines: each delivered event as one schema-v2 JSON record (docs/output-format.md).
+
+`record` and `handout_record` are the reference records; `lines` writes the same text as
+``json.dumps(record(...), ensure_ascii=False, separators=(",", ":"))`` for a message, by hand (it runs
+once per delivery; tested against the reference). Compiled with the core (`scripts/build-compiled`).
+"""
+
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring, encode_basestring_ascii  # what json.dumps(str) calls
+from typing import Final
+
+from ..core import Delivery, ViewDelivery
+from ..core.handout import HandoutDelivery
+
+SCHEMA_VERSION: Final = 2
+LINE_BREAKS: Final = "\x85\u2028\u2029"  # raw, they would split a line for some readers
+HEAD: Final = f'{{"v":{SCHEMA_VERSION},"kind":"message","index":'
+
+
+def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
+    """The schema-v2 record of a delivered message or view change (docs/output-format.md)."""
+    if type(d) is ViewDelivery:
+        view: dict = {
+            "v": SCHEMA_VERSION,
+            "kind": "view",
+            "index": d.index,
+            "peer": peer,
+            "clock": d.clock,
+            "pid": d.pid,
+            "delivered_at": round(delivered_at, 6),
+            "view": d.view,
+            "members": list(d.members),
+            "joined": list(d.joined),
+            "left": list(d.left),
+            "removed": list(d.removed),
+            "order": d.order,
+        }
+        if d.order == "sequencer":
+            view["seq"] = 0  # a view record sorts before the view's first message, (view, 0)
+        return view
+    assert type(d) is Delivery
+    message: dict = {
+        "v": SCHEMA_VERSION,
+        "kind": "message",
+        "index": d.index,
+        "peer": peer,
+        "clock": d.clock,
+        "pid": d.pid,
+        "text": d.text,
+        "sent_at": d.sent_at,
+        "delivered_at": round(delivered_at, 6),
+        "view": d.view,
+    }
+    if d.seq is not None:
+        message["seq"] = d.seq
+    if d.vc is not None:
+        message["vc"] = dict(d.vc)
+    return message
+
+
+def handout_record(d: HandoutDelivery, peer: str, delivered_at: float) -> dict:
+    """The record of a message delivered on the handout's wire: no send time (its frames carry none),
+    the ``from`` as written, the ACKs it was released with, and ``"wire": "handout"``
+    (docs/output-format.md)."""
+    return {"v": SCHEMA_VERSION, "kind": "message", "index": d.index, "peer": peer, "clock": d.clock,
+            "pid": d.pid, "from": d.origin, "text": d.text, "delivered_at": round(delivered_at, 6), "view": 1,
+            "wire": "handout", "acks": d.acks}
+
+
+def _quoted(quoted: dict[str, str], pid: str) -> str:
+    q = quoted.get(pid)
+    if q is None:
+        q = quoted[pid] = json.dumps(pid)
+    return q
+
+
+def _message_line(d: Delivery, peer_json: str, offset: int, stamp: str, quoted: dict[str, str]) -> str:
+    pid = _quoted(quoted, d.pid)
+    sent = "null" if d.sent_at is None else repr(d.sent_at)
+    text = d.text
+    if text.isascii() or not any(c in text for c in LINE_BREAKS):
+        text = encode_basestring(text)  # = json.dumps(text, ensure_ascii=False)
+    else:
+        text = encode_basestring_ascii(text)
+    seq, vc = d.seq, d.vc
+    if seq is None and vc is None:  # lamport
+        tail = "}\n"
+    elif vc is None:
+        tail = f',"seq":{seq}}}\n'
+    else:  # (pid -> int: what json.dumps(vc, separators=(",", ":")) writes)
+        counts = ",".join([f"{_quoted(quoted, member)}:{count}" for member, count in vc.items()])
+        tail = f',"vc":{{{counts}}}}}\n' if seq is None else f',"seq":{seq},"vc":{{{counts}}}}}\n'
+    return (f'{HEAD}{d.index + offset},"peer":{peer_json},"clock":{d.clock},"pid":{pid},'
+            f'"text":{text},"sent_at":{sent},"delivered_at":{stamp},"view":{d.view}{tail}')
+
+
+def lines(deliveries: list[Delivery | ViewDelivery | HandoutDelivery], peer: str, peer_json: str,
+          offset: int, delivered_at: float, quoted: dict[str, str]) -> list[str]:
+    """One line (with its newline) per delivery, indexes shifted by ``offset`` (an earlier run's
+    records); ``quoted`` caches pids as JSON strings."""
+    stamp = f"{delivered_at:.6f}".rstrip("0").rstrip(".")
+    out: list[str] = []
+    for d in deliveries:
+        if type(d) is Delivery:
+            out.append(_message_line(d, peer_json, offset, stamp, quoted))
+        elif type(d) is HandoutDelivery:
+            rec = handout_record(d, peer, delivered_at)
+            rec["index"] += offset
+            out.append(json.dumps(rec, ensure_ascii=any(c in d.text for c in LINE_BREAKS),
+                                  separators=(",", ":")) + "\n")
+        else:
+            assert type(d) is ViewDelivery
+            view = record(d, peer, delivered_at)
+            view["index"] += offset
+            out.append(json.dumps(view, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return out
