@@ -126,3 +126,17 @@ def test_the_hot_path_records_are_constructed_natively():
     assert (e.text, e.sent_at, e.acks, e.seq, e.vc) == (None, None, set(), None, None)
     assert e.acks is not Entry(3, "a:1").acks  # each entry its own set
     assert (d.seq, d.vc) == (None, None) and d == Delivery(1, 3, "a:1", "hi", None, 0)
+
+
+def test_the_per_frame_loops_run_compiled():
+    """A link's lines are decoded, a batch of sends encoded and a batch of frames received by compiled
+    loops: the interpreted shell calls each once per batch, not once per frame."""
+    _needs_compiled()
+    import inspect
+
+    from tom.codec import frames
+    from tom.core import Core
+
+    slow = [f.__name__ for f in (frames.decode_lines, frames.encode_sends, Core.receive_all)
+            if inspect.isfunction(f)]
+    assert not slow, f"interpreted: {slow}"

@@ -112,3 +112,25 @@ async def test_random_batches_confirmations_and_reconnects_lose_nothing_and_repe
             nursery.cancel_scope.cancel()
         assert have == sent, f"seed {seed}"
         assert link.unacked_frames == sum(n for _, n in link.unacked) == len(sent) - link.confirmed
+
+
+def test_a_chunks_lines_decode_to_its_frames_up_to_the_first_fault_with_received_counts_apart():
+    from tom.codec.frames import OVER_LONG, Ack, FrameError, Received, decode_lines, format_frame
+
+    good = ["ACK-1-127.0.0.1:5000", "RECEIVED-7", "ACK-2-127.0.0.1:5000\r", b"ACK-3-127.0.0.1:5000"]
+    frames, received, fault = decode_lines(good)
+    assert [format_frame(f) for f in frames] == [f"ACK-{i}-127.0.0.1:5000" for i in (1, 2, 3)]
+    assert all(type(f) is Ack for f in frames) and received == [7] and fault is None
+    assert format_frame(Received(7)) == "RECEIVED-7"
+    for bad, why in ((b"\xffACK", "not UTF-8"), (OVER_LONG, "over the limit"), ("NONSENSE", "")):
+        frames, received, fault = decode_lines(["ACK-1-127.0.0.1:5000", bad, "RECEIVED-3", "ACK-2-127.0.0.1:5000"])
+        assert len(frames) == 1 and received == [] and isinstance(fault, FrameError) and why in str(fault)
+
+
+def test_a_batch_of_sends_is_encoded_once_per_frame_in_order_for_each_destination():
+    from tom.codec.frames import Ack, encode_frame, encode_sends
+
+    a, b, c = Ack(1, "127.0.0.1:5000"), Ack(2, "127.0.0.1:5000"), Ack(3, "127.0.0.1:5000")
+    per_dest = encode_sends([(("x", "y"), a), (("y",), b), (("x", "y"), c)])
+    assert per_dest == {"x": [encode_frame(a), encode_frame(c)], "y": [encode_frame(f) for f in (a, b, c)]}
+    assert per_dest["x"][0] is per_dest["y"][0]  # encoded once

@@ -1204,6 +1204,58 @@ def encode_frame(frame: Frame) -> bytes:
     return (format_frame(frame) + "\n").encode()
 
 
+def encode_sends(sends: list[tuple[tuple[str, ...], Frame]]) -> dict[str, list[bytes]]:
+    """Each destination's wire bytes, in the order of ``sends`` (a frame encoded once, however many
+    destinations it has)."""
+    per_dest: dict[str, list[bytes]] = {}
+    for dests, frame in sends:
+        data = (format_frame(frame) + "\n").encode()
+        for dest in dests:
+            queued = per_dest.get(dest)
+            if queued is None:
+                per_dest[dest] = [data]
+            else:
+                queued.append(data)
+    return per_dest
+
+
+OVER_LONG = b"\xff over-long"
+"""What a line reader hands over for a line over the limit (not UTF-8: never a frame)."""
+
+
+def decode_line(raw: str | bytes) -> Frame:
+    """Parse one line as a link's reader hands it over (text, or bytes where its chunk was not UTF-8;
+    a CRLF line ending's ``\\r`` is not part of it); FrameError if it is not a frame."""
+    if isinstance(raw, str):
+        return parse_frame(raw[:-1] if raw.endswith("\r") else raw)
+    if raw == OVER_LONG:
+        raise FrameError(f"a line over the limit of {MAX_FRAME_BYTES} bytes")
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FrameError(f"not UTF-8: {raw[:40]!r}") from None
+    return parse_frame(text)
+
+
+def decode_lines(lines: list[str | bytes]) -> tuple[list[Frame], list[int], FrameError | None]:
+    """The frames of ``lines`` up to the first that is not one, RECEIVED frames apart (their counts,
+    in order), and that line's FrameError (None if every line is a frame)."""
+    frames: list[Frame] = []
+    received: list[int] = []
+    for raw in lines:
+        try:
+            frame = decode_line(raw)
+        except FrameError as e:
+            return frames, received, e
+        if isinstance(frame, Received):
+            received.append(frame.count)
+        else:
+            frames.append(frame)
+    return frames, received, None
+
+
 _PLAIN_MESSAGE: Final = re.compile(
     r"MESSAGE@([0-9]{1,11}\.[0-9]{1,6})(?:\+((?:0|[1-9][0-9]{0,17})(?:,(?:0|[1-9][0-9]{0,17}))*))?"
     r"-(0|[1-9][0-9]{0,17})-([^-\\]*)-", re.ASCII)

@@ -303,6 +303,17 @@ class Core:
             raise FrameError(f"unexpected {type(frame).__name__} from {src}")
         handler(self, src, frame)
 
+    def receive_all(self, src: str, frames: list[Frame]) -> list[FrameError]:
+        """`receive` each of ``frames`` from ``src``, in order; the FrameError of each one refused (the
+        frames after it are still taken, as one by one)."""
+        refused: list[FrameError] = []
+        for frame in frames:
+            try:
+                self.receive(src, frame)
+            except FrameError as e:
+                refused.append(e)
+        return refused
+
     def ready(self) -> Ready:
         """Take everything to send, to deliver and to notice since the last call. A step ends here:
         the marks of what this peer received in it go out now (wire v2), so no member waits for this

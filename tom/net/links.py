@@ -20,7 +20,8 @@ from collections import deque
 
 import trio
 
-from ..codec.frames import MAX_FRAME_BYTES, FrameError, Received, encode_frame, parse_frame
+from ..codec.frames import MAX_FRAME_BYTES, OVER_LONG, FrameError, Received, encode_frame
+from ..codec.frames import decode_line as decode
 
 log = logging.getLogger("tom.net.links")
 
@@ -227,24 +228,6 @@ class LineReader:
                 raise FrameError(f"no line in the first {limit} bytes")
         line, _, self.pending = self.pending.partition(b"\n")
         return line[:-1] if line.endswith(b"\r") else line
-
-
-OVER_LONG = b"\xff over-long"  # stands for a line over the limit (not valid UTF-8: never a frame)
-
-
-def decode(raw: str | bytes):
-    """Parse one line (a CRLF line ending's ``\\r`` is not part of it); FrameError if it is not a
-    frame."""
-    if type(raw) is str:
-        return parse_frame(raw[:-1] if raw.endswith("\r") else raw)
-    if raw is OVER_LONG:
-        raise FrameError(f"a line over the limit of {MAX_FRAME_BYTES} bytes")
-    if raw.endswith(b"\r"):  # type: ignore[union-attr]
-        raw = raw[:-1]
-    try:
-        return parse_frame(raw.decode("utf-8"))  # type: ignore[union-attr]
-    except UnicodeDecodeError:
-        raise FrameError(f"not UTF-8: {raw[:40]!r}") from None
 
 
 MAX_BACKOFF = 2.0

@@ -15,10 +15,10 @@ import trio
 
 from ..errors import ConfigError, FrameError
 from ..peer.events import Connected, Disconnected, FramesIn
-from ..codec.frames import Received
+from ..codec.frames import decode_lines
 from .handshake import HANDSHAKE_TIMEOUT, MAX_PENDING, OrderMismatch, TlsNotConfigured, accept
 from .keys import GroupKeys
-from .links import Link, LineReader, decode
+from .links import Link, LineReader
 from .ratelimit import LogLimiter, held_back
 
 log = logging.getLogger("tom.net.listener")
@@ -68,22 +68,11 @@ async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
             if lines is None:
                 closed = True
                 break
-            frames = []
-            counted = 0
-            for raw in lines:
-                try:
-                    frame = decode(raw)
-                except FrameError as e:
-                    fault = e
-                    break
-                if type(frame) is Received:
-                    link.on_received(frame.count)  # type: ignore[attr-defined]
-                else:
-                    frames.append(frame)
-                    counted += 1
-            if counted:
-                link.count_in(counted, trio.current_time())
+            frames, received, fault = decode_lines(lines)
+            for count in received:
+                link.on_received(count)
             if frames:
+                link.count_in(len(frames), trio.current_time())
                 await incoming.send(FramesIn(src, frames))
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass

@@ -13,7 +13,7 @@ import random
 import trio
 
 from ..errors import FrameError, RefusedError
-from ..codec.frames import encode_frame
+from ..codec.frames import encode_sends
 from .handshake import HANDSHAKE_TIMEOUT, OrderMismatch, connect
 from .keys import GroupKeys
 from .links import Link, backoff
@@ -94,12 +94,7 @@ async def sender(
                 nursery.start_soon(dial, link, me, incarnation, incoming, keys, order)
         async for sends in outgoing:
             release = trio.current_time() + delay
-            per_link: dict[str, list[bytes]] = {}
-            for dests, frame in sends:
-                data = encode_frame(frame)
-                for dest in dests:
-                    per_link.setdefault(dest, []).append(data)
-            for dest, data in per_link.items():
+            for dest, data in encode_sends(sends).items():
                 link = links.get(dest)
                 if link is None:
                     # the group holds a member this peer's neighbors file does not list

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from json.encoder import encode_basestring, encode_basestring_ascii  # what json.dumps(str) calls
+from collections.abc import Sequence
 from typing import Final
 
 from ..core import Delivery, ViewDelivery
@@ -96,7 +97,7 @@ def _message_line(d: Delivery, peer_json: str, offset: int, stamp: str, quoted: 
             f'"text":{text},"sent_at":{sent},"delivered_at":{stamp},"view":{d.view}{tail}')
 
 
-def lines(deliveries: list[Delivery | ViewDelivery | HandoutDelivery], peer: str, peer_json: str,
+def lines(deliveries: Sequence[Delivery | ViewDelivery | HandoutDelivery], peer: str, peer_json: str,
           offset: int, delivered_at: float, quoted: dict[str, str]) -> list[str]:
     """One line (with its newline) per delivery, indexes shifted by ``offset`` (an earlier run's
     records); ``quoted`` caches pids as JSON strings."""

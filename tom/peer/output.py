@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..core import Delivery, ViewDelivery
@@ -84,7 +85,7 @@ class OutputFile:
             note += f" (its torn last line, {torn} bytes, cut off)"
         self.resumed = note
 
-    def write(self, deliveries: list[Delivery | ViewDelivery | HandoutDelivery], delivered_at: float) -> None:
+    def write(self, deliveries: Sequence[Delivery | ViewDelivery | HandoutDelivery], delivered_at: float) -> None:
         """Append one line per delivery (`tom.peer.lines`) and flush."""
         out = lines(deliveries, self.peer, self._peer, self.offset, delivered_at, self._quoted)
         self._append("".join(out).encode())

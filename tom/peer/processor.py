@@ -16,7 +16,7 @@ from collections.abc import Callable
 import trio
 
 from ..core import Core, Delivery, Divergence, ViewDelivery
-from ..errors import FrameError, OutputError, UsageError
+from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
 from .events import Connected, Disconnected, Event, FramesIn, LeaveGroup, SendTexts, Tick
 from .output import OutputFile
@@ -43,14 +43,11 @@ def apply(core: Core, event: Event, now: float) -> None:
     """Feed one event to the core; reject bad frames one by one with a log line."""
     t = type(event)
     if t is FramesIn:
-        src, receive = event.src, core.receive  # type: ignore[union-attr]
-        for frame in event.frames:  # type: ignore[union-attr]
-            try:
-                receive(src, frame)
-            except FrameError as e:
-                held = REJECTED.allow(src)
-                if held is not None:
-                    log.warning("rejected frame from %s: %s%s", src, e, held_back(held))
+        src = event.src  # type: ignore[union-attr]
+        for e in core.receive_all(src, event.frames):  # type: ignore[union-attr]
+            held = REJECTED.allow(src)
+            if held is not None:
+                log.warning("rejected frame from %s: %s%s", src, e, held_back(held))
     elif t is SendTexts:
         on_sent = event.on_sent  # type: ignore[union-attr]
         for text in event.texts:  # type: ignore[union-attr]
