@@ -666,8 +666,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
     if args.peers_compare:
-        raft_reference(rows)
+        # the short one first, nearest TOM's run (PySyncObj's search takes a minute or two)
         redis_reference(rows, args.messages or DEFAULT_MESSAGES[3], args.light, args.deadline)
+        raft_reference(rows)
     print_table(rows, args.messages, len(builds) > 1)
     print_comparisons([r for r in rows if r["src"] == builds[0]], sizes)
     if len(builds) > 1:
