@@ -9,8 +9,9 @@ What is installed where, never a dependency of TOM or of its tests:
   with apt-get, it is installed (``apt-get install -y --no-install-recommends redis-server``, bounded
   in time; the package lists are refreshed once if the first try fails); otherwise the row is skipped
   with one line saying why.
-* the ``redis`` client (``PACKAGE``, pip, from the package index, pure Python: no hiredis), in a venv
-  of its own: ``.venv-redis`` beside the project's ``.venv`` (`benchmarks.raft_compare.ensure_venv`).
+* the ``redis`` client (``PACKAGE``, pip, from the package index), in a venv of its own: ``.venv-redis``
+  beside the project's ``.venv`` (`benchmarks.raft_compare.ensure_venv`). It parses replies in Python:
+  ``hiredis`` (its C parser, not installed here) would make the members' reads much cheaper.
 
 Method. A ``redis-server`` started here for each scenario, on 127.0.0.1 and a port picked free
 (`tom.tools.peers.free_ports`), persistence off (``--save "" --appendonly no``), its own temporary
