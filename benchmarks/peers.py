@@ -41,8 +41,13 @@ than once, every scenario runs once per tree, one after the other on the same ma
 light-load groups of all trees take turns, so builds compare side by side in one run (e.g. the previous
 ``main`` and this one: ``--src ../main --src .``).
 
-``--peers-compare`` adds a reference row: PySyncObj, a Python Raft library (`benchmarks.raft_compare`:
-installed into a venv of its own, 3 nodes, the highest request rate of which 90 % commit).
+``--peers-compare`` adds two reference rows: PySyncObj, a Python Raft library (`benchmarks.raft_compare`:
+installed into a venv of its own, 3 nodes, the highest request rate of which 90 % commit), and one
+Redis Stream as the total order (`benchmarks.redis_compare`: Debian's redis-server, installed by apt-get
+when missing and we are root, and the ``redis`` client in a venv of its own; 3 members each append as
+many entries as a TOM peer of 3 multicasts, pipelined 100 at a time, and read the whole stream: entries
+read at every member per second; and the light-load round trip, XADD then XREAD at another member).
+Each reference that cannot run here is one line saying why, and the bench goes on.
 
 Run: ``scripts/bench [--peers 3,5] [--order lamport|sequencer|causal|all] [--messages N] [--window W]
 [--light N] [--security both|plain|secured] [--profile] [--http] [--src TREE ...] [--peers-compare]``.
@@ -573,9 +578,13 @@ def main(argv: list[str] | None = None) -> int:
                          "(and dropped) during the run")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (outputs, logs, profiles)")
     ap.add_argument("--peers-compare", action="store_true",
-                    help="add a reference row: PySyncObj (a Python Raft library, installed into .venv-pysyncobj by "
+                    help="add two reference rows: PySyncObj (a Python Raft library, installed into .venv-pysyncobj by "
                          "this option, never a TOM dependency), 3 nodes, the highest request rate of which >= 90%% "
-                         "commit (its own benchmark's method; benchmarks/raft_compare.py)")
+                         "commit (its own benchmark's method; benchmarks/raft_compare.py); and one Redis Stream as "
+                         "the total order (redis-server, installed with apt-get when missing and run as root, the "
+                         "redis client in .venv-redis), 3 members appending --messages entries each, pipelined 100 "
+                         "at a time, and reading the whole stream: entries/s read at every member, and the "
+                         "light-load XADD->XREAD round trip (benchmarks/redis_compare.py)")
     args = ap.parse_args(argv)
     try:
         sizes = [int(x) for x in args.peers.split(",") if x.strip()]
@@ -657,19 +666,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
     if args.peers_compare:
-        from benchmarks.raft_compare import PACKAGE, Unavailable, highest_rate
-
-        print(f"\n[reference] {PACKAGE}, 3 nodes: highest request rate with >= 90% committed ...", flush=True)
-        try:
-            raft = highest_rate(Path(__file__).resolve().parent.parent)
-        except Unavailable as e:
-            print(f"  not run: {e}")  # the rows measured so far are still printed
-            raft = 0
-        else:
-            print(f"  PySyncObj (Raft), 3 nodes on loopback: {raft:,} requests/s committed; load average {loadavg()}")
-        for r in rows:
-            if r["n"] == 3 and r["mode"] == "plain" and r.get("tp") and raft:
-                print(f"  TOM {r['order']} ({r['build']}), 3 peers: {r['tp']['rate'] / raft:.2f}x PySyncObj's rate")
+        # the short one first, nearest TOM's run (PySyncObj's search takes a minute or two)
+        redis_reference(rows, args.messages or DEFAULT_MESSAGES[3], args.light, args.deadline)
+        raft_reference(rows)
     print_table(rows, args.messages, len(builds) > 1)
     print_comparisons([r for r in rows if r["src"] == builds[0]], sizes)
     if len(builds) > 1:
@@ -677,6 +676,51 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average after the run: {loadavg()}")
     print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
     return status
+
+
+def raft_reference(rows: list[dict]) -> None:
+    """The PySyncObj row (`benchmarks.raft_compare`), and each 3-peer plain TOM row's throughput
+    against it; one line instead when it cannot run."""
+    from benchmarks.raft_compare import PACKAGE, Unavailable, highest_rate
+
+    print(f"\n[reference] {PACKAGE}, 3 nodes: highest request rate with >= 90% committed ...", flush=True)
+    try:
+        raft = highest_rate(Path(__file__).resolve().parent.parent)
+    except Unavailable as e:
+        print(f"  not run: {e}")  # the rows measured so far are still printed
+        return
+    print(f"  PySyncObj (Raft), 3 nodes on loopback: {raft:,} requests/s committed; load average {loadavg()}")
+    for r in rows:
+        if r["n"] == 3 and r["mode"] == "plain" and r.get("tp") and raft:
+            print(f"  TOM {r['order']} ({r['build']}), 3 peers: {r['tp']['rate'] / raft:.2f}x PySyncObj's rate")
+
+
+def redis_reference(rows: list[dict], messages: int, light_count: int, deadline: float) -> None:
+    """The Redis Stream row (`benchmarks.redis_compare`: 3 members, ``messages`` entries each, and
+    ``light_count`` one at a time), and each 3-peer plain TOM row against it; one line instead when
+    it cannot run or its run fails."""
+    from benchmarks.raft_compare import Unavailable
+    from benchmarks.redis_compare import RunFailed, describe, measure
+
+    print(f"\n[reference] one Redis Stream as the total order, 3 members: {messages} entries each (XADD "
+          f"pipelined 100, XREAD all), then {light_count} one at a time ...", flush=True)
+    try:
+        redis = measure(Path(__file__).resolve().parent.parent, 3, messages, 100, light_count, deadline)
+    except Unavailable as e:
+        print(f"  not run: {e}")  # the rows measured so far are still printed
+        return
+    except RunFailed as e:
+        print(f"  Redis Stream FAILED: {e}")
+        return
+    print(f"  {describe(redis)}: {redis['rate']:,.0f} entries/s read at every member; load average {loadavg()}")
+    print(f"  Redis Stream light load, XADD then XREAD at another member, {light_count} one at a time: "
+          f"p50 {ms(redis['p50']).strip()} ms, p99 {ms(redis['p99']).strip()} ms")
+    for r in rows:
+        if r["n"] == 3 and r["mode"] == "plain" and r.get("tp"):
+            light = (f"; light-load p50 {ms(r['lt']['p50']).strip()} ms, the stream's {ms(redis['p50']).strip()} ms"
+                     if r.get("lt") else "")
+            print(f"  TOM {r['order']} ({r['build']}), 3 peers: {r['tp']['rate'] / redis['rate']:.2f}x the Redis "
+                  f"Stream's rate" + light)
 
 
 def peer_build(src: Path | None) -> str:

@@ -73,11 +73,11 @@ class Unavailable(Exception):
     """The reference cannot run here (one line: why)."""
 
 
-def ensure_venv(root: Path, package: str = PACKAGE) -> Path:
-    """The python of ``root/.venv-pysyncobj``, created with ``package`` installed if it is missing.
-    Unavailable (one line, pip's last error line) if it cannot be installed; pip's output is shown
-    only then."""
-    env = root / ".venv-pysyncobj"
+def ensure_venv(root: Path, package: str = PACKAGE, name: str = ".venv-pysyncobj") -> Path:
+    """The python of ``root/name``, created with ``package`` installed if it is missing (a venv of the
+    bench's own, beside the project's ``.venv``). Unavailable (one line, pip's last error line) if it
+    cannot be installed; pip's output is shown only then."""
+    env = root / name
     python = env / "bin" / "python"
     stamp = env / ".installed"
     if not stamp.exists() or stamp.read_text() != package:
