@@ -74,7 +74,7 @@ class Unavailable(Exception):
 
 
 def ensure_venv(root: Path, package: str = PACKAGE, name: str = ".venv-pysyncobj") -> Path:
-    """The python of ``root/name``, created with ``package`` installed if it is missing (a venv of the
+    """The python of ``root/name``, created with ``package`` (pip requirements, space-separated) installed if it is missing (a venv of the
     bench's own, beside the project's ``.venv``). Unavailable (one line, pip's last error line) if it
     cannot be installed; pip's output is shown only then."""
     env = root / name
@@ -85,7 +85,7 @@ def ensure_venv(root: Path, package: str = PACKAGE, name: str = ".venv-pysyncobj
         try:
             venv.create(env, with_pip=True, clear=True)
             done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                                   package], capture_output=True, text=True, timeout=600)
+                                   *package.split()], capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.SubprocessError) as e:
             raise Unavailable(f"cannot install {package} into {env}: {e}") from None
         if done.returncode != 0:
