@@ -110,6 +110,7 @@ class Group:
     secure: bool = False  # a closed group: keys made in ``workdir/keys``, every peer runs with --keys
     http: bool = False  # tom peer --http on a free loopback port (API and dashboard served, nobody watching)
     order: str = "lamport"  # tom peer --order
+    path_trace: bool = False  # every peer notes its steps' times in workdir/path-<port>.txt (tom.peer.pathtrace)
     peers: list[Peer] = field(default_factory=list)
     processes: PeerGroup[int] = field(init=False)  # by position, as ``peers``
 
@@ -145,7 +146,8 @@ class Group:
             cmd = PeerCommand(neighbors, out, port, HOST, order=self.order, keys=keys if self.secure else None,
                               http=f"{HOST}:0" if self.http else None, delay=self.delay)
             counter = self.counter_type(out)  # before the process: nothing may fail between start and record
-            proc = PeerProcess(cmd.argv(), log, cwd=self.src, env=env)
+            own_env = env | {"TOM_PATH_TRACE": str(self.workdir / f"path-{port}.txt")} if self.path_trace else env
+            proc = PeerProcess(cmd.argv(), log, cwd=self.src, env=own_env)
             self.peers.append(Peer(i, port, out, log, proc, counter))
             self.processes.start(i, proc)
 

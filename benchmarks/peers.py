@@ -445,9 +445,9 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
 
 def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None = None,
           profile: Path | None = None, rate: int = 250, secure: bool = False, http: bool = False,
-          order: str = "lamport") -> dict:
+          order: str = "lamport", path: bool = False) -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src, secure=secure, http=http, order=order) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure, http=http, order=order, path_trace=path) as group:
         group.warm_up(deadline)
         spy = start_profiler(group.peers[0].proc.pid, profile, rate) if profile else None
         expected = n
@@ -459,7 +459,21 @@ def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None
         finally:
             stop_profiler(spy)
         ok, why, recs = verify(group, expected, order)
-    return {**light_figures(ok, why, recs, count), **traffic_figures(group, expected)}
+    figures = {**light_figures(ok, why, recs, count), **traffic_figures(group, expected)}
+    if path:
+        figures["path"] = path_lines(group, count)
+    return figures
+
+
+def path_lines(group: BenchGroup, count: int) -> list[str]:
+    """`benchmarks.path_breakdown` of the group's step notes (the peers have stopped: written)."""
+    from benchmarks.path_breakdown import breakdown, read_notes, show
+
+    files = [group.workdir / f"path-{p.port}.txt" for p in group.peers]
+    missing = [f.name for f in files if not f.exists()]
+    if missing:
+        return [f"  no step notes from {', '.join(missing)} (a build without tom.peer.pathtrace?)"]
+    return show(breakdown([read_notes(f) for f in files], count), count)
 
 
 def light_together(n: int, count: int, workdir: Path, deadline_s: float,
@@ -541,6 +555,10 @@ def print_light(lt: dict) -> None:
           f"(last peer: p50 {ms(lt['all_p50']).strip()}, p99 {ms(lt['all_p99']).strip()}; "
           f"p50 at origin {ms(lt['origin_p50']).strip()}, at others {ms(lt['others_p50']).strip()}); "
           f"order {'OK' if lt['ok'] else 'MISMATCH: ' + lt['why']}")
+    if lt.get("path"):
+        print("  one message's path, median time of each step after its stdin read at the origin O "
+              "(B, C, ...: the others, in the order they read it; step#n: its n-th time in the window):")
+        print("\n".join(lt["path"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -557,6 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--light", type=int, default=300, help="light load: number of messages (default 300)")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds allowed per scenario (default 120)")
     ap.add_argument("--only", choices=["throughput", "light"], help="run one scenario only")
+    ap.add_argument("--path", action="store_true",
+                    help="light load only, every peer noting its tasks' steps (TOM_PATH_TRACE, "
+                         "tom/peer/pathtrace.py): where one message's time goes, step by step")
     ap.add_argument("--profile", action="store_true",
                     help="record a py-spy profile of one peer during each run and summarize it (perturbs the "
                          "figures: profile and measure in separate runs)")
@@ -617,7 +638,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     status = 0
     modes = {"both": ["plain", "secured"], "plain": ["plain"], "secured": ["secured"]}[security]
-    together = len(modes) * len(orders) * len(builds) > 1 and not args.profile  # light load: groups take turns
+    if args.path:
+        args.only = "light"
+    # light load: groups take turns (but one at a time with a profile or step notes)
+    together = len(modes) * len(orders) * len(builds) > 1 and not args.profile and not args.path
     try:
         for n in sizes:
             per_peer = args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
@@ -640,7 +664,8 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"[{label}] light load: {args.light} messages, one at a time ...", flush=True)
                         lprof = tmp / f"profile-light-{tag}.txt" if args.profile else None
                         row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{tag}", args.deadline,
-                                                           src, lprof, args.rate, secure, args.http, order),
+                                                           src, lprof, args.rate, secure, args.http, order,
+                                                           args.path),
                                              print_light, lprof, top=15)
                     rows.append(row)
             if args.only in (None, "light") and together:

@@ -100,3 +100,22 @@ def test_a_server_that_cannot_start_is_one_line(tmp_path):
             pass
     assert "\n" not in str(raised.value)
     assert str(raised.value).startswith(f"cannot start {Path(tmp_path) / 'no-such-redis-server'}: ")
+
+
+def test_the_path_breakdown_keys_each_step_by_role_and_takes_medians():
+    from benchmarks.path_breakdown import breakdown
+
+    # two messages (ns), from peer 0 then from peer 1; the others' first link read makes them B and C
+    a = [(0, "stdin"), (10, "step"), (30, "sent"), (200, "recv"), (220, "written"),
+         (1000, "recv"), (1040, "sent"), (1300, "written")]
+    b = [(100, "recv"), (120, "sent"), (300, "written"),
+         (1000, "stdin"), (1012, "step"), (1030, "sent"), (1250, "recv"), (1290, "written")]
+    c = [(110, "recv"), (130, "sent"), (250, "written"), (1100, "recv"), (1110, "sent"), (1280, "written")]
+    rows = breakdown([a, b, c], 2)
+    got = {key: (at, seen) for key, at, seen in rows}
+    assert got["O step#1"] == (pytest.approx(0.011), 2)  # 10 and 12 ns after stdin
+    assert got["B recv#1"] == (pytest.approx(0.05), 2)  # b at 100, then a at 0
+    assert got["C recv#1"] == (pytest.approx(0.105), 2)  # c at 110, then c at 100
+    assert got["O written#1"] == (pytest.approx(0.255), 2)  # a at 220, then b at 290
+    assert [at for _, at, _ in rows] == sorted(at for _, at, _ in rows)
+    assert "O recv#2" not in got  # in neither window

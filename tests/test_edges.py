@@ -344,18 +344,13 @@ def test_a_full_disk_gives_one_line_and_nothing_more_is_recorded(tmp_path):
 
 async def test_frames_for_a_member_missing_from_the_neighbors_file_are_one_warning_not_a_crash(caplog):
     from tom.codec.frames import Install
-    from tom.net.sender import sender
+    from tom.net.sender import Router
 
     links = {B: Link(B)}
-    out_tx, out_rx = trio.open_memory_channel(10)
-    in_tx, _ = trio.open_memory_channel(10)
+    route = Router(links)
     install = Install(2, 0, B, 5, ((A, 1), (B, 2), ("127.0.0.1:5003", 3)), ("127.0.0.1:5003",), (), ())
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(sender, out_rx, A, 1, links, in_tx)
-        for _ in range(3):
-            await out_tx.send([((B, "127.0.0.1:5003"), install)])
-        await trio.sleep(0.05)
-        nursery.cancel_scope.cancel()
+    for _ in range(3):
+        route([((B, "127.0.0.1:5003"), install)])
     warnings = [r.getMessage() for r in caplog.records if "not in this peer's neighbors file" in r.getMessage()]
     assert len(warnings) == 1 and "127.0.0.1:5003" in warnings[0]
     assert links[B].queued == 3  # the known member still gets its frames

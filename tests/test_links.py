@@ -134,3 +134,65 @@ def test_a_batch_of_sends_is_encoded_once_per_frame_in_order_for_each_destinatio
     per_dest = encode_sends([(("x", "y"), a), (("y",), b), (("x", "y"), c)])
     assert per_dest == {"x": [encode_frame(a), encode_frame(c)], "y": [encode_frame(f) for f in (a, b, c)]}
     assert per_dest["x"][0] is per_dest["y"][0]  # encoded once
+
+
+async def _tcp_pair():
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    client = await trio.testing.open_stream_to_socket_listener(listeners[0])
+    server = await listeners[0].accept()
+    await listeners[0].aclose()
+    return client, server
+
+
+async def test_a_due_batch_on_an_idle_plain_link_is_written_at_once_without_the_writer():
+    client, server = await _tcp_pair()
+    link = Link("127.0.0.1:5001")
+    link.attach(client, 0, trio.current_time())
+    now = trio.current_time()
+    link.push_many(now, frames(2), now)  # no writer task runs here
+    assert not link.buffer and link.frames_out == 2 and link.unacked_frames == 2
+    assert await read_lines(server, 2) == [f.rstrip(b"\n") for f in frames(2)]
+    link.push_many(now + 5.0, frames(1, 2), now)  # not due (a delay): it waits for the writer
+    link.push_many(now, frames(1, 3), now)  # due, but behind a waiting batch: waits too, in order
+    assert [n for _, _, n in link.buffer] == [1, 1] and link.frames_out == 2
+    link.detach(client)
+    link.push_many(now, frames(1, 4), now)  # no connection: waits
+    assert link.queued == 3
+    await client.aclose()
+    await server.aclose()
+
+
+async def test_what_the_socket_does_not_take_at_once_goes_first_when_the_writer_runs():
+    client, server = await _tcp_pair()
+    link = Link("127.0.0.1:5001")
+    link.attach(client, 0, trio.current_time())
+    sent = []
+    for k in range(400):  # 400 batches of 100 frames of ~1 KB: far more than a socket buffer takes
+        batch = [f"MESSAGE-{k * 100 + i}-127.0.0.1:5000-{'x' * 1000}\n".encode() for i in range(100)]
+        sent += batch
+        now = trio.current_time()
+        link.push_many(now, batch, now)
+        if link.buffer:
+            break
+    assert link.buffer, "the socket took everything: nothing left for the writer to do"
+    got = b""
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.writer)
+            want = len(b"".join(sent))
+            while len(got) < want:
+                got += await server.receive_some(1 << 20)
+            nursery.cancel_scope.cancel()
+    assert got == b"".join(sent)  # every byte once, in order
+    assert link.frames_out == len(sent) == link.unacked_frames
+    await client.aclose()
+    await server.aclose()
+
+
+async def test_a_link_that_is_not_a_plain_socket_always_goes_through_the_writer():
+    ours, theirs = trio.testing.memory_stream_pair()
+    link = Link("127.0.0.1:5001")
+    link.attach(ours, 0, trio.current_time())
+    now = trio.current_time()
+    link.push_many(now, frames(1), now)
+    assert link.queued == 1 and link.frames_out == 0

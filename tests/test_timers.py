@@ -16,19 +16,16 @@ A, B = "127.0.0.1:5000", "127.0.0.1:5001"
 async def run_for(seconds, core, out_path, feed):
     """Run processor + ticker for ``seconds`` of (virtual) time; return [(time, dests, frame)] sent."""
     in_tx, in_rx = trio.open_memory_channel(64)
-    out_tx, out_rx = trio.open_memory_channel(64)
     sent = []
     output = OutputFile(out_path, A)
 
-    async def collect():
-        async for batch in out_rx:
-            sent.extend((trio.current_time(), dests, frame) for dests, frame in batch)
+    def route(batch):
+        sent.extend((trio.current_time(), dests, frame) for dests, frame in batch)
 
     with trio.move_on_after(seconds):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(processor, core, in_rx, out_tx, output)
+            nursery.start_soon(processor, core, in_rx, route, output)
             nursery.start_soon(ticker, in_tx, core.timing.heartbeat / 4)
-            nursery.start_soon(collect)
             await feed(in_tx)
     output.close()
     return sent

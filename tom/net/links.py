@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections import deque
 
 import trio
 
 from ..codec.frames import MAX_FRAME_BYTES, OVER_LONG, FrameError, Received, encode_frame
 from ..codec.frames import decode_line as decode
+from ..peer.pathtrace import TRACE
 
 log = logging.getLogger("tom.net.links")
 
@@ -53,17 +55,48 @@ class Link:
         self.mismatch: str | None = None  # the last handshake's line when its group runs another order
         self._wake = trio.Event()
         self._last_release = float("-inf")
+        self._writing = False  # the writer is inside a write (nothing else may write then)
 
     # -- buffer --------------------------------------------------------------------------------
 
-    def push_many(self, release: float, data: list[bytes]) -> None:
+    def push_many(self, release: float, data: list[bytes], now: float | None = None) -> None:
         """Queue ``data`` to leave at ``release`` — or after the frames already queued: never earlier,
-        so a random delay per batch (jitter) cannot reorder the link."""
+        so a random delay per batch (jitter) cannot reorder the link.
+
+        When it is due (``release <= now``), nothing waits before it and nothing is being written, it
+        is written at once (`_write_now`), without waking the writer task: one scheduler round less on
+        every hop of a message under light load, and a task switch less per batch under load."""
         if release < self._last_release:
             release = self._last_release
         self._last_release = release
-        self.buffer.append((release, b"".join(data), len(data)))
+        joined = b"".join(data)
+        if now is not None and release <= now and not self.buffer and not self._writing and self._write_now(joined, len(data)):
+            return
+        self.buffer.append((release, joined, len(data)))
         self._wake.set()
+
+    def _write_now(self, data: bytes, n: int) -> bool:
+        """Write ``data`` (``n`` frames) straight to a plain TCP connection's socket (non-blocking; TLS
+        connections go through the writer); what the socket does not take at once is queued first for
+        the writer. False (nothing written) if the connection is not a plain socket or the write fails:
+        the writer then meets the same error and handles it."""
+        stream = self.stream
+        if type(stream) is not trio.SocketStream:
+            return False
+        try:
+            sent = os.write(stream.socket.fileno(), data)  # (trio's sockets are non-blocking)
+        except OSError:  # BlockingIOError included: nothing written
+            return False
+        self.unacked.append((data, n))  # written (in part or whole), as the writer counts them
+        self.unacked_frames += n
+        self.frames_out += n
+        self.bytes_out += sent
+        if sent < len(data):
+            self.buffer.appendleft((float("-inf"), data[sent:], 0))  # the rest, before anything else
+            self._wake.set()
+        if TRACE is not None:
+            TRACE.note("sent")
+        return True
 
     @property
     def queued(self) -> int:
@@ -167,12 +200,17 @@ class Link:
                     self.frames_out += n
             stream = self.stream
             self.bytes_out += size
+            self._writing = True
             try:
                 await stream.send_all(b"".join(chunks))
+                if TRACE is not None:
+                    TRACE.note("sent")
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 # what was written stays in `unacked`; the next connection's RESUME sorts it out
                 self.detach(stream)
                 await trio.aclose_forcefully(stream)
+            finally:
+                self._writing = False
 
 
 class LineReader:

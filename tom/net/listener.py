@@ -15,6 +15,7 @@ import trio
 
 from ..errors import ConfigError, FrameError
 from ..peer.events import Connected, Disconnected, FramesIn
+from ..peer.pathtrace import TRACE
 from ..codec.frames import decode_lines
 from .handshake import HANDSHAKE_TIMEOUT, MAX_PENDING, OrderMismatch, TlsNotConfigured, accept
 from .keys import GroupKeys
@@ -65,6 +66,8 @@ async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
     try:
         while fault is None:
             lines = await reader.chunk()
+            if TRACE is not None:
+                TRACE.note("recv")
             if lines is None:
                 closed = True
                 break

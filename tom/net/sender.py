@@ -1,8 +1,9 @@
-"""The sender task: routes the processor's frames to links, dials neighbors, runs one writer per link.
+"""The sender task and the router: frames from the processor to the links, and the links' own tasks.
 
-Every frame is encoded once and queued on each destination link with release time ``now + delay``.
-The peer dials every neighbor whose pid is larger than its own, retrying with back-off until it
-answers, and again whenever the connection drops.
+The router (called by the processor) encodes every frame once and queues it on each destination link
+with release time ``now + delay``. The sender task runs one writer per link and dials every neighbor
+whose pid is larger than its own, retrying with back-off until it answers, and again whenever the
+connection drops.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import trio
 
 from ..errors import FrameError, RefusedError
 from ..codec.frames import encode_sends
+from ..core.records import Sends
+from ..peer.pathtrace import TRACE
 from .handshake import HANDSHAKE_TIMEOUT, OrderMismatch, connect
 from .keys import GroupKeys
 from .links import Link, backoff
@@ -70,38 +73,45 @@ async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendC
         attempt = attempt + 1 if trio.current_time() - began < 1.0 else 0
 
 
+class Router:
+    """Queues the processor's frames on their links, in the processor's own step (no task between):
+    each frame encoded once, queued with release time ``now + delay`` (plus a random share of
+    ``jitter`` drawn per link and batch — never overtaking a frame queued before it on the same link),
+    and written at once where the link is idle (`Link.push_many`)."""
+
+    def __init__(self, links: dict[str, Link], delay: float = 0.0, jitter: float = 0.0) -> None:
+        self.links, self.delay, self.jitter = links, delay, jitter
+
+    def __call__(self, sends: Sends) -> None:
+        if TRACE is not None:
+            TRACE.note("routing")
+        now = trio.current_time()
+        release, jitter, links = now + self.delay, self.jitter, self.links
+        for dest, data in encode_sends(sends).items():
+            link = links.get(dest)
+            if link is None:
+                # the group holds a member this peer's neighbors file does not list
+                held = UNKNOWN.allow(dest)
+                if held is not None:
+                    log.warning("%s is a member of the group but not in this peer's neighbors file (do the "
+                                "neighbors files differ?): %d frames for it not sent%s", dest, len(data),
+                                held_back(held))
+                continue
+            link.push_many(release + random.uniform(0.0, jitter) if jitter else release, data, now)
+
+
 async def sender(
-    outgoing: trio.MemoryReceiveChannel,
     me: str,
     incarnation: int,
     links: dict[str, Link],
     incoming: trio.MemorySendChannel,
-    delay: float = 0.0,
-    jitter: float = 0.0,
     keys: GroupKeys | None = None,
     order: str = "lamport",
 ) -> None:
-    """Route each batch of ``(dests, frame)`` from ``outgoing`` to the links; own the link tasks.
-
-    Every frame waits ``delay`` seconds, plus a random share of ``jitter`` drawn per link and batch —
-    never overtaking a frame queued before it on the same link.
-    """
+    """Own the link tasks: one writer per link, and a dialer for each neighbor whose pid is larger."""
     my_key = pid_key(me)
-    async with outgoing, trio.open_nursery() as nursery:
+    async with trio.open_nursery() as nursery:
         for link in links.values():
             nursery.start_soon(link.writer)
             if pid_key(link.pid) > my_key:
                 nursery.start_soon(dial, link, me, incarnation, incoming, keys, order)
-        async for sends in outgoing:
-            release = trio.current_time() + delay
-            for dest, data in encode_sends(sends).items():
-                link = links.get(dest)
-                if link is None:
-                    # the group holds a member this peer's neighbors file does not list
-                    held = UNKNOWN.allow(dest)
-                    if held is not None:
-                        log.warning("%s is a member of the group but not in this peer's neighbors file (do the "
-                                    "neighbors files differ?): %d frames for it not sent%s", dest, len(data),
-                                    held_back(held))
-                    continue
-                link.push_many(release + random.uniform(0.0, jitter) if jitter else release, data)

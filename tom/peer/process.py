@@ -26,9 +26,10 @@ from ..net.links import MAX_BACKOFF, Link
 from ..net.listener import listener, open_listener
 from ..codec.neighbors import load_neighbors
 from .output import OutputFile
+from .pathtrace import TRACE
 from ..codec.pid import make_pid, pid_key, split_pid
 from .processor import processor, ticker
-from ..net.sender import sender
+from ..net.sender import Router, sender
 from .ui import TerminalUI, headless
 
 log = logging.getLogger("tom.peer.process")
@@ -152,18 +153,15 @@ class Peer:
         self.core.now = self.core.started_at = trio.current_time()
         try:
             in_tx, in_rx = trio.open_memory_channel(CHANNEL_SIZE)
-            out_tx, out_rx = trio.open_memory_channel(CHANNEL_SIZE)
             self._in = in_tx
-            self._out = out_tx
             ui = TerminalUI(self.me, self.core.status, self.links, in_tx) if cfg.interactive else None
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
                 self._nursery = nursery
                 self.port = await nursery.start(partial(listener, order=cfg.order), listeners, self.me,
                                                 self.incarnation, self.links, in_tx, self.keys)
-                nursery.start_soon(sender, out_rx, self.me, self.incarnation, self.links, in_tx, cfg.delay,
-                                   cfg.jitter, self.keys, cfg.order)
-                nursery.start_soon(processor, self.core, in_rx, out_tx, self.output,
+                nursery.start_soon(sender, self.me, self.incarnation, self.links, in_tx, self.keys, cfg.order)
+                nursery.start_soon(processor, self.core, in_rx, Router(self.links, cfg.delay, cfg.jitter), self.output,
                                    ui.on_deliver if ui else None, self._on_notice, self._on_output_error,
                                    self.feed)
                 if http is not None:
@@ -192,6 +190,8 @@ class Peer:
                 await self.leave()
         finally:
             self.output.close()
+            if TRACE is not None:
+                TRACE.save()
             self._report_undelivered()
             st = self.core.stats
             log.info("stopped with %d events delivered; premature ACKs: %d; deliveries released behind a "
@@ -346,16 +346,15 @@ class Peer:
         return f"{parts[0]} ({'; '.join(parts[1:])}): {hint}{tail}" if len(parts) > 1 else f"{parts[0]}: {hint}{tail}"
 
     async def _drain_then_stop(self, limit: float = 3.0) -> None:
-        """Stop once the last frames (e.g. the FLUSHED and ACKs of our own leave) have passed the
-        sender and are written, within ``limit``. (Nothing depends on it for agreement: the view a
+        """Stop once the last frames (e.g. the FLUSHED and ACKs of our own leave) are written, within
+        ``limit``. (Nothing depends on it for agreement: the view a
         peer leaves in is decided by a remaining member, see `Core._coordinator`.)"""
         last = self.core.last_install
         # when everyone leaves, the last one coordinates: it waits (bounded) for the others to go first,
         # which they do once its INSTALL has reached them
         others = set(last.left) - {self.me} if last is not None and last.coordinator == self.me else set()
         with trio.move_on_after(limit):
-            while (self._out.statistics().current_buffer_used
-                   or any(link.buffer and link.stream is not None for link in self.links.values())
+            while (any(link.buffer and link.stream is not None for link in self.links.values())
                    or any(self.links[p].stream is not None for p in others if p in self.links)):
                 await trio.sleep(0.02)
             await trio.sleep(0.2)  # let the neighbors read them before our sockets close

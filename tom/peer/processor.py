@@ -1,8 +1,8 @@
 """The processor task: the only caller of the core.
 
 Drains the incoming channel in batches (frames, connections, ticks, the user's texts and quit), feeds
-the core, then writes the core's deliveries to the output file and passes its sends to the sender
-before anything else is read. A frame the core rejects is logged (rate-limited); the peer goes on.
+the core, then queues the core's sends on their links (``route``, `tom.net.sender.Router`) and writes its
+deliveries to the output file before anything else is read. A frame the core rejects is logged (rate-limited); the peer goes on.
 Deliveries are shown to the user only once they are on disk; once the output cannot be written,
 nothing more is recorded or shown, and ``on_output_error`` is told (once).
 """
@@ -16,10 +16,12 @@ from collections.abc import Callable
 import trio
 
 from ..core import Core, Delivery, Divergence, ViewDelivery
+from ..core.records import Sends
 from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
 from .events import Connected, Disconnected, Event, FramesIn, LeaveGroup, SendTexts, Tick
 from .output import OutputFile
+from .pathtrace import TRACE
 from ..net.ratelimit import LogLimiter, held_back
 
 log = logging.getLogger("tom.peer.processor")
@@ -74,7 +76,7 @@ def apply(core: Core, event: Event, now: float) -> None:
 async def processor(
     core: Core,
     incoming: trio.MemoryReceiveChannel,
-    outgoing: trio.MemorySendChannel,
+    route: Callable[[Sends], None],
     output: OutputFile,
     on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
@@ -82,8 +84,10 @@ async def processor(
     tap: EventFeed | None = None,
 ) -> None:
     """Run the core over ``incoming`` until it closes; show every step to ``tap`` (``--http``) if any."""
-    async with incoming, outgoing:
+    async with incoming:
         async for event in incoming:
+            if TRACE is not None:
+                TRACE.note("step")
             now = trio.current_time()
             apply(core, event, now)
             if tap is not None:
@@ -97,12 +101,16 @@ async def processor(
                 if tap is not None:
                     tap.incoming(event)
             ready = core.ready()
+            if TRACE is not None:
+                TRACE.note("core")
             if ready.sends:
-                await outgoing.send(ready.sends)
+                route(ready.sends)
             shown: list[Delivery | ViewDelivery] = []  # recorded on disk, so shown
             if ready.deliveries and output.failed is None:
                 try:
                     output.write(ready.deliveries, time.time())
+                    if TRACE is not None:
+                        TRACE.note("written")
                 except OutputError as e:
                     if on_output_error is not None:
                         on_output_error(e)

@@ -24,6 +24,7 @@ from ..codec.pid import pid_key
 from .events import SendTexts
 from .processor import divergence_line
 from ..net.links import Link
+from .pathtrace import TRACE
 from ..web.snapshot import waits_line
 
 MENU = "Choose what to do:\n1. Send a new message\n2. Print status\n3. Quit\n(or: send TEXT | status | quit | help)"
@@ -210,6 +211,8 @@ async def headless(send: trio.MemorySendChannel, me: str, fd: int = 0,
         while busy():
             await trio.sleep(0.002)
         chunk = await trio.to_thread.run_sync(os.read, fd, 65536, abandon_on_cancel=True)
+        if TRACE is not None:
+            TRACE.note("stdin")
         if not chunk:
             break
         data = pending + chunk
