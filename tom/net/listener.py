@@ -14,7 +14,7 @@ from functools import partial
 import trio
 
 from ..errors import ConfigError, FrameError
-from ..peer.events import Connected, Disconnected, FramesIn
+from ..peer.events import Connected, Disconnected, EventSink, FramesIn
 from ..peer.pathtrace import TRACE
 from ..codec.frames import decode_lines
 from .handshake import HANDSHAKE_TIMEOUT, MAX_PENDING, OrderMismatch, TlsNotConfigured, accept
@@ -50,7 +50,7 @@ async def open_listener(host: str, port: int) -> list[trio.SocketListener]:
 
 
 async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
-                     incoming: trio.MemorySendChannel) -> None:
+                     incoming: EventSink) -> None:
     """Read ``link``'s frames from ``reader`` into ``incoming`` until the connection ends.
 
     Invariant: the frames passed on are exactly the frames the neighbor wrote, in order, each once.
@@ -93,7 +93,7 @@ async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
 
 
 async def run_link(link: Link, stream: trio.abc.Stream, reader: LineReader, neighbor_has: int,
-                   incoming: trio.MemorySendChannel) -> None:
+                   incoming: EventSink) -> None:
     """After a handshake: make ``stream`` the link's connection and serve it until it ends."""
     link.attach(stream, neighbor_has, trio.current_time())
     log.info("connected with %s", link.pid)
@@ -108,7 +108,7 @@ async def listener(
     me: str,
     incarnation: int,
     links: dict[str, Link],
-    incoming: trio.MemorySendChannel,
+    incoming: EventSink,
     keys: GroupKeys | None = None,
     *,
     order: str = "lamport",

@@ -15,6 +15,7 @@ import trio
 
 from ..errors import FrameError, RefusedError
 from ..codec.frames import encode_sends
+from ..peer.events import EventSink
 from ..core.records import Sends
 from ..peer.pathtrace import TRACE
 from .handshake import HANDSHAKE_TIMEOUT, OrderMismatch, connect
@@ -31,7 +32,7 @@ REFUSALS = LogLimiter()  # refused or failed handshakes, per neighbor
 UNKNOWN = LogLimiter(60.0)  # destinations missing from the neighbors file
 
 
-async def dial(link: Link, me: str, incarnation: int, incoming: trio.MemorySendChannel,
+async def dial(link: Link, me: str, incarnation: int, incoming: EventSink,
                keys: GroupKeys | None = None, order: str = "lamport") -> None:
     """Keep ``link`` connected for ever: connect, handshake, read until it breaks, back off, repeat.
     A neighbor that refuses plaintext (we have no keys, it has) stops the peer: PlaintextRefused."""
@@ -104,7 +105,7 @@ async def sender(
     me: str,
     incarnation: int,
     links: dict[str, Link],
-    incoming: trio.MemorySendChannel,
+    incoming: EventSink,
     keys: GroupKeys | None = None,
     order: str = "lamport",
 ) -> None:

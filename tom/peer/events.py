@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..errors import UsageError
 from ..codec.frames import Frame, Message
@@ -52,3 +53,10 @@ class LeaveGroup:
 
 
 Event = FramesIn | Connected | Disconnected | SendTexts | Tick | LeaveGroup
+
+
+class EventSink(Protocol):
+    """Where a task hands the processor its events: the processor's `Inbox`, or a plain memory
+    channel's sending end (in tests)."""
+
+    async def send(self, event: Event) -> None: ...

@@ -28,7 +28,7 @@ from ..codec.neighbors import load_neighbors
 from .output import OutputFile
 from .pathtrace import TRACE
 from ..codec.pid import make_pid, pid_key, split_pid
-from .processor import processor, ticker
+from .processor import Inbox, processor, ticker
 from ..net.sender import Router, sender
 from .ui import TerminalUI, headless
 
@@ -152,8 +152,8 @@ class Peer:
                 raise
         self.core.now = self.core.started_at = trio.current_time()
         try:
-            in_tx, in_rx = trio.open_memory_channel(CHANNEL_SIZE)
-            self._in = in_tx
+            channel, in_rx = trio.open_memory_channel(CHANNEL_SIZE)
+            in_tx = self._in = Inbox(channel)
             ui = TerminalUI(self.me, self.core.status, self.links, in_tx) if cfg.interactive else None
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
@@ -163,7 +163,7 @@ class Peer:
                 nursery.start_soon(sender, self.me, self.incarnation, self.links, in_tx, self.keys, cfg.order)
                 nursery.start_soon(processor, self.core, in_rx, Router(self.links, cfg.delay, cfg.jitter), self.output,
                                    ui.on_deliver if ui else None, self._on_notice, self._on_output_error,
-                                   self.feed)
+                                   self.feed, in_tx)
                 if http is not None:
                     nursery.start_soon(*http)
                 nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)

@@ -19,7 +19,7 @@ from ..core import Core, Delivery, Divergence, ViewDelivery
 from ..core.records import Sends
 from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
-from .events import Connected, Disconnected, Event, FramesIn, LeaveGroup, SendTexts, Tick
+from .events import Connected, Disconnected, Event, EventSink, FramesIn, LeaveGroup, SendTexts, Tick
 from .output import OutputFile
 from .pathtrace import TRACE
 from ..net.ratelimit import LogLimiter, held_back
@@ -73,6 +73,35 @@ def apply(core: Core, event: Event, now: float) -> None:
         core.leave()
 
 
+class Inbox:
+    """The processor's channel, counted, for every task that hands the processor an event.
+
+    ``send`` an event: when nothing sent before it still waits to be taken, no other task is about to
+    run and the processor runs, the sending task steps it at once (`processor`'s step is synchronous:
+    nothing comes between, and events are stepped in the order they were sent either way); otherwise it
+    waits on the channel, and the processor steps what waits in batches, as many as it would have found
+    there. Under light load a message's hop then has no task switch between a link's read and the core;
+    under load, the steps are the same batches."""
+
+    def __init__(self, channel: trio.MemorySendChannel) -> None:
+        self.channel = channel
+        self.waiting = 0  # sent to the channel, not yet taken by the processor
+        self.step: Callable[[list[Event]], None] | None = None  # while the processor runs
+
+    async def send(self, event: Event) -> None:
+        step = self.step
+        if step is not None and self.waiting == 0 and trio.lowlevel.current_statistics().tasks_runnable == 0:
+            step([event])
+            await trio.lowlevel.checkpoint()
+            return
+        self.waiting += 1
+        try:
+            await self.channel.send(event)
+        except BaseException:
+            self.waiting -= 1  # not sent
+            raise
+
+
 async def processor(
     core: Core,
     incoming: trio.MemoryReceiveChannel,
@@ -82,52 +111,67 @@ async def processor(
     on_notice: Callable[[str], None] | None = None,
     on_output_error: Callable[[OutputError], None] | None = None,
     tap: EventFeed | None = None,
+    inbox: Inbox | None = None,
 ) -> None:
-    """Run the core over ``incoming`` until it closes; show every step to ``tap`` (``--http``) if any."""
-    async with incoming:
-        async for event in incoming:
-            if TRACE is not None:
-                TRACE.note("step")
-            now = trio.current_time()
+    """Run the core over ``incoming`` until it closes; show every step to ``tap`` (``--http``) if any.
+    With ``inbox`` (the counted face of ``incoming``'s sending end), its senders may step an event
+    themselves while nothing waits."""
+
+    def step(events: list[Event]) -> None:
+        """Feed ``events`` to the core, then send, record and show what it hands out."""
+        if TRACE is not None:
+            TRACE.note("step")
+        now = trio.current_time()
+        for event in events:
             apply(core, event, now)
             if tap is not None:
                 tap.incoming(event)
-            for _ in range(MAX_EVENTS_PER_STEP):  # coalesce what is already waiting
-                try:
-                    event = incoming.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-                apply(core, event, now)
-                if tap is not None:
-                    tap.incoming(event)
-            ready = core.ready()
-            if TRACE is not None:
-                TRACE.note("core")
-            if ready.sends:
-                route(ready.sends)
-            shown: list[Delivery | ViewDelivery] = []  # recorded on disk, so shown
-            if ready.deliveries and output.failed is None:
-                try:
-                    output.write(ready.deliveries, time.time())
-                    if TRACE is not None:
-                        TRACE.note("written")
-                except OutputError as e:
-                    if on_output_error is not None:
-                        on_output_error(e)
-                else:
-                    shown = ready.deliveries
-                    if on_deliver is not None:
-                        on_deliver(shown)
-            if tap is not None:
-                tap.step(ready.sends, shown, ready.notices, ready.alarms)
-            for alarm in ready.alarms:
-                log.error("%s", divergence_line(core.me, alarm))
-            for notice in ready.notices:
-                if on_notice is not None:
-                    on_notice(notice)
+        ready = core.ready()
+        if TRACE is not None:
+            TRACE.note("core")
+        if ready.sends:
+            route(ready.sends)
+        shown: list[Delivery | ViewDelivery] = []  # recorded on disk, so shown
+        if ready.deliveries and output.failed is None:
+            try:
+                output.write(ready.deliveries, time.time())
+                if TRACE is not None:
+                    TRACE.note("written")
+            except OutputError as e:
+                if on_output_error is not None:
+                    on_output_error(e)
+            else:
+                shown = ready.deliveries
+                if on_deliver is not None:
+                    on_deliver(shown)
+        if tap is not None:
+            tap.step(ready.sends, shown, ready.notices, ready.alarms)
+        for alarm in ready.alarms:
+            log.error("%s", divergence_line(core.me, alarm))
+        for notice in ready.notices:
+            if on_notice is not None:
+                on_notice(notice)
+
+    if inbox is not None:
+        inbox.step = step
+    try:
+        async with incoming:
+            async for event in incoming:
+                events = [event]
+                for _ in range(MAX_EVENTS_PER_STEP):  # coalesce what is already waiting
+                    try:
+                        events.append(incoming.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                if inbox is not None:
+                    inbox.waiting -= len(events)
+                step(events)
+    finally:
+        if inbox is not None:
+            inbox.step = None
 
 
-async def ticker(incoming: trio.MemorySendChannel, period: float) -> None:
+async def ticker(incoming: EventSink, period: float) -> None:
     """Send a Tick every ``period`` seconds, for heartbeats and failure detection."""
     while True:
         await trio.sleep(period)

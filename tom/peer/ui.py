@@ -21,7 +21,7 @@ from ..build import describe
 from ..core import Delivery, Status, ViewDelivery, check_text
 from ..errors import UsageError
 from ..codec.pid import pid_key
-from .events import SendTexts
+from .events import EventSink, SendTexts
 from .processor import divergence_line
 from ..net.links import Link
 from .pathtrace import TRACE
@@ -120,7 +120,7 @@ class TerminalUI:
     """The interactive terminal; `run` returns when the user quits."""
 
     def __init__(self, me: str, status: Callable[[], Status], links: dict[str, Link],
-                 send: trio.MemorySendChannel) -> None:
+                 send: EventSink) -> None:
         self.me, self.status, self.links, self.send = me, status, links, send
         self.console: Console | None = None
 
@@ -196,7 +196,7 @@ def _sendable(me: str, texts: list[str]) -> list[str]:
     return ok
 
 
-async def headless(send: trio.MemorySendChannel, me: str, fd: int = 0,
+async def headless(send: EventSink, me: str, fd: int = 0,
                    busy: Callable[[], bool] = lambda: False) -> None:
     """Send each non-empty line of ``fd`` as one message, in order; return at end of input.
 
