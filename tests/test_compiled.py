@@ -135,8 +135,8 @@ def test_the_per_frame_loops_run_compiled():
     import inspect
 
     from tom.codec import frames
-    from tom.core import Core
+    from tom.core import group
 
-    slow = [f.__name__ for f in (frames.decode_lines, frames.encode_sends, Core.receive_all)
+    slow = [f.__name__ for f in (frames.decode_lines, frames.encode_sends, group.receive_all)
             if inspect.isfunction(f)]
     assert not slow, f"interpreted: {slow}"

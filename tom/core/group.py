@@ -303,17 +303,6 @@ class Core:
             raise FrameError(f"unexpected {type(frame).__name__} from {src}")
         handler(self, src, frame)
 
-    def receive_all(self, src: str, frames: list[Frame]) -> list[FrameError]:
-        """`receive` each of ``frames`` from ``src``, in order; the FrameError of each one refused (the
-        frames after it are still taken, as one by one)."""
-        refused: list[FrameError] = []
-        for frame in frames:
-            try:
-                self.receive(src, frame)
-            except FrameError as e:
-                refused.append(e)
-        return refused
-
     def ready(self) -> Ready:
         """Take everything to send, to deliver and to notice since the last call. A step ends here:
         the marks of what this peer received in it go out now (wire v2), so no member waits for this
@@ -833,3 +822,15 @@ def _handler(entry: str | Admit) -> Handler | Ordered:
 HANDLERS: dict[tuple[bool, Mode], dict[type[Frame], Handler | Ordered]] = {
     key: {kind: _handler(entry) for kind, entry in row.items()} for key, row in TABLE.items()}
 """`TABLE` with `Core`'s methods in place of their names."""
+
+
+def receive_all(core: Core, src: str, frames: list[Frame]) -> list[FrameError]:
+    """`Core.receive` each of ``frames`` from ``src``, in order; the FrameError of each one refused (the
+    frames after it are still taken, as one by one). Compiled, so the shell calls it once per batch."""
+    refused: list[FrameError] = []
+    for frame in frames:
+        try:
+            core.receive(src, frame)
+        except FrameError as e:
+            refused.append(e)
+    return refused

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import trio
 
 from ..core import Core, Delivery, Divergence, ViewDelivery
+from ..core.group import receive_all
 from ..core.records import Sends
 from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
@@ -46,7 +47,7 @@ def apply(core: Core, event: Event, now: float) -> None:
     t = type(event)
     if t is FramesIn:
         src = event.src  # type: ignore[union-attr]
-        for e in core.receive_all(src, event.frames):  # type: ignore[union-attr]
+        for e in receive_all(core, src, event.frames):  # type: ignore[union-attr]
             held = REJECTED.allow(src)
             if held is not None:
                 log.warning("rejected frame from %s: %s%s", src, e, held_back(held))
