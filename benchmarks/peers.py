@@ -695,7 +695,9 @@ def main(argv: list[str] | None = None) -> int:
         redis_reference(rows, args.messages or DEFAULT_MESSAGES[3], args.light, args.deadline)
         raft_reference(rows)
     print_table(rows, args.messages, len(builds) > 1)
-    print_comparisons([r for r in rows if r["src"] == builds[0]], sizes)
+    for src in builds:  # each build's own rows: its secured against its plain, its orders against lamport
+        print_comparisons([r for r in rows if r["src"] == src], sizes,
+                          f" ({build_label(src)})" if len(builds) > 1 else "")
     if len(builds) > 1:
         print_builds(rows, sizes, builds)
     print(f"load average after the run: {loadavg()}")
@@ -830,8 +832,9 @@ def print_table(rows: list[dict], messages: int | None, builds: bool = False) ->
         print(" | ".join(cells))
 
 
-def print_comparisons(rows: list[dict], sizes: list[int]) -> None:
-    """Secured against plain (per order), and each order against lamport (per mode)."""
+def print_comparisons(rows: list[dict], sizes: list[int], label: str = "") -> None:
+    """Secured against plain (per order), and each order against lamport (per mode), of one build
+    (``label`` names it when the run has several)."""
     for n in sizes:
         for order in ORDERS:
             both = {r["mode"]: r for r in rows if r["n"] == n and r["order"] == order}
@@ -848,7 +851,7 @@ def print_comparisons(rows: list[dict], sizes: list[int]) -> None:
                 parts.append(f"light-load p50 {1000 * (secured['lt']['p50'] - plain['lt']['p50']):+.3f} ms "
                              f"(goal within 0.2 ms)")
             if parts:
-                print(f"secured vs plain, {n} peers, {order}: " + "; ".join(parts))
+                print(f"secured vs plain{label}, {n} peers, {order}: " + "; ".join(parts))
         for mode in ("plain", "secured"):
             by_order = {r["order"]: r for r in rows if r["n"] == n and r["mode"] == mode}
             base = by_order.get("lamport")
@@ -868,7 +871,7 @@ def print_comparisons(rows: list[dict], sizes: list[int]) -> None:
                         parts.append(f"light-load frames per multicast "
                                      f"{r['lt']['frames_mc'] / base['lt']['frames_mc']:.2f}x")
                 if parts:
-                    print(f"{order} vs lamport, {n} peers, {mode}: " + "; ".join(parts))
+                    print(f"{order} vs lamport{label}, {n} peers, {mode}: " + "; ".join(parts))
 
 
 if __name__ == "__main__":

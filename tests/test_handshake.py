@@ -287,3 +287,51 @@ async def test_a_plain_peer_with_no_link_up_stops_when_a_secured_group_dials_it(
                     pass
                 await trio.sleep_forever()
     assert info.group_contains(ConfigError, match="the group is secured; start this peer with --keys")
+
+
+async def test_over_tls_a_due_batch_is_written_at_once_and_a_blocked_one_goes_whole_to_the_writer(group):
+    """`Link.push_many` writes a due batch on an idle TLS link at once (`TlsSocketStream.send_nowait`);
+    once the socket is full, the batch it did not take is queued and the writer sends it first (OpenSSL
+    wants the same bytes again): every byte arrives once, in order."""
+    (lst,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = lst.socket.getsockname()[1]
+    links = {DIALER: Link(DIALER)}
+    got, sent = bytearray(), []
+    async with lst, trio.open_nursery() as nursery:
+        ready = trio.Event()
+        box = {}
+
+        async def serve():
+            raw = await lst.accept()
+            _, stream, reader, _ = await accept(raw, LISTENER, 9, links, load_group_keys(group, LISTENER))
+            box["stream"], box["reader"] = stream, reader
+            ready.set()
+
+        nursery.start_soon(serve)
+        raw = await trio.open_tcp_stream("127.0.0.1", port)
+        stream, _, _ = await connect(raw, Link(LISTENER), DIALER, 7, load_group_keys(group, DIALER))
+        await ready.wait()
+        link = Link(LISTENER)
+        link.attach(stream, 0, trio.current_time())
+        first = [b"ACK-1-127.0.0.1:5000\n"]
+        now = trio.current_time()
+        link.push_many(now, first, now)  # no writer runs: written at once
+        assert not link.buffer and link.frames_out == 1
+        sent += first
+        for k in range(2000):  # until the socket takes no more: the rest waits for the writer
+            batch = [f"MESSAGE-{k * 50 + i}-127.0.0.1:5000-{'y' * 1000}\n".encode() for i in range(50)]
+            sent += batch
+            now = trio.current_time()
+            link.push_many(now, batch, now)
+            if link.buffer:
+                break
+        assert link.buffer, "TLS took everything at once: nothing left for the writer"
+        want = len(b"".join(sent))
+        with trio.fail_after(30):
+            nursery.start_soon(link.writer)
+            got.extend(box["reader"].pending)
+            while len(got) < want:
+                got.extend(await box["stream"].receive_some(1 << 20))
+        nursery.cancel_scope.cancel()
+    assert bytes(got) == b"".join(sent)
+    assert link.frames_out == len(sent)

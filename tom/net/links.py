@@ -24,6 +24,7 @@ import trio
 from ..codec.frames import MAX_FRAME_BYTES, OVER_LONG, FrameError, Received, encode_frame
 from ..codec.frames import decode_line as decode
 from ..peer.pathtrace import TRACE
+from .tlsstream import TlsSocketStream
 
 log = logging.getLogger("tom.net.links")
 
@@ -76,16 +77,26 @@ class Link:
         self._wake.set()
 
     def _write_now(self, data: bytes, n: int) -> bool:
-        """Write ``data`` (``n`` frames) straight to a plain TCP connection's socket (non-blocking; TLS
-        connections go through the writer); what the socket does not take at once is queued first for
-        the writer. False (nothing written) if the connection is not a plain socket or the write fails:
-        the writer then meets the same error and handles it."""
+        """Write ``data`` (``n`` frames) straight to the connection's socket, without waiting: a plain
+        TCP socket (non-blocking) or TLS on one (`TlsSocketStream.send_nowait`); what a plain socket
+        does not take at once is queued first for the writer. False (nothing written) for other
+        streams, or if the socket would block or the write fails: the caller queues ``data`` for the
+        writer, which sends it next (as TLS requires after a blocked write) or meets the same error."""
         stream = self.stream
-        if type(stream) is not trio.SocketStream:
-            return False
-        try:
-            sent = os.write(stream.socket.fileno(), data)  # (trio's sockets are non-blocking)
-        except OSError:  # BlockingIOError included: nothing written
+        kind = type(stream)
+        if kind is trio.SocketStream:
+            try:
+                sent = os.write(stream.socket.fileno(), data)  # (trio's sockets are non-blocking)
+            except OSError:  # BlockingIOError included: nothing written
+                return False
+        elif kind is TlsSocketStream:
+            try:
+                sent = stream.send_nowait(data)  # type: ignore[union-attr]
+            except trio.BrokenResourceError:
+                return False
+            if not sent:
+                return False
+        else:
             return False
         self.unacked.append((data, n))  # written (in part or whole), as the writer counts them
         self.unacked_frames += n

@@ -133,6 +133,19 @@ class TlsSocketStream(trio.abc.Stream):
             view = view[sent:]
         await trio.lowlevel.cancel_shielded_checkpoint()
 
+    def send_nowait(self, data: bytes) -> int:
+        """Write ``data`` now if the socket takes it without waiting: the bytes written (all of them:
+        OpenSSL writes a buffer whole or not at all), or 0 if it would block. After 0 the caller must
+        send the same bytes next (`send_all`, first): OpenSSL may hold part of a record and wants
+        them again. TLS and socket errors as `send_all`."""
+        self._check()
+        try:
+            return self._sock.send(data)
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+            return 0
+        except (ssl.SSLError, OSError) as e:
+            raise trio.BrokenResourceError(f"TLS send failed: {e}") from e
+
     async def wait_send_all_might_not_block(self) -> None:
         self._check()
         await trio.lowlevel.wait_writable(self._fd)
