@@ -2,6 +2,8 @@
 validation, the wire byte for byte, and the fast parses held to the table."""
 
 import pytest
+import re
+
 from hypothesis import given, settings, strategies as st
 
 from tom.errors import FrameError
@@ -307,6 +309,52 @@ def test_the_plain_message_parse_takes_exactly_plain_messages_as_tom_sends_them(
     plain = type(frame) is Message and frame.vc is None and takes_the_fast_parse(frame)
     assert (quick is not None) == plain
     assert quick is None or (type(quick), quick) == (type(frame), frame) == outcome(_parse_by_table, line)
+
+
+PLAIN_MESSAGE_BEFORE = re.compile(  # the regular expression the hand-written parse replaced: the oracle
+    r"MESSAGE@([0-9]{1,11}\.[0-9]{1,6})(?:\+((?:0|[1-9][0-9]{0,17})(?:,(?:0|[1-9][0-9]{0,17}))*))?"
+    r"-(0|[1-9][0-9]{0,17})-([^-\\]*)-", re.ASCII)
+NEAR_MESSAGES = st.lists(st.sampled_from(["0", "1", "9", "00", "12", "1234567890123456789", ".", "+", ",", "-",
+                                          "\\", "\\n", "x", "١", "²", "127.0.0.1:5000", "h-1:80", " ", ""]),
+                         max_size=12).map(lambda parts: "MESSAGE@" + "".join(parts)) | st.builds(
+    lambda stamp, marks, clock, pid, text: f"MESSAGE@{stamp}{marks}-{clock}-{pid}-{text}",
+    st.sampled_from(["1.5"] * 8 + ["12345678901.123456", "123456789012.5", "1.1234567", "1.", ".5", "1", "١.5", "1.5.5",
+                     "0.0", "01.5", ""]),
+    st.sampled_from([""] * 6 + ["+1,2,3"] * 6 + ["+0", "+01", "+1,", "+,1", "+", "+" + ",".join(["7"] * 1024),
+                     "+" + ",".join(["7"] * 1025), "+123456789012345678", "+1234567890123456789", "+1+2", "+١"]),
+    st.sampled_from(["7"] * 8 + ["0", "00", "07", "123456789012345678", "1234567890123456789", "", "١", "+1", "1.5"]),
+    st.sampled_from(["127.0.0.1:5000"] * 8 + ["127.0.0.1:0", "host:80", "[::1]:9", "x\\y:1", "", "a:b", "HOST:80"]),
+    st.sampled_from(["x"] * 6 + ["", "a-b-c", "back\\\\slash", "bad\\q", "new\\nline", "tail\\", "١"]))
+
+
+def plain_message_before(line):
+    """The parse the hand-written one replaced (a regular expression, then the same checks): the oracle."""
+    m = PLAIN_MESSAGE_BEFORE.match(line)
+    if m is None:
+        return None
+    stamp, marks_field, clock, pid = m.groups()
+    if not frames.is_pid(pid):
+        return None
+    marks = None
+    if marks_field is not None:
+        marks = tuple(map(int, marks_field.split(",")))
+        if len(marks) > frames.MAX_MARKS:
+            return None
+    text = line[m.end():]
+    if "\\" in text:
+        try:
+            text = frames.unescape_text(text)
+        except FrameError:
+            return None
+    return Message(int(clock), pid, text, float(stamp), None, marks)
+
+
+@settings(max_examples=3000)
+@given(line=NEAR_MESSAGES)
+def test_the_plain_message_parse_takes_what_the_regular_expression_took_and_only_that(line):
+    """Lines near the form, good and bad: the hand-written parse gives what the regular expression it
+    replaced gave (the same message, or None for the full parse to judge)."""
+    assert _plain_message(line) == plain_message_before(line), line
 
 
 OVER = str(2**63)  # 19 digits, over the largest clock

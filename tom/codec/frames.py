@@ -1256,26 +1256,46 @@ def decode_lines(lines: list[str | bytes]) -> tuple[list[Frame], list[int], Fram
     return frames, received, None
 
 
-_PLAIN_MESSAGE: Final = re.compile(
-    r"MESSAGE@([0-9]{1,11}\.[0-9]{1,6})(?:\+((?:0|[1-9][0-9]{0,17})(?:,(?:0|[1-9][0-9]{0,17}))*))?"
-    r"-(0|[1-9][0-9]{0,17})-([^-\\]*)-", re.ASCII)
-"""The busiest line there is, a plain MESSAGE as TOM sends it (send time, marks, clock, pid), checked in
-one match: `_fast_message` with fewer steps (the profile: a tenth of a peer's time is parsing)."""
+def _number(field: str) -> bool:
+    """``0|[1-9][0-9]{0,17}``: a clock or a mark as TOM writes it (at most 18 digits)."""
+    n = len(field)
+    return 0 < n <= 18 and field.isascii() and field.isdigit() and (n == 1 or field[0] != "0")
+
+
+def _stamp(field: str) -> bool:
+    """``[0-9]{1,11}.[0-9]{1,6}``: a send time as TOM writes it."""
+    dot = field.find(".")
+    return (0 < dot <= 11 and 0 < len(field) - dot - 1 <= 6 and field.isascii()
+            and field[:dot].isdigit() and field[dot + 1:].isdigit())
 
 
 def _plain_message(line: str) -> Message | None:
-    m = _PLAIN_MESSAGE.match(line)
-    if m is None:
+    """The busiest line there is, a plain MESSAGE as TOM sends it, ``MESSAGE@<send time>[+<marks>]-
+    <clock>-<pid>-<text>``, taken apart by hand (a tenth of a peer's time was parsing; a regular
+    expression and its groups cost twice this): None if it is not exactly that form, for the full
+    parse to judge."""
+    first = line.find("-", 8)
+    second = line.find("-", first + 1) if first > 0 else -1
+    third = line.find("-", second + 1) if second > 0 else -1
+    if third < 0:
         return None
-    stamp, marks_field, clock, pid = m.groups()
-    if not _is_pid(pid):
+    head = line[8:first]
+    plus = head.find("+")
+    stamp = head if plus < 0 else head[:plus]
+    clock = line[first + 1:second]
+    pid = line[second + 1:third]
+    if not (_stamp(stamp) and _number(clock)) or "\\" in pid or not _is_pid(pid):
         return None
     marks = None
-    if marks_field is not None:
-        marks = tuple(map(int, marks_field.split(",")))
-        if len(marks) > MAX_MARKS:
+    if plus >= 0:
+        fields = head[plus + 1:].split(",")
+        if len(fields) > MAX_MARKS:
             return None
-    text = line[m.end():]
+        for field in fields:
+            if not _number(field):
+                return None
+        marks = tuple([int(field) for field in fields])
+    text = line[third + 1:]
     if "\\" in text:
         try:
             text = unescape_text(text)
