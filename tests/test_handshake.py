@@ -16,6 +16,8 @@ from tom.net.links import Link
 from tom.net.listener import listener
 from tom.net.tlsstream import TlsSocketStream
 
+from linkfill import push_until_blocked
+
 DIALER, LISTENER, OTHER = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:4999"
 PIDS = [OTHER, DIALER, LISTENER]
 
@@ -317,15 +319,7 @@ async def test_over_tls_a_due_batch_is_written_at_once_and_a_blocked_one_goes_wh
         now = trio.current_time()
         link.push_many(now, first, now)  # no writer runs: written at once
         assert not link.buffer and link.frames_out == 1
-        sent += first
-        for k in range(2000):  # until the socket takes no more: the rest waits for the writer
-            batch = [f"MESSAGE-{k * 50 + i}-127.0.0.1:5000-{'y' * 1000}\n".encode() for i in range(50)]
-            sent += batch
-            now = trio.current_time()
-            link.push_many(now, batch, now)
-            if link.buffer:
-                break
-        assert link.buffer, "TLS took everything at once: nothing left for the writer"
+        sent += first + push_until_blocked(link)  # the rest waits for the writer
         want = len(b"".join(sent))
         with trio.fail_after(30):
             nursery.start_soon(link.writer)

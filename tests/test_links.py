@@ -7,6 +7,8 @@ import trio.testing
 
 from tom.net.links import Link
 
+from linkfill import push_until_blocked
+
 
 def frames(n, start=0):
     return [f"MESSAGE-{i}-127.0.0.1:5000-m{i}\n".encode() for i in range(start, start + n)]
@@ -166,15 +168,7 @@ async def test_what_the_socket_does_not_take_at_once_goes_first_when_the_writer_
     client, server = await _tcp_pair()
     link = Link("127.0.0.1:5001")
     link.attach(client, 0, trio.current_time())
-    sent = []
-    for k in range(400):  # 400 batches of 100 frames of ~1 KB: far more than a socket buffer takes
-        batch = [f"MESSAGE-{k * 100 + i}-127.0.0.1:5000-{'x' * 1000}\n".encode() for i in range(100)]
-        sent += batch
-        now = trio.current_time()
-        link.push_many(now, batch, now)
-        if link.buffer:
-            break
-    assert link.buffer, "the socket took everything: nothing left for the writer to do"
+    sent = push_until_blocked(link, batches=400, per_batch=100)
     got = b""
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
