@@ -1,10 +1,12 @@
-"""The processor task: the only caller of the core.
+"""The processor task and its inbox: the core is called only from the processor's step.
 
-Drains the incoming channel in batches (frames, connections, ticks, the user's texts and quit), feeds
-the core, then queues the core's sends on their links (``route``, `tom.net.sender.Router`) and writes its
-deliveries to the output file before anything else is read. A frame the core rejects is logged (rate-limited); the peer goes on.
-Deliveries are shown to the user only once they are on disk; once the output cannot be written,
-nothing more is recorded or shown, and ``on_output_error`` is told (once).
+A step feeds the core a batch of events (frames, connections, ticks, the user's texts and quit), then
+queues the core's sends on their links (``route``, `tom.net.sender.Router`) and writes its deliveries to
+the output file, all synchronously: steps never interleave. The processor task steps what waits in its
+channel; an event sent while nothing waits is stepped by the task that sends it (`Inbox`). A frame the
+core rejects is logged (rate-limited); the peer goes on. Deliveries are shown to the user only once
+they are on disk; once the output cannot be written, nothing more is recorded or shown, and
+``on_output_error`` is told (once).
 """
 
 from __future__ import annotations
