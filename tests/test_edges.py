@@ -17,7 +17,8 @@ from tom.peer.events import Connected, Disconnected, FramesIn
 from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Heartbeat, Hello, Message, Refused, Resume, encode_frame,
                         format_frame, message_frame_bytes, parse_frame)
 from tom.net.handshake import expect
-from tom.net.links import Link, LineReader, decode
+from tom.codec.frames import decode_line as decode
+from tom.net.links import Link, LineReader
 from tom.net.listener import run_link
 from tom.codec.neighbors import load_neighbors
 from tom.peer.output import OutputFile

@@ -38,9 +38,9 @@ import ssl
 import trio
 
 from ..errors import ConfigError, FrameError, RefusedError
-from ..codec.frames import Hello, Refused, Resume, encode_frame, wire_of
+from ..codec.frames import Hello, Refused, Resume, decode_line, encode_frame, wire_of
 from .keys import GroupKeys, cert_pid
-from .links import Link, LineReader, decode
+from .links import Link, LineReader
 from ..codec.pid import pid_key
 from .tlsstream import TlsSocketStream
 
@@ -186,7 +186,7 @@ async def expect(reader: LineReader, cls: type):
     if raw.startswith(TLS_REQUIRED[:16]):
         raise PlaintextRefused("the group is secured: its peers accept TLS connections only; "
                                "start this peer with --keys DIR (see tom keys)")
-    frame = decode(raw)
+    frame = decode_line(raw)
     if type(frame) is Refused:
         raise RefusedError(frame.reason)
     if type(frame) is not cls:

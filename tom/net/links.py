@@ -22,7 +22,6 @@ from collections import deque
 import trio
 
 from ..codec.frames import MAX_FRAME_BYTES, OVER_LONG, FrameError, Received, encode_frame
-from ..codec.frames import decode_line as decode
 from ..peer.pathtrace import TRACE
 from .tlsstream import TlsSocketStream
 
@@ -71,7 +70,8 @@ class Link:
             release = self._last_release
         self._last_release = release
         joined = b"".join(data)
-        if now is not None and release <= now and not self.buffer and not self._writing and self._write_now(joined, len(data)):
+        due = now is not None and release <= now
+        if due and not self.buffer and not self._writing and self._write_now(joined, len(data)):
             return
         self.buffer.append((release, joined, len(data)))
         self._wake.set()
@@ -83,15 +83,14 @@ class Link:
         streams, or if the socket would block or the write fails: the caller queues ``data`` for the
         writer, which sends it next (as TLS requires after a blocked write) or meets the same error."""
         stream = self.stream
-        kind = type(stream)
-        if kind is trio.SocketStream:
+        if isinstance(stream, trio.SocketStream):
             try:
                 sent = os.write(stream.socket.fileno(), data)  # (trio's sockets are non-blocking)
             except OSError:  # BlockingIOError included: nothing written
                 return False
-        elif kind is TlsSocketStream:
+        elif isinstance(stream, TlsSocketStream):
             try:
-                sent = stream.send_nowait(data)  # type: ignore[union-attr]
+                sent = stream.send_nowait(data)
             except trio.BrokenResourceError:
                 return False
             if not sent:
