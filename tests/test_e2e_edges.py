@@ -247,7 +247,7 @@ def _fake_member(port: int, real: int, heartbeats: list[bytes], deadline: float 
         while b"\n" not in got:  # its HELLO
             got += conn.recv(4096)
         me = f"127.0.0.1:{port}"
-        conn.sendall(f"HELLO-{me}-1-lamportcumulative\nRESUME-0\n".encode())  # wire v2, as TOM speaks it
+        conn.sendall(f"HELLO-{me}-1-lamportruns\nRESUME-0\n".encode())  # wire v3, as TOM speaks it
         while b"RESUME" not in got:
             got += conn.recv(4096)
         conn.sendall(f"MESSAGE-1-{me}-hello\n".encode())

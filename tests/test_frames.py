@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from tom.errors import FrameError
 from tom.codec import frames
 from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
-                              Leave, Marks, Message, Prepare, Promise, Propose, Received, Refused, Relay, Removed, Resume,
+                              Leave, Marks, Message, Messages, Prepare, Promise, Propose, Received, Refused, Relay, Removed, Resume,
                               Sees, Suspect, Seq,
                               FRAME_KINDS, _parse_by_table, _plain_message, encode_frame, escape_text, format_frame, parse_frame)
 
@@ -53,7 +53,7 @@ def test_acks_round_trip(clocks, pid):
 
 
 @given(pid=PIDS, inc=st.integers(0, 2**62), order=st.sampled_from(["lamport", "sequencer", "causal", "future"]),
-       wire=st.sampled_from([1, 2]))
+       wire=st.sampled_from([1, 2, 3]))
 def test_hello_round_trips(pid, inc, order, wire):
     assert parse_frame(format_frame(Hello(pid, inc, order, wire))) == Hello(pid, inc, order, wire)
 
@@ -64,6 +64,14 @@ def test_wire_2_rides_on_the_order_word():
     assert parse_frame("HELLO-127.0.0.1:5000-7-causalcumulative") == Hello("127.0.0.1:5000", 7, "causal", 2)
     with pytest.raises(FrameError):
         parse_frame("HELLO-127.0.0.1:5000-7-cumulative")
+
+
+def test_wire_3_rides_on_the_order_word():
+    """Wire 3 (runs of messages) is announced as ``<order>runs``, by every order."""
+    assert format_frame(Hello("127.0.0.1:5000", 7, "lamport", 3)) == "HELLO-127.0.0.1:5000-7-lamportruns"
+    assert parse_frame("HELLO-127.0.0.1:5000-7-sequencerruns") == Hello("127.0.0.1:5000", 7, "sequencer", 3)
+    with pytest.raises(FrameError):
+        parse_frame("HELLO-127.0.0.1:5000-7-runs")
 
 
 @given(marks=st.lists(st.integers(0, 2**62), min_size=1, max_size=40))
@@ -107,6 +115,12 @@ def test_hello_names_an_order_other_than_lamport_only():
     "RELAY+1-1-127.0.0.1:5000-x", "MESSAGEX-1-127.0.0.1:5000-x",
     "PROPOSE-" + "[" * 60000, "INSTALL-" + '{"a":' * 13000, "PROPOSE-[]", "INSTALL-{}",
     "HEARTBEAT-1 ", "REMOVED-1 ", "REMOVED-x 127.0.0.1:5000/1", "HEARTBEAT-1-2 127.0.0.1:5000/1",
+    "MESSAGES@1.5-1-127.0.0.1:5000-1-x", "MESSAGES@1.5-1-127.0.0.1:5000-1,1-x",
+    "MESSAGES@1.5-1-127.0.0.1:5000-1,1-xyz", "MESSAGES@1.5-1-127.0.0.1:5000-1,01-xy",
+    "MESSAGES@1.5-1-127.0.0.1:5000-1,2-\\nx", "MESSAGES@1.5-1-127.0.0.1:5000-1,2-x\\", "MESSAGES@1.5-1-127.0.0.1:5000-xy",
+    "MESSAGES@x-1-127.0.0.1:5000-1,1-xy", "MESSAGES@1.5-1-127.0.0.1:5000-" + ",".join(["0"] * 257) + "-",
+    "MESSAGES@1.5-9223372036854775807-127.0.0.1:5000-1,1-xy", "MESSAGES@1.5+1,x-1-127.0.0.1:5000-1,1-xy",
+    "MESSAGES@1.5-1-127.0.0.1:5000-1,,1-xy",
 ])
 def test_malformed_lines_are_rejected(line):
     with pytest.raises(FrameError):
@@ -145,7 +159,11 @@ BAD_BUILDS = [
     lambda: Heartbeat(-1), lambda: Heartbeat(1, 2), lambda: Heartbeat(1, 2, 2**32, (1, P)),
     lambda: Refused("x" * 1001),
     lambda: Hello(P, -1), lambda: Hello(P, 1, "Causal"), lambda: Hello(P, 1, "lamportcumulative"),
-    lambda: Hello(P, 1, "lamport", 3),
+    lambda: Hello(P, 1, "lamport", 4), lambda: Hello(P, 1, "lamportruns", 3),
+    lambda: Messages(1, P, ("x",)), lambda: Messages(1, P, ["x", "y"]), lambda: Messages(1, P, ("x",) * 257),
+    lambda: Messages(2**63 - 1, P, ("x", "y")), lambda: Messages(1, P, ("x", b"y")),
+    lambda: Messages(1, P, ("x", "y" * MAX_FRAME_BYTES)), lambda: Messages(1, P, ("x", "y"), sent_at=-1.0),
+    lambda: Messages(1, P, ("x", "y"), marks=()), lambda: Messages(1, "not a pid", ("x", "y")),
     lambda: Join(P, -1), lambda: Leave("127.0.0.1:0"), lambda: Flush(1, 1, "x"), lambda: Flushed(1, 1, 1.0),
     lambda: Removed(-1), lambda: Removed(1, "a\nb"), lambda: Heartbeat(1, group="a\nb"), lambda: Suspect(1, P, 1, -1),
     lambda: Sees(1, "x", 1), lambda: Resume("1"), lambda: Received(None),
@@ -204,12 +222,15 @@ def clocks(low, high):
 MEMBERS = st.lists(st.tuples(ANY_PID, COUNT), max_size=4).map(tuple)
 PID_LIST = st.lists(ANY_PID, max_size=3).map(tuple)
 GROUP = st.text(max_size=30).filter(lambda g: "\n" not in g)
-ORDER = st.from_regex(r"[a-z]{1,20}", fullmatch=True).filter(lambda o: not o.endswith("cumulative"))
+ORDER = st.from_regex(r"[a-z]{1,20}", fullmatch=True).filter(lambda o: not o.endswith(("cumulative", "runs")))
+TEXTS = st.lists(st.text(max_size=20), min_size=2, max_size=6).map(tuple)
 
 FRAMES = st.one_of(
     st.builds(Message, CLOCK, ANY_PID, st.text(max_size=60), SENT_AT, st.none() | clocks(1, 5),
               st.none() | clocks(1, 5)),
     st.builds(Relay, CLOCK, ANY_PID, st.text(max_size=60), SENT_AT, st.none() | clocks(1, 5)),
+    st.builds(Messages, st.integers(0, 10**6) | st.integers(10**17, 2**63 - 7), ANY_PID, TEXTS, SENT_AT,
+              st.none() | clocks(1, 5)),
     st.builds(Ack, CLOCK, ANY_PID),
     st.builds(Acks, clocks(2, 6), ANY_PID),
     st.builds(Marks, clocks(1, 6)),
@@ -217,7 +238,7 @@ FRAMES = st.one_of(
     st.builds(Heartbeat, COUNT) | st.builds(Heartbeat, COUNT, COUNT, st.integers(0, 2**32 - 1),
                                             st.tuples(CLOCK, ANY_PID)),
     st.builds(Refused, st.text(max_size=100)),
-    st.builds(Hello, ANY_PID, COUNT, ORDER, st.sampled_from([1, 2])),
+    st.builds(Hello, ANY_PID, COUNT, ORDER, st.sampled_from([1, 2, 3])),
     st.builds(Join, ANY_PID, COUNT),
     st.builds(Leave, ANY_PID),
     st.builds(Flush, COUNT, COUNT, ANY_PID),
@@ -250,6 +271,8 @@ def takes_the_fast_parse(frame):
     if type(frame) is Message:
         return (frame.sent_at is not None and "-" not in frame.pid
                 and short(frame.clock, *(frame.vc or ()), *(frame.marks or ())))
+    if type(frame) is Messages:
+        return frame.sent_at is not None and "-" not in frame.pid and short(frame.clock, *(frame.marks or ()))
     if type(frame) is Marks:
         return short(*frame.marks)
     if type(frame) is Seq:
@@ -285,6 +308,8 @@ FAST_FRAMES = st.one_of(
     st.builds(Message, CLOCK, ANY_PID, st.text(max_size=30), SENT_AT, st.none() | clocks(1, 4),
               st.none() | clocks(1, 4)),
     st.builds(Marks, clocks(1, 4)),
+    st.builds(Messages, st.integers(0, 10**6) | st.integers(10**17, 2**63 - 7), ANY_PID, TEXTS, SENT_AT,
+              st.none() | clocks(1, 4)),
     st.builds(Ack, CLOCK | st.integers(10**17, 2**63 - 1), ANY_PID),
     st.builds(Acks, clocks(2, 4), ANY_PID),
     st.builds(Seq, st.integers(1, 10**6) | st.integers(10**17, 2**63 - 1), clocks(1, 4), ANY_PID),
@@ -397,7 +422,8 @@ FIELD = st.sampled_from(["", "0", "01", "1", "42", "x", "1.5", "1.", ".5", "1763
                          "1763766000.1234567", "99999999999.1", "١٢", "127.0.0.1:5000", "my-host.lan:80", "1,2"])
 
 
-@given(kind=st.sampled_from(["MESSAGE@", "CMESSAGE@", "MESSAGE", "MARKS", "SEQ", "ACK", "ACKS", "RELAY@"]),
+@given(kind=st.sampled_from(["MESSAGE@", "CMESSAGE@", "MESSAGE", "MESSAGES@", "MARKS", "SEQ", "ACK", "ACKS",
+                             "RELAY@"]),
        fields=st.lists(FIELD | st.text(max_size=8), min_size=0, max_size=4), text=st.text(max_size=40))
 def test_the_fast_parses_agree_with_the_table_on_any_line(kind, fields, text):
     line = kind + ("" if kind.endswith("@") else "-") + "-".join(fields) + "-" + escape_text(text)
@@ -415,6 +441,8 @@ GOLDEN = [
     (Message(42, A, "hi", sent_at=1763766000.123456), "MESSAGE@1763766000.123456-42-127.0.0.1:5000-hi"),
     (Message(42, V6, "", sent_at=0.5, marks=(3, 0, 17)), "MESSAGE@0.500000+3,0,17-42-[::1]:65535-"),
     (Message(9, A, "causal", sent_at=1.25, vc=(1, 0, 2)), "CMESSAGE@1.250000-9-127.0.0.1:5000-1,0,2-causal"),
+    (Messages(42, A, ("hi", "a-b\n", ""), sent_at=0.5, marks=(3, 0)), "MESSAGES@0.500000+3,0-42-127.0.0.1:5000-2,5,0-hia-b\\n"),
+    (Messages(7, B, ("x", "y")), "MESSAGES-7-my-host.lan:80-1,1-xy"),
     (Message(9, A, "causal", vc=(0, 4), marks=(5, 6)), "CMESSAGE+5,6-9-127.0.0.1:5000-0,4-causal"),
     (Message(2**63 - 1, A, "max", sent_at=99999999999.5),
      "MESSAGE@99999999999.500000-9223372036854775807-127.0.0.1:5000-max"),
@@ -440,6 +468,7 @@ GOLDEN = [
     (Hello(A, 7), "HELLO-127.0.0.1:5000-7"),
     (Hello(B, 0, "causal"), "HELLO-my-host.lan:80-0-causal"),
     (Hello(A, 7, "lamport", 2), "HELLO-127.0.0.1:5000-7-lamportcumulative"),
+    (Hello(A, 7, "sequencer", 3), "HELLO-127.0.0.1:5000-7-sequencerruns"),
     (Hello(V6, 2, "sequencer", 1), "HELLO-[::1]:65535-2-sequencer"),
     (Hello(B, 3, "causal", 2), "HELLO-my-host.lan:80-3-causalcumulative"),
     (Join(B, 5), "JOIN-my-host.lan:80-5"),
@@ -502,3 +531,65 @@ def test_the_golden_lines_hold_every_kind_of_frame():
 ])
 def test_lines_in_other_forms_parse_to_the_same_frame(line, frame):
     assert parse_frame(line) == frame == _parse_by_table(line)
+
+
+EDGE_RUN_LINES = [
+    f"MESSAGES@1.5-1-{P}-1,1-xy", f"MESSAGES@1.5-{OVER[:-1]}-{P}-1,1-xy", f"MESSAGES@1.5-{OVER}-{P}-1,1-xy",
+    f"MESSAGES@1.5-9223372036854775807-{P}-1,1-xy", f"MESSAGES@1.5-1-{P}-1-x", f"MESSAGES@1.5-1-{P}-1,1,1-xy",
+    f"MESSAGES@1.5-1-{P}-2,0-\\\\", f"MESSAGES@1.5-1-{P}-1,1-\\\\", f"MESSAGES@1.5-1-{P}-0,2-\\n",
+    f"MESSAGES@1.5-1-my-host.lan:80-1,1-xy", f"MESSAGES-1-{P}-1,1-xy", f"MESSAGES@1.5+1,2-1-{P}-1,1-x-",
+    f"MESSAGES@1.5-1-{P}-" + ",".join(["1"] * 256) + "-" + "x" * 256,
+    f"MESSAGES@1.5-1-{P}-" + ",".join(["1"] * 257) + "-" + "x" * 257, f"MESSAGES@1.5-1-{P}-1,١-xy",
+    f"MESSAGES@1.5-1-{P}-01,1-xy", f"MESSAGES@1.1234567-1-{P}-1,1-xy", f"MESSAGES@1.5-1-{P}--xy",
+]
+
+
+@pytest.mark.parametrize("line", EDGE_RUN_LINES)
+def test_the_run_parse_agrees_with_the_table_at_its_edges(line):
+    assert outcome(parse_frame, line) == outcome(_parse_by_table, line)
+
+
+# -- runs: what a sender's batch becomes on the wire, and back ---------------------------------------
+
+def test_a_steps_messages_go_as_one_line_and_come_back_as_they_were_sent():
+    from tom.codec.frames import decode_lines, encode_sends, trusted_message
+
+    msgs = [trusted_message(10 + i, A, text, 1795620084.813782, None, (3, 4, 5) if i == 3 else None)
+            for i, text in enumerate(["a", "b\\|c", "x-y\nz", "", "after"])]
+    per_dest = encode_sends([((B, V6), m) for m in msgs])
+    assert per_dest[B] == per_dest[V6]
+    assert per_dest[B][0] == (b"MESSAGES@1795620084.813782+3,4,5-10-127.0.0.1:5000-1,5,6,0-ab\\\\|cx-y\\nz\n")
+    assert len(per_dest[B]) == 2  # the marks end the run: "after" goes alone
+    frames_out, taken, received, fault = decode_lines([line.decode()[:-1] for line in per_dest[B]])
+    assert frames_out == msgs and taken == 2 and received == [] and fault is None
+
+
+SENDABLE = st.one_of(
+    st.builds(Message, st.integers(1, 40), st.sampled_from([A, B]), st.text(max_size=12),
+              st.sampled_from([None, 5.5, 6.25]), st.none(), st.none() | st.just((1, 2))),
+    st.builds(Message, st.integers(1, 40), st.sampled_from([A, B]), st.text(max_size=4), st.just(5.5),
+              st.just((1,))),
+    st.builds(Ack, st.integers(1, 40), st.sampled_from([A, B])),
+    st.builds(Marks, clocks(1, 3)),
+)
+
+
+@settings(max_examples=400)
+@given(sends=st.lists(st.tuples(st.sampled_from([(A,), (B,), (A, B)]), SENDABLE), max_size=40),
+       consecutive=st.booleans())
+def test_whatever_a_step_sends_each_destination_reads_exactly_that(sends, consecutive):
+    """Runs are the codec's alone: per destination, `decode_lines` of what `encode_sends` wrote is the
+    frames sent there, in order; a line is a run only of what may form one."""
+    from tom.codec.frames import decode_lines, encode_sends
+
+    if consecutive:  # make runs likely: one member's messages with growing clocks
+        sends = [(dests, Message(i + 1, A, f.text, 5.5, None, f.marks) if type(f) is Message else f)
+                 for i, (dests, f) in enumerate(sends)]
+    per_dest = encode_sends(sends)
+    for dest in (A, B):
+        sent = [f for dests, f in sends if dest in dests]
+        lines = per_dest.get(dest, [])
+        frames_in, taken, received, fault = decode_lines([line.decode()[:-1] for line in lines])
+        assert fault is None and received == [] and taken == len(lines)
+        assert frames_in == sent
+        assert [(type(f), f) for f in frames_in] == [(type(f), f) for f in sent]

@@ -98,12 +98,16 @@ async def test_peers_of_different_orders_refuse_each_other_with_one_line_each(gr
     assert not isinstance(dialer, Exception) and not isinstance(listener, Exception), (dialer, listener)
 
 
-@pytest.mark.parametrize("order", ["lamport", "causal"])
-async def test_a_peer_of_wire_1_is_refused_with_one_line_each_way(order):
-    """An older TOM (wire 1: an ACK per message) announces its order without ``cumulative``: a peer of
-    wire 2 refuses it whichever side dials, with one line; the older peer gets our HELLO, whose order
-    word it does not know, and refuses with its own order-mismatch line."""
-    old_hello = b"HELLO-127.0.0.1:5000-7\n" if order == "lamport" else b"HELLO-127.0.0.1:5000-7-causal\n"
+@pytest.mark.parametrize("order, wire", [("lamport", 1), ("causal", 1), ("lamport", 2), ("causal", 2),
+                                         ("sequencer", 1)])
+async def test_a_peer_of_an_older_wire_is_refused_with_one_line_each_way(order, wire):
+    """An older TOM (wire 1: an ACK per message; wire 2: cumulative ACKs, no runs of messages)
+    announces its order without ``runs``: a peer of wire 3 refuses it whichever side dials, with one
+    line; the older peer gets our HELLO, whose order word it does not know, and refuses with its own
+    order-mismatch line."""
+    word = {1: "", 2: "cumulative"}[wire]
+    old_hello = (b"HELLO-127.0.0.1:5000-7\n" if (order, wire) == ("lamport", 1)
+                 else f"HELLO-127.0.0.1:5000-7-{order}{word}\n".encode())
     ours, theirs = trio.testing.memory_stream_pair()
     links = {DIALER: Link(DIALER)}
     with trio.fail_after(10):
@@ -111,24 +115,24 @@ async def test_a_peer_of_wire_1_is_refused_with_one_line_each_way(order):
         with pytest.raises(WireMismatch) as refused:
             await accept(theirs, LISTENER, 9, links, None, order)
         answer = await ours.receive_some(4096)
-    assert str(refused.value) == (f"{DIALER} speaks wire protocol v1 of the {order} order, this peer v2 "
-                                  f"(cumulative ACKs need the same TOM version on every peer): connection refused")
+    assert str(refused.value) == (f"{DIALER} speaks wire protocol v{wire} of the {order} order, this peer v3 "
+                                  f"(every peer of a group needs a TOM that speaks the same wire): connection refused")
     assert links[DIALER].mismatch == str(refused.value)
-    assert answer.startswith(f"HELLO-{LISTENER}-9-{order}cumulative\nREFUSED-".encode())
+    assert answer.startswith(f"HELLO-{LISTENER}-9-{order}runs\nREFUSED-".encode())
 
     ours, theirs = trio.testing.memory_stream_pair()  # now the new peer dials the old one
     with trio.fail_after(10):
         await theirs.send_all(old_hello.replace(DIALER.encode(), LISTENER.encode()) + b"RESUME-0\n")
         with pytest.raises(WireMismatch) as refused:
             await connect(ours, Link(LISTENER), DIALER, 7, None, order)
-    assert str(refused.value).startswith(f"{LISTENER} speaks wire protocol v1 of the {order} order, this peer v2")
+    assert str(refused.value).startswith(f"{LISTENER} speaks wire protocol v{wire} of the {order} order, this peer v3")
 
 
-async def test_the_sequencer_order_has_one_wire():
-    """A sequencer group sends no ACKs: its HELLO and frames are those of wire 1, so nothing to refuse."""
+async def test_every_order_speaks_wire_3():
+    """Runs of messages are every order's: a sequencer peer of this TOM takes a sequencer HELLO of wire 3."""
     ours, theirs = trio.testing.memory_stream_pair()
     with trio.fail_after(10):
-        await ours.send_all(b"HELLO-127.0.0.1:5000-7-sequencer\nRESUME-0\n")
+        await ours.send_all(b"HELLO-127.0.0.1:5000-7-sequencerruns\nRESUME-0\n")
         link, *_ = await accept(theirs, LISTENER, 9, {DIALER: Link(DIALER)}, None, "sequencer")
     assert link.incarnation == 7
 

@@ -120,13 +120,14 @@ def test_a_chunks_lines_decode_to_its_frames_up_to_the_first_fault_with_received
     from tom.codec.frames import OVER_LONG, Ack, FrameError, Received, decode_lines, format_frame
 
     good = ["ACK-1-127.0.0.1:5000", "RECEIVED-7", "ACK-2-127.0.0.1:5000\r", b"ACK-3-127.0.0.1:5000"]
-    frames, received, fault = decode_lines(good)
+    frames, taken, received, fault = decode_lines(good)
+    assert taken == 3
     assert [format_frame(f) for f in frames] == [f"ACK-{i}-127.0.0.1:5000" for i in (1, 2, 3)]
     assert all(type(f) is Ack for f in frames) and received == [7] and fault is None
     assert format_frame(Received(7)) == "RECEIVED-7"
     for bad, why in ((b"\xffACK", "not UTF-8"), (OVER_LONG, "over the limit"), ("NONSENSE", "")):
-        frames, received, fault = decode_lines(["ACK-1-127.0.0.1:5000", bad, "RECEIVED-3", "ACK-2-127.0.0.1:5000"])
-        assert len(frames) == 1 and received == [] and isinstance(fault, FrameError) and why in str(fault)
+        frames, taken, received, fault = decode_lines(["ACK-1-127.0.0.1:5000", bad, "RECEIVED-3", "ACK-2-127.0.0.1:5000"])
+        assert len(frames) == taken == 1 and received == [] and isinstance(fault, FrameError) and why in str(fault)
 
 
 def test_a_batch_of_sends_is_encoded_once_per_frame_in_order_for_each_destination():
@@ -190,3 +191,40 @@ async def test_a_link_that_is_not_a_plain_socket_always_goes_through_the_writer(
     now = trio.current_time()
     link.push_many(now, frames(1), now)
     assert link.queued == 1 and link.frames_out == 0
+
+
+async def test_a_run_of_messages_is_one_frame_at_both_ends_of_a_link_and_across_a_reconnect():
+    """The link counts lines: a run (`Messages`) is one on the writer's side and one on the reader's
+    (`decode_lines`' count), so RECEIVED and RESUME agree and a reconnect re-sends exactly the rest."""
+    from tom.codec.frames import Message, decode_lines, encode_sends, trusted_message
+    from tom.net.links import LineReader
+
+    me, other = "127.0.0.1:5000", "127.0.0.1:5001"
+    msgs = [trusted_message(5 + i, me, f"m{i}", 1.5, None, (2, 3) if i in (3, 9) else None) for i in range(10)]
+    data = encode_sends([((other,), m) for m in msgs])[other]
+    assert len(data) == 2  # clocks 5..8 (marks on the 4th), then 9..14 (marks on the last)
+    client, server = await _tcp_pair()
+    sender, receiver = Link(other), Link(me)
+    sender.attach(client, 0, trio.current_time())
+    now = trio.current_time()
+    sender.push_many(now, data, now)
+    assert sender.frames_out == 2 == sender.unacked_frames
+    reader, got = LineReader(server), []
+    with trio.fail_after(30):
+        while len(got) < len(msgs):
+            frames, taken, _, fault = decode_lines(await reader.chunk())
+            assert fault is None
+            receiver.count_in(taken, now)
+            got += frames
+    assert got == msgs and all(type(f) is Message for f in got)
+    assert receiver.received == 2
+    # the connection is lost after the first run arrived; the new one's RESUME says 1
+    sender.detach(client)
+    client2, server2 = await _tcp_pair()
+    sender.attach(client2, 1, trio.current_time())
+    assert sender.unacked_frames == 0 and sender.confirmed == 1 and [n for _, _, n in sender.buffer] == [1]
+    _, again, _ = sender.buffer[0]
+    frames, taken, _, _ = decode_lines([again.decode()[:-1]])
+    assert frames == msgs[4:] and taken == 1
+    for stream in (client, server, client2, server2):
+        await stream.aclose()

@@ -77,12 +77,14 @@ from ..errors import FrameError
 from .pid import is_pid
 
 __all__ = [
-    "FRAME_KINDS", "MAX_CLOCK", "MAX_FRAME_BYTES", "MAX_MARKS", "MAX_VC_CHARS", "WIRE_VERSION",
+    "FRAME_KINDS", "LINK_WIRE", "MAX_CLOCK", "MAX_FRAME_BYTES", "MAX_MARKS", "MAX_RUN", "MAX_VC_CHARS",
+    "WIRE_VERSION",
     "Ack", "Acks", "Flush", "Flushed", "Frame", "FrameError", "FrameKind", "Heartbeat", "Hello", "Install",
-    "Join", "Leave", "Marks", "Message", "Prepare", "Promise", "Propose", "Received", "Refused", "Relay", "Removed",
+    "Join", "Leave", "Marks", "Message", "Messages", "Prepare", "Promise", "Propose", "Received", "Refused", "Relay", "Removed",
     "Resume", "Sees", "Seq", "Suspect", "delivery_digest", "encode_frame", "escape_text", "format_frame",
     "message_frame_bytes",
-    "parse_frame", "trusted_ack", "trusted_acks", "trusted_marks", "trusted_message", "unescape_text",
+    "parse_frame", "trusted_ack", "trusted_acks", "trusted_marks", "trusted_message", "trusted_messages",
+    "unescape_text",
     "wire_of",
 ]
 
@@ -100,6 +102,14 @@ with counts of up to 15 digits."""
 
 MAX_MARKS: Final = 1024
 """The most members a MARKS frame (or a message's marks) may name: far above any group TOM runs."""
+
+MAX_RUN: Final = 256
+"""The most messages one MESSAGES line (a run, wire v3) holds."""
+
+RUN_CHARS: Final = 16000
+"""The most characters of text a sender puts in one run: escaped and in UTF-8 a character takes at
+most four bytes, so a run's line stays under `MAX_FRAME_BYTES` (a sender that finds it over, with
+very long marks, sends the messages one per line)."""
 
 _MESSAGE_HEAD_MAX: Final = len("MESSAGE@") + len("99999999999.999999") + 1 + len(str(MAX_CLOCK)) + 1
 
@@ -155,6 +165,12 @@ def _check_text_frame(frame: Message | Relay) -> None:
         raise FrameError("text must be a string")
     if len(frame.text) > MAX_FRAME_BYTES:  # a cheap bound (a character is at least a byte)
         raise FrameError(f"text of {len(frame.text)} characters is over the frame limit of {MAX_FRAME_BYTES} bytes")
+    _check_sent_at(frame)
+
+
+def _check_sent_at(frame: Message | Relay | Messages) -> None:
+    """``sent_at`` (if any) set to whole microseconds, so that its decimal wire form round-trips
+    exactly; one the wire can carry (0 <= sent_at < 1e11)."""
     if frame.sent_at is not None:
         if type(frame.sent_at) is not float and type(frame.sent_at) is not int:
             raise FrameError(f"bad send time {frame.sent_at!r}")
@@ -232,6 +248,46 @@ class Relay(Frame):
 
 
 @dataclass(frozen=True, slots=True)
+class Messages(Frame):
+    """A run of member ``pid``'s messages sent in one step (wire v3): ``texts[i]`` at Lamport time
+    ``clock + i``, every one sent at ``sent_at``; ``marks`` ride on the last. One line on the wire for
+    what would be ``len(texts)`` MESSAGE lines; a receiver takes it as those messages, in order
+    (`messages`), so the core never sees a run. Only plain messages (no vector) form runs."""
+
+    clock: int
+    pid: str
+    texts: tuple[str, ...]
+    sent_at: float | None = None
+    marks: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _check_clock(self.clock)
+        _check_pid(self.pid)
+        texts = self.texts
+        if type(texts) is not tuple or not 2 <= len(texts) <= MAX_RUN:
+            raise FrameError(f"a run holds 2 to {MAX_RUN} texts")
+        if self.clock + len(texts) - 1 > MAX_CLOCK:
+            raise FrameError(f"bad clock {self.clock!r} for a run of {len(texts)}")
+        size = 0
+        for text in texts:
+            if type(text) is not str:
+                raise FrameError("text must be a string")
+            size += len(text)
+        if size > MAX_FRAME_BYTES:  # a cheap bound (a character is at least a byte)
+            raise FrameError(f"texts of {size} characters are over the frame limit of {MAX_FRAME_BYTES} bytes")
+        _check_sent_at(self)
+        if self.marks is not None:
+            _check_marks(self.marks)
+
+    def messages(self) -> list[Message]:
+        """The messages the run stands for, in order (the marks on the last)."""
+        clock, pid, sent_at = self.clock, self.pid, self.sent_at
+        last = len(self.texts) - 1
+        return [trusted_message(clock + i, pid, text, sent_at, None, self.marks if i == last else None)
+                for i, text in enumerate(self.texts)]
+
+
+@dataclass(frozen=True, slots=True)
 class Ack(Frame):
     """The sending peer holds the message ``(clock, pid)``."""
 
@@ -298,7 +354,7 @@ class Seq(Frame):
 
 
 _ORDER_WORD: Final = re.compile(r"[a-z]{1,20}")
-_WIRE2 = "cumulative"
+_WIRE_WORDS: Final = {2: "cumulative", 3: "runs"}  # what follows the order word in a HELLO, per wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,8 +362,8 @@ class Hello(Frame):
     """Opens a connection: the speaker is ``pid``, running as ``incarnation`` (new at each start), in a
     group that runs ``order`` (a lowercase word, e.g. ``sequencer``; the handshake compares it with its
     own) with wire protocol ``wire``. ``lamport`` is not written on the wire, so the course's plain
-    HELLO stays what it was; wire 2 is written as the order word followed by ``cumulative`` (so a
-    peer of an older TOM, which knows wire 1 only, reads another order and refuses in one line)."""
+    HELLO stays what it was; wires 2 and 3 are written as the order word followed by ``cumulative``
+    or ``runs`` (so a peer of an older TOM reads another order and refuses in one line)."""
 
     pid: str
     incarnation: int
@@ -318,21 +374,27 @@ class Hello(Frame):
         _check_pid(self.pid)
         if type(self.incarnation) is not int or self.incarnation < 0:
             raise FrameError(f"bad incarnation {self.incarnation!r}")
-        if type(self.order) is not str or not _ORDER_WORD.fullmatch(self.order) or self.order.endswith(_WIRE2):
+        if (type(self.order) is not str or not _ORDER_WORD.fullmatch(self.order)
+                or any(self.order.endswith(word) for word in _WIRE_WORDS.values())):
             raise FrameError(f"bad order {str(self.order)[:30]!r}")
-        if self.wire not in (1, 2):
+        if self.wire not in (1, 2, 3):
             raise FrameError(f"bad wire version {self.wire!r}")
 
 
 WIRE_VERSION: Final = 2
-"""The wire protocol this TOM speaks in groups whose order acknowledges messages (lamport, causal):
-cumulative ACKs (`Marks`), riding on messages. A sequencer group sends no ACKs: its frames are those
-of wire 1 (`wire_of`)."""
+"""How the members of a group whose order acknowledges messages (lamport, causal) acknowledge: by
+cumulative ACKs (`Marks`), riding on messages (`tom.core.Core`'s ``wire``; 1: an ACK per message)."""
+
+LINK_WIRE: Final = 3
+"""The wire protocol this TOM's links speak, what HELLO announces and the handshake compares: v2's
+cumulative ACKs (orders with ACKs), and a step's messages of one member as one line (`Messages`,
+every order). v1: the course's frames and per-message ACKs; v2: cumulative ACKs, no runs."""
 
 
 def wire_of(order: str) -> int:
-    """The wire version a group of ``order`` runs (what HELLO announces and the handshake compares)."""
-    return 1 if order == "sequencer" else WIRE_VERSION
+    """The wire version a link of a group of ``order`` speaks (what HELLO announces and the handshake
+    compares): `LINK_WIRE` for every order."""
+    return LINK_WIRE
 
 
 @dataclass(frozen=True, slots=True)
@@ -607,6 +669,7 @@ _ACKS_SET: Final = tuple(vars(Acks)[name].__set__ for name in ("clocks", "pid"))
 _MARKS_SET: Final = vars(Marks)["marks"].__set__
 _SEQ_SET: Final = tuple(vars(Seq)[name].__set__ for name in ("first", "clocks", "pid"))
 _MESSAGE_SET: Final = tuple(vars(Message)[name].__set__ for name in ("clock", "pid", "text", "sent_at", "vc", "marks"))
+_MESSAGES_SET: Final = tuple(vars(Messages)[name].__set__ for name in ("clock", "pid", "texts", "sent_at", "marks"))
 
 
 def trusted_ack(clock: int, pid: str) -> Ack:
@@ -646,6 +709,19 @@ def trusted_message(clock: int, pid: str, text: str, sent_at: float | None,
     set_vc(msg, vc)
     set_marks(msg, marks)
     return msg
+
+
+def trusted_messages(clock: int, pid: str, texts: tuple[str, ...], sent_at: float | None,
+                     marks: tuple[int, ...] | None) -> Messages:
+    """A run from validated fields (2 to `MAX_RUN` texts, ``sent_at`` at whole microseconds)."""
+    run: Messages = Messages.__new__(Messages)
+    set_clock, set_pid, set_texts, set_sent, set_marks = _MESSAGES_SET
+    set_clock(run, clock)
+    set_pid(run, pid)
+    set_texts(run, texts)
+    set_sent(run, sent_at)
+    set_marks(run, marks)
+    return run
 
 
 # -- text escaping -------------------------------------------------------------------------------
@@ -788,21 +864,103 @@ def _format_text_frame(tag: str, m: Message | Relay, marks: tuple[int, ...] | No
 _TextFields = tuple[int, str, str, float | None, tuple[int, ...] | None, tuple[int, ...] | None]
 
 
+def _sent_at(stamp: str) -> float:
+    """A send time as written after ``@``: Unix seconds, at whole microseconds."""
+    if not stamp.replace(".", "", 1).isdigit() or not stamp.isascii():
+        raise FrameError(f"bad send time {stamp[:30]!r}")
+    sent_at = float(stamp)
+    if "." in stamp and len(stamp) - stamp.find(".") > 7:
+        sent_at = round(sent_at, 6)  # whole microseconds, as Message keeps them
+    if not sent_at < 1e11:
+        raise FrameError(f"bad send time {stamp[:30]!r}")
+    return sent_at
+
+
+def _format_messages(r: Messages) -> str:
+    head = "MESSAGES" if r.sent_at is None else f"MESSAGES@{r.sent_at:.6f}"
+    if r.marks is not None:
+        head = f"{head}+{','.join(map(str, r.marks))}"
+    escaped = [escape_text(text) for text in r.texts]
+    lengths = ",".join([str(len(text)) for text in escaped])
+    return f"{head}-{r.clock}-{r.pid}-{lengths}-{''.join(escaped)}"
+
+
+def _parse_messages(head: str, rest: str) -> Messages:
+    """``MESSAGES[@<sent_at>][+<marks>]-<clock>-<pid>-<n1>,<n2>,...-<texts>``: the texts, escaped, one
+    after the other, the i-th ``n_i`` characters long."""
+    head, plus, marks_field = head.partition("+")
+    marks = _ints(marks_field, "mark") if plus else None
+    tag, at, stamp = head.partition("@")
+    sent_at = _sent_at(stamp) if at else None
+    clock, sep, rest = rest.partition("-")
+    if not sep:
+        raise FrameError("MESSAGES needs clock, pid, lengths and texts")
+    pid, tail = _split_pid(rest)
+    lengths, sep, body = tail.partition("-")
+    if not sep:
+        raise FrameError("MESSAGES needs clock, pid, lengths and texts")
+    sizes = _ints(lengths, "length")
+    if sum(sizes) != len(body):
+        raise FrameError(f"the lengths of a run add up to {sum(sizes)}, its texts take {len(body)}")
+    texts, start = [], 0
+    for size in sizes:
+        texts.append(unescape_text(body[start:start + size]))
+        start += size
+    return Messages(_int(clock, "clock"), pid, tuple(texts), sent_at, marks)
+
+
+def _fast_messages(head: str, rest: str) -> Messages | None:
+    """``MESSAGES@<sent_at>[+<marks>]-<clock>-<pid>-<lengths>-<texts>`` as TOM sends it (the limits of
+    `_fast_message`, 2 to `MAX_RUN` texts)."""
+    at = head.find("@")
+    if at < 0 or head[:at] != "MESSAGES":
+        return None
+    plus = head.find("+", at)
+    stamp = head[at + 1:] if plus < 0 else head[at + 1:plus]
+    dot = stamp.find(".")
+    if not (0 < dot <= 11 and 0 < len(stamp) - dot - 1 <= 6 and stamp.isascii() and stamp[:dot].isdigit()
+            and stamp[dot + 1:].isdigit()):
+        return None
+    marks = None
+    if plus >= 0:
+        marks = _short_ints(head[plus + 1:])
+        if marks is None or len(marks) > MAX_MARKS:
+            return None
+    dash = rest.find("-")
+    end = rest.find("-", dash + 1) if dash >= 0 else -1
+    stop = rest.find("-", end + 1) if end >= 0 else -1
+    if stop < 0:
+        return None
+    clock, pid = rest[:dash], rest[dash + 1:end]
+    sizes = _short_ints(rest[end + 1:stop])
+    if sizes is None or not 2 <= len(sizes) <= MAX_RUN or not (_short_int(clock) and _is_pid(pid)):
+        return None
+    body = rest[stop + 1:]
+    if sum(sizes) != len(body):
+        return None
+    texts: list[str] = []
+    start = 0
+    if "\\" in body:
+        try:
+            for size in sizes:
+                texts.append(unescape_text(body[start:start + size]))
+                start += size
+        except FrameError:
+            return None
+    else:
+        for size in sizes:
+            texts.append(body[start:start + size])
+            start += size
+    return trusted_messages(int(clock), pid, tuple(texts), float(stamp), marks)
+
+
 def _read_text_frame(head: str, rest: str) -> _TextFields:
     """``<C?tag>[@<sent_at>][+<marks>]`` and ``<clock>-<pid>[-<vc>]-<text>``, as (clock, pid, text,
     sent_at, vc, marks)."""
     head, plus, marks_field = head.partition("+")
     marks = _ints(marks_field, "mark") if plus else None
     tag, at, stamp = head.partition("@")
-    sent_at = None
-    if at:
-        if not stamp.replace(".", "", 1).isdigit() or not stamp.isascii():
-            raise FrameError(f"bad send time {stamp[:30]!r}")
-        sent_at = float(stamp)
-        if "." in stamp and len(stamp) - stamp.find(".") > 7:
-            sent_at = round(sent_at, 6)  # whole microseconds, as Message keeps them
-        if not sent_at < 1e11:
-            raise FrameError(f"bad send time {stamp[:30]!r}")
+    sent_at = _sent_at(stamp) if at else None
     clock, sep, rest = rest.partition("-")
     if not sep:
         raise FrameError(f"{tag} needs clock, pid and text")
@@ -959,15 +1117,17 @@ def _parse_removed(head: str, rest: str) -> Removed:
 def _format_hello(h: Hello) -> str:
     if h.order == "lamport" and h.wire == 1:
         return f"HELLO-{h.pid}-{h.incarnation}"
-    return f"HELLO-{h.pid}-{h.incarnation}-{h.order}{_WIRE2 if h.wire == 2 else ''}"
+    return f"HELLO-{h.pid}-{h.incarnation}-{h.order}{_WIRE_WORDS.get(h.wire, '')}"
 
 
 def _parse_hello(head: str, rest: str) -> Hello:
     pid, inc = rest.rsplit("-", 1) if "-" in rest else (rest, "")
     if inc.isalpha() and "-" in pid:  # HELLO-<pid>-<incarnation>-<order>
         order, wire = inc, 1
-        if order.endswith(_WIRE2) and len(order) > len(_WIRE2):
-            order, wire = order[:-len(_WIRE2)], 2
+        for version, word in _WIRE_WORDS.items():
+            if order.endswith(word) and len(order) > len(word):
+                order, wire = order[:-len(word)], version
+                break
         pid, inc = pid.rsplit("-", 1)
         return Hello(pid, _int(inc, "incarnation"), order, wire)
     return Hello(pid, _int(inc, "incarnation"))
@@ -1163,6 +1323,7 @@ class FrameKind(Generic[F]):
 FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse against the row's class)
     FrameKind(("MESSAGE", "CMESSAGE"), Message, lambda m: _format_text_frame("MESSAGE", m, m.marks),
               lambda head, rest: Message(*_read_text_frame(head, rest)), _fast_message, stamped=True),
+    FrameKind(("MESSAGES",), Messages, _format_messages, _parse_messages, _fast_messages, stamped=True),
     FrameKind(("RELAY", "CRELAY"), Relay, lambda r: _format_text_frame("RELAY", r, None), _parse_relay,
               stamped=True),
     FrameKind(("ACK",), Ack, lambda a: f"ACK-{a.clock}-{a.pid}", _parse_ack, _fast_ack),
@@ -1213,18 +1374,58 @@ def encode_frame(frame: Frame) -> bytes:
 
 
 def encode_sends(sends: list[tuple[tuple[str, ...], Frame]]) -> dict[str, list[bytes]]:
-    """Each destination's wire bytes, in the order of ``sends`` (a frame encoded once, however many
-    destinations it has)."""
+    """Each destination's lines, in the order of ``sends``, each encoded once however many
+    destinations it has. Consecutive messages of one member to the same destinations, stamped with
+    consecutive clocks and the same send time, the marks (if any) on the last, go as one line (a run,
+    `Messages`): the receiver's `decode_lines` gives back exactly the messages sent."""
     per_dest: dict[str, list[bytes]] = {}
-    for dests, frame in sends:
-        data = encode_frame(frame)
+    i, n = 0, len(sends)
+    while i < n:
+        dests, frame = sends[i]
+        j = i + 1
+        if type(frame) is Message and frame.vc is None and frame.marks is None:
+            j = _run_end(sends, i, n)
+        if j - i >= 2:
+            last = sends[j - 1][1]
+            assert type(last) is Message
+            run = trusted_messages(frame.clock, frame.pid,  # type: ignore[attr-defined]
+                                   tuple([m.text for _, m in sends[i:j]]),  # type: ignore[attr-defined]
+                                   frame.sent_at, last.marks)  # type: ignore[attr-defined]
+            data = encode_frame(run)
+            if len(data) > MAX_FRAME_BYTES + 1:  # (very long marks): one line each after all
+                j = i + 1
+                data = encode_frame(frame)
+        else:
+            data = encode_frame(frame)
         for dest in dests:
             queued = per_dest.get(dest)
             if queued is None:
                 per_dest[dest] = [data]
             else:
                 queued.append(data)
+        i = j
     return per_dest
+
+
+def _run_end(sends: list[tuple[tuple[str, ...], Frame]], i: int, n: int) -> int:
+    """Where the run that starts with the plain message ``sends[i]`` ends (exclusive)."""
+    dests, first = sends[i]
+    assert type(first) is Message
+    clock, pid, sent_at = first.clock, first.pid, first.sent_at
+    chars = len(first.text)
+    j = i + 1
+    while j < n and j - i < MAX_RUN:
+        d, frame = sends[j]
+        if (type(frame) is not Message or frame.clock != clock + (j - i) or frame.pid != pid
+                or frame.sent_at != sent_at or frame.vc is not None or d != dests):
+            break
+        chars += len(frame.text)
+        if chars > RUN_CHARS:
+            break
+        j += 1
+        if frame.marks is not None:
+            break  # the marks ride on the run's last message
+    return j
 
 
 OVER_LONG = b"\xff over-long"
@@ -1247,21 +1448,27 @@ def decode_line(raw: str | bytes) -> Frame:
     return parse_frame(text)
 
 
-def decode_lines(lines: list[str | bytes]) -> tuple[list[Frame], list[int], FrameError | None]:
-    """The frames of ``lines`` up to the first that is not one, RECEIVED frames apart (their counts,
-    in order), and that line's FrameError (None if every line is a frame)."""
+def decode_lines(lines: list[str | bytes]) -> tuple[list[Frame], int, list[int], FrameError | None]:
+    """The frames of ``lines`` up to the first that is not one (a run as the messages it holds), how
+    many lines they came in (the link counts lines), RECEIVED frames apart (their counts, in order),
+    and that line's FrameError (None if every line is a frame)."""
     frames: list[Frame] = []
     received: list[int] = []
+    taken = 0
     for raw in lines:
         try:
             frame = decode_line(raw)
         except FrameError as e:
-            return frames, received, e
-        if isinstance(frame, Received):
+            return frames, taken, received, e
+        if type(frame) is Messages:
+            frames.extend(frame.messages())
+            taken += 1
+        elif isinstance(frame, Received):
             received.append(frame.count)
         else:
             frames.append(frame)
-    return frames, received, None
+            taken += 1
+    return frames, taken, received, None
 
 
 def _plain_message(line: str) -> Message | None:

@@ -9,8 +9,9 @@ its own HELLO (so the dialler learns the listener's order) and a REFUSED, and ea
 `OrderMismatch`, whose message is the one line a user sees on either side, e.g.
 ``127.0.0.1:5001 runs the sequencer order, this peer the lamport order: connection refused``.
 The HELLOs also name the wire protocol (`tom.codec.frames.wire_of`): peers of one order but another wire
-(a TOM from before cumulative ACKs) are refused the same way (`WireMismatch`); an older TOM, which
-reads the v2 word as another order, refuses with its order-mismatch line.
+(a TOM from before runs of messages, or before cumulative ACKs) are refused the same way
+(`WireMismatch`); an older TOM, which reads the v3 word as another order, refuses with its
+order-mismatch line.
 
 Secured (``--keys``): the same, inside mutual TLS 1.3 (`tom.net.tlsstream` on sockets, `trio.SSLStream`
 on other streams). Invariants of `accept` (listener side):
@@ -71,8 +72,8 @@ class WireMismatch(OrderMismatch):
 
     def __init__(self, pid: str, order: str, theirs: int, mine: int) -> None:
         Rejected.__init__(self, f"wire {pid}", f"{pid} speaks wire protocol v{theirs} of the {order} order, this "
-                                               f"peer v{mine} (cumulative ACKs need the same TOM version on every "
-                                               f"peer): connection refused")
+                                               f"peer v{mine} (every peer of a group needs a TOM that speaks the "
+                                               f"same wire): connection refused")
         self.pid = pid
 
 

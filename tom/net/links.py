@@ -6,7 +6,8 @@ leave in the order they were queued and never before their release time, so a co
 never reorder a link. Frames queued while the neighbor is not connected wait in the buffer.
 
 Nothing is lost or duplicated across reconnects. Frames are numbered implicitly, per pair of
-incarnations: the n-th frame written to the link is frame n. A written frame stays in ``unacked``
+incarnations: the n-th line written to the link is frame n (a run of messages, `Messages`, is one
+line, so one frame here, on both sides). A written frame stays in ``unacked``
 until the neighbor confirms it (RECEIVED-n, every few hundred frames); after a reconnect each side
 says how many frames it has (RESUME-n) and the other re-sends exactly the rest. A neighbor that comes
 back as a new incarnation starts from zero and gets none of the frames meant for the old one.
@@ -178,7 +179,7 @@ class Link:
             self._confirm(count)
 
     def count_in(self, n: int, now: float) -> None:
-        """``n`` frames came in; confirm them every CONFIRM_EVERY frames."""
+        """``n`` frames (lines) came in; confirm them every CONFIRM_EVERY frames."""
         self.received += n
         self.frames_in += n
         self.last_heard = now

@@ -71,11 +71,11 @@ async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
             if lines is None:
                 closed = True
                 break
-            frames, received, fault = decode_lines(lines)
+            frames, taken, received, fault = decode_lines(lines)
             for count in received:
                 link.on_received(count)
             if frames:
-                link.count_in(len(frames), trio.current_time())
+                link.count_in(taken, trio.current_time())  # (lines: a run of messages is one)
                 await incoming.send(FramesIn(src, frames))
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass

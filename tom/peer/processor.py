@@ -55,9 +55,10 @@ def apply(core: Core, event: Event, now: float) -> None:
                 log.warning("rejected frame from %s: %s%s", src, e, held_back(held))
     elif t is SendTexts:
         on_sent = event.on_sent  # type: ignore[union-attr]
+        stamp = time.time()  # one send time for the texts taken together (so they go as one run)
         for text in event.texts:  # type: ignore[union-attr]
             try:
-                sent = core.broadcast(text, sent_at=time.time())
+                sent = core.broadcast(text, sent_at=stamp)
             except UsageError as e:
                 held = NOT_SENT.allow(str(e)[:30])
                 if held is not None:
