@@ -282,3 +282,15 @@ def test_pending_queue_leaves_in_key_order_whatever_the_order_entries_come_in():
                 assert queue.pop() is model.pop(first)
             assert [(e.clock, e.pid) for e in queue] == sorted(model, key=lambda k: (k[0], pid_key(k[1])))
         assert len(queue) == len(model) and (queue.head() is None) == (not model)
+
+
+def test_own_messages_carry_their_send_time_at_whole_microseconds_also_when_texts_share_it():
+    """Texts taken together share one send time (so they go as one run); each own message carries it
+    rounded to whole microseconds, and a new send time is rounded anew."""
+    from tom.core import Core
+
+    a, b = "127.0.0.1:5000", "127.0.0.1:5001"
+    core = Core(a, [a, b], order="lamport")
+    times = [1795620084.8137824, 1795620084.8137824, 1795620085.0000004, 7.0000006]
+    sent = [core.broadcast(f"t{i}", sent_at=t) for i, t in enumerate(times)]
+    assert [m.sent_at for m in sent] == [1795620084.813782, 1795620084.813782, 1795620085.0, 7.000001]

@@ -32,6 +32,20 @@ def test_message_lines_parse_to_the_reference_record(tmp_path_factory, text, clo
     assert got["v"] == 2 and ("seq" in got) == (seq is not None) and ("vc" in got) == (vc is not None)
 
 
+@given(sent=st.lists(st.sampled_from([None, 0.0, -0.0, 1.5, 1795620084.813782, 1795620084.81378, 1e-7]),
+                     min_size=1, max_size=12))
+def test_a_batch_of_lines_is_the_reference_records_whatever_the_send_times(tmp_path_factory, sent):
+    """Lines written together (a run's messages share their send time, written once) are each the
+    reference record, with equal and differing send times in any order."""
+    path = tmp_path_factory.mktemp("out") / "o.jsonl"
+    batch = [Delivery(i + 1, i + 1, PEER, f"t{i}", at, 1) for i, at in enumerate(sent)]
+    out = OutputFile(path, PEER)
+    out.write(batch, 2.5)
+    out.close()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines == [json.dumps(record(d, PEER, 2.5), ensure_ascii=False, separators=(",", ":")) for d in batch]
+
+
 def test_records_of_each_order_as_documented():
     """The schema-v2 additions, as docs/output-format.md lists them."""
     lamport = record(Delivery(1, 1, PEER, "hi", 1.5, 1), PEER, 2.0)

@@ -28,8 +28,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ClassVar
 
-from mypy_extensions import mypyc_attr
-
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
@@ -37,7 +35,6 @@ from .marks import HeldBy
 from .queue import Entry
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class CausalOrder:
     """Pending messages, the delivered counts ``V``, and the history a flush may need."""
 
@@ -48,9 +45,10 @@ class CausalOrder:
     __slots__ = ("me", "stats", "members", "index", "counts", "pending", "by_count", "history",
                  "last_clock", "floor", "required", "own_sent", "held")
 
-    def __init__(self, me: str, stats: dict[str, int]) -> None:
+    def __init__(self, me: str = "", stats: dict[str, int] | None = None) -> None:
+        # (defaults: the compiled build constructs a copy before it sets its fields, `tom.core.viewchange`)
         self.me = me
-        self.stats = stats
+        self.stats = {} if stats is None else stats
         self.members: tuple[str, ...] = ()
         self.index: dict[str, int] = {}
         self.counts: list[int] = []  # V: messages of each member delivered here in this view

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from mypy_extensions import mypyc_attr
 
-
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class LamportClock:
     """A Lamport clock: `tick` before a send, `observe` on a receive."""
 

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mypy_extensions import mypyc_attr
-
 from .peers import NO_INCARNATION, Peers
 from .records import View
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class FailureDetector:
     """``last_heard``: peer -> when a frame of it last came; ``suspected``: member -> since when."""
 

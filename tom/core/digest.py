@@ -12,12 +12,9 @@ from array import array
 from collections.abc import Iterable
 from zlib import crc32
 
-from mypy_extensions import mypyc_attr
-
 from .records import Delivery, ViewDelivery
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class DigestChain:
     """Count, digest and last key of the messages delivered in one view, and the digests kept."""
 

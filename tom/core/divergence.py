@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from mypy_extensions import mypyc_attr
-
 from ..codec.frames import Heartbeat, Install
 from ..codec.pid import pid_key
 from .digest import DigestChain
@@ -31,7 +29,6 @@ MAX_ALARMS = 100
 """Alarms kept for status (the most recent); every alarm also goes out once in `Ready.alarms`."""
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class DivergenceCheck:
     """This peer's chain over the current view, the claims it has not reached yet, and its alarms."""
 

@@ -44,8 +44,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from mypy_extensions import mypyc_attr
-
 from ..codec.frames import (
     WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
     Marks, Message, Prepare, Promise, Propose, Relay, Removed, Sees, Seq, Suspect,
@@ -94,7 +92,6 @@ def check_options(wire: int, order: str, quorum: str) -> None:
         raise UsageError(f"unknown quorum {quorum!r}: choose one of {', '.join(QUORUMS)}")
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Core:
     """One peer's ordering and membership state.
 
@@ -799,7 +796,6 @@ class Core:
 Handler = Callable[[Core, str, Any], None]
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Ordered:
     """The handler of an ordered frame (`tom.core.dispatch.Admit`): taken only as `Core._admit`
     allows; ``take`` handles it once admitted (the fast path of `Core.receive` calls it directly for a

@@ -29,8 +29,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ClassVar
 
-from mypy_extensions import mypyc_attr
-
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
@@ -38,7 +36,6 @@ from .marks import HeldBy
 from .queue import Entry, PendingQueue
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class LamportOrder:
     """Pending messages and the delivery rule of the Lamport total order."""
 
@@ -48,12 +45,13 @@ class LamportOrder:
     gives_numbers: ClassVar[bool] = False
     __slots__ = ("me", "queue", "final_key", "stats", "_blocker", "held")
 
-    def __init__(self, me: str, stats: dict[str, int]) -> None:
+    def __init__(self, me: str = "", stats: dict[str, int] | None = None) -> None:
+        # (defaults: the compiled build constructs a copy before it sets its fields, `tom.core.viewchange`)
         self.me = me
         self.queue = PendingQueue()
         self.held = HeldBy()  # the members' cumulative ACKs (wire v2), per view
         self.final_key: tuple[int, tuple[str, int]] = (-1, ("", 0))
-        self.stats = stats  # counts "premature_acks"
+        self.stats = {} if stats is None else stats  # counts "premature_acks"
         self._blocker: Entry | None = None  # see `settles`
 
     def __len__(self) -> int:

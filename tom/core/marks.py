@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 
-from mypy_extensions import mypyc_attr
-
 from ..errors import FrameError
 from .queue import Entry
 
@@ -29,7 +27,6 @@ def _clock(entry: Entry) -> int:
     return entry.clock
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class HeldBy:
     """The marks of every member of one view, and per origin the entries they may still reach."""
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import cast
 
-from mypy_extensions import mypyc_attr
-
 from ..codec.frames import Frame, Message, trusted_ack, trusted_acks, trusted_marks, trusted_message
 from .notices import Notice
 from .records import Delivery, Ready, Sends, ViewDelivery
@@ -27,7 +25,6 @@ PIGGYBACK_TEXT = 12_000
 with them): after a longer one they go in a MARKS frame of their own."""
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class AckRun:
     """ACKs queued back to back for the same destinations, sent as one frame per origin (`Acks`)."""
 
@@ -52,7 +49,6 @@ Queued = Frame | AckRun | SeqRun
 """What a step queues: a frame, or a run that becomes frames when the step ends."""
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Outbox:
     """The frames, deliveries and notices of the step under way, and this peer's marks (``holding``,
     grown by `Traffic.message`)."""

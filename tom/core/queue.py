@@ -8,12 +8,9 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 from collections.abc import Iterator, ValuesView
 
-from mypy_extensions import mypyc_attr
-
 from ..codec.pid import pid_key
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True, init=False)
 class Entry:
     """A pending message; ``text is None`` while only premature ACKs have reserved it."""
@@ -26,10 +23,11 @@ class Entry:
     seq: int | None  # sequencer order: its number, once known
     vc: tuple[int, ...] | None  # causal order: its vector timestamp
 
-    def __init__(self, clock: int, pid: str, text: str | None = None, sent_at: float | None = None,
+    def __init__(self, clock: int = 0, pid: str = "", text: str | None = None, sent_at: float | None = None,
                  acks: set[str] | None = None, seq: int | None = None,
                  vc: tuple[int, ...] | None = None) -> None:
-        # written out, not the dataclass's: the compiled build then constructs an entry natively
+        # written out, not the dataclass's: the compiled build then constructs an entry natively (the
+        # defaults: it constructs a copy before it sets its fields, `tom.core.viewchange`)
         self.clock, self.pid, self.text, self.sent_at = clock, pid, text, sent_at
         self.acks = set() if acks is None else acks
         self.seq, self.vc = seq, vc
@@ -39,7 +37,6 @@ def _clock(entry: Entry) -> int:
     return entry.clock
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class PendingQueue:
     """Entries keyed by ``(clock, pid)``, iterated and popped in ``(clock, pid_key)`` order.
 

@@ -30,28 +30,25 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import ClassVar
 
-from mypy_extensions import mypyc_attr
-
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
 from .queue import Entry
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SeqRun:
     """Numbers given back to back to one origin's messages: one `Seq` frame (`Core` builds them)."""
 
     __slots__ = ("first", "clocks", "pid")
 
-    def __init__(self, first: int, clock: int, pid: str) -> None:
+    def __init__(self, first: int = 0, clock: int = 0, pid: str = "") -> None:
+        # (defaults: the compiled build constructs a copy before it sets its fields, `tom.core.viewchange`)
         self.first, self.clocks, self.pid = first, [clock], pid
 
     def frames(self) -> list[Frame]:
         return [Seq(self.first, tuple(self.clocks), self.pid)]
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SequencerOrder:
     """Pending messages, their numbers, and the history a flush may need."""
 
@@ -62,9 +59,10 @@ class SequencerOrder:
     __slots__ = ("me", "stats", "members", "sequencer", "numbering", "pending", "by_seq", "next_seq",
                  "top_seq", "history", "reported", "last_clock", "floor", "numbered")
 
-    def __init__(self, me: str, stats: dict[str, int]) -> None:
+    def __init__(self, me: str = "", stats: dict[str, int] | None = None) -> None:
+        # (defaults: the compiled build constructs a copy before it sets its fields, `tom.core.viewchange`)
         self.me = me
-        self.stats = stats
+        self.stats = {} if stats is None else stats
         self.members: tuple[str, ...] = ()
         self.sequencer = ""
         self.numbering = False  # this peer is the sequencer and the view is normal

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from mypy_extensions import mypyc_attr
-
 from ..codec.frames import Install, Message, Relay, Seq
 from ..codec.pid import sorted_pids
 from ..errors import FrameError
@@ -31,12 +29,11 @@ PROGRESS_EVERY = 256
 its delivered count lets the others drop what every member delivered (`SequencerOrder.progress`)."""
 
 
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Traffic:
     """The order of the current view, the clock, and the deliveries made so far."""
 
     __slots__ = ("me", "order", "clock", "delivered", "last_delivered", "since_beat", "cumulative",
-                 "stats", "out")
+                 "stats", "out", "_raw_at", "_sent_at")
 
     def __init__(self, me: str, order: str, wire: int, stats: dict[str, int], out: Outbox) -> None:
         self.me = me
@@ -49,6 +46,7 @@ class Traffic:
         self.since_beat = 0  # deliveries since the last heartbeat (see PROGRESS_EVERY)
         # wire v2: a message received from its origin is acknowledged by a mark (`Outbox.hold`)
         self.cumulative = wire == 2 and self.order.acknowledged
+        self._raw_at, self._sent_at = -1.0, -1.0  # the last send time given to `own`, and it rounded
 
     def restart(self) -> list[Entry]:
         """This peer rejoins: an empty order of the same kind (what it delivered stays delivered). Its
@@ -66,7 +64,11 @@ class Traffic:
     def own(self, text: str, sent_at: float | None) -> Message:
         """Multicast ``text``: held here, sent to the others (with the sequencer's numbers, if any)."""
         order = self.order
-        msg = order.own(self.clock.tick(), text, None if sent_at is None else round(sent_at, 6))
+        if sent_at is not None:  # at whole microseconds, as frames carry it (texts taken together share it)
+            if sent_at != self._raw_at:
+                self._raw_at, self._sent_at = sent_at, round(sent_at, 6)
+            sent_at = self._sent_at
+        msg = order.own(self.clock.tick(), text, sent_at)
         out = self.out
         out.queued.append((out.others, msg))
         if order.gives_numbers:

@@ -77,9 +77,8 @@ def _quoted(quoted: dict[str, str], pid: str) -> str:
     return q
 
 
-def _message_line(d: Delivery, peer_json: str, offset: int, stamp: str, quoted: dict[str, str]) -> str:
+def _message_line(d: Delivery, peer_json: str, offset: int, stamp: str, quoted: dict[str, str], sent: str) -> str:
     pid = _quoted(quoted, d.pid)
-    sent = "null" if d.sent_at is None else repr(d.sent_at)
     text = d.text
     if text.isascii() or not any(c in text for c in LINE_BREAKS):
         text = encode_basestring(text)  # = json.dumps(text, ensure_ascii=False)
@@ -103,9 +102,18 @@ def lines(deliveries: Sequence[Delivery | ViewDelivery | HandoutDelivery], peer:
     records); ``quoted`` caches pids as JSON strings."""
     stamp = f"{delivered_at:.6f}".rstrip("0").rstrip(".")
     out: list[str] = []
+    last_at, last_sent = -1.0, ""  # a run of messages shares its send time: written once (repr is dear)
     for d in deliveries:
         if type(d) is Delivery:
-            out.append(_message_line(d, peer_json, offset, stamp, quoted))
+            at = d.sent_at
+            if at is None:
+                sent = "null"
+            elif at == last_at and at != 0.0:  # (0.0 == -0.0, whose repr differs)
+                sent = last_sent
+            else:
+                last_at, last_sent = at, repr(at)
+                sent = last_sent
+            out.append(_message_line(d, peer_json, offset, stamp, quoted, sent))
         elif type(d) is HandoutDelivery:
             rec = handout_record(d, peer, delivered_at)
             rec["index"] += offset
