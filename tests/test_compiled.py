@@ -165,3 +165,19 @@ def test_a_flush_works_out_its_last_step_on_a_copy_of_the_order_on_either_build(
     assert [(e.clock, e.pid, e.text) for e in released] == sorted(
         [(e.clock, e.pid, e.text) for e in original], key=lambda k: k[:2])[:len(released)]
     assert len(original) == 2 and not any(e is f for e in released for f in original)
+
+
+def test_a_trusted_message_is_the_message_its_fields_make_and_stays_frozen():
+    """The hot path builds a message from fields it has checked (`trusted_message`; compiled: stored
+    directly): the same frame as the checked constructor's, equal, with the same hash, and frozen."""
+    import dataclasses
+
+    from tom.codec.frames import Message, trusted_message
+
+    fast = trusted_message(7, "127.0.0.1:5000", "hi", 1.5, None, (1, 2))
+    checked = Message(7, "127.0.0.1:5000", "hi", 1.5, None, (1, 2))
+    assert type(fast) is Message and fast == checked and hash(fast) == hash(checked)
+    assert [getattr(fast, f.name) for f in dataclasses.fields(Message)] == [7, "127.0.0.1:5000", "hi", 1.5, None,
+                                                                              (1, 2)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.clock = 8  # type: ignore[misc]
