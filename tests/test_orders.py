@@ -121,6 +121,7 @@ def _failing_seeds(order: str, seeds: range) -> int:
     return failures
 
 
+@pytest.mark.pure  # (patches an order's method: the compiled core calls it directly)
 def test_the_checker_catches_causal_delivery_that_ignores_other_origins(monkeypatch):
     """A FIFO-only rule (each origin's messages in order, nothing else waited for) must fail."""
     real = CausalOrder.release
@@ -144,6 +145,7 @@ def test_the_checker_catches_causal_delivery_that_ignores_other_origins(monkeypa
     assert _failing_seeds("causal", range(40)) > 0
 
 
+@pytest.mark.pure  # (patches an order's method: the compiled core calls it directly)
 @pytest.mark.parametrize("order,cls", [("causal", CausalOrder), ("sequencer", SequencerOrder)])
 def test_the_checker_catches_a_flush_that_relays_nothing(monkeypatch, order, cls):
     """Without the relays of what removed members sent, survivors end with different views."""

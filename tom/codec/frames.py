@@ -1397,19 +1397,14 @@ def encode_sends(sends: list[tuple[tuple[str, ...], Frame]]) -> dict[str, list[b
     while i < n:
         dests, frame = sends[i]
         j = i + 1
+        data = b""
         if type(frame) is Message and frame.vc is None and frame.marks is None:
             j = _run_end(sends, i, n)
-        if j - i >= 2:
-            last = sends[j - 1][1]
-            assert type(last) is Message
-            run = trusted_messages(frame.clock, frame.pid,  # type: ignore[attr-defined]
-                                   tuple([m.text for _, m in sends[i:j]]),  # type: ignore[attr-defined]
-                                   frame.sent_at, last.marks)  # type: ignore[attr-defined]
-            data = encode_frame(run)
-            if len(data) > MAX_FRAME_BYTES + 1:  # (very long marks): one line each after all
-                j = i + 1
-                data = encode_frame(frame)
-        else:
+            if j - i >= 2:
+                data = encode_frame(_run(frame, [m for _, m in sends[i + 1:j]]))
+                if len(data) > MAX_FRAME_BYTES + 1:  # (very long marks): one line each after all
+                    j, data = i + 1, b""
+        if not data:
             data = encode_frame(frame)
         for dest in dests:
             queued = per_dest.get(dest)
@@ -1419,6 +1414,17 @@ def encode_sends(sends: list[tuple[tuple[str, ...], Frame]]) -> dict[str, list[b
                 queued.append(data)
         i = j
     return per_dest
+
+
+def _run(first: Message, rest: list[Frame]) -> Messages:
+    """The run of ``first`` and the messages ``rest`` that `_run_end` found to follow it."""
+    texts = [first.text]
+    last = first
+    for frame in rest:
+        assert type(frame) is Message
+        texts.append(frame.text)
+        last = frame
+    return trusted_messages(first.clock, first.pid, tuple(texts), first.sent_at, last.marks)
 
 
 def _run_end(sends: list[tuple[tuple[str, ...], Frame]], i: int, n: int) -> int:

@@ -32,10 +32,11 @@ from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
 from .marks import HeldBy
+from .ordering import Order
 from .queue import Entry
 
 
-class CausalOrder:
+class CausalOrder(Order):
     """Pending messages, the delivered counts ``V``, and the history a flush may need."""
 
     name: ClassVar[str] = "causal"

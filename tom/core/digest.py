@@ -8,11 +8,14 @@ digest at every position; the heartbeat carries ``(count, digest, last)`` for ot
 
 from __future__ import annotations
 
+import zlib
 from array import array
 from collections.abc import Iterable
-from zlib import crc32
+from typing import Final
 
 from .records import Delivery, ViewDelivery
+
+crc32: Final = zlib.crc32  # (a C static in the compiled build, not a module-dict lookup per delivery)
 
 
 class DigestChain:

@@ -33,10 +33,11 @@ from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
 from .marks import HeldBy
+from .ordering import Order
 from .queue import Entry, PendingQueue
 
 
-class LamportOrder:
+class LamportOrder(Order):
     """Pending messages and the delivery rule of the Lamport total order."""
 
     name: ClassVar[str] = "lamport"
@@ -64,7 +65,8 @@ class LamportOrder:
         return self.queue.head()
 
     def stale(self, clock: int, pid: str) -> bool:
-        return (clock, pid_key(pid)) <= self.final_key
+        final_clock = self.final_key[0]
+        return clock < final_clock or (clock == final_clock and (clock, pid_key(pid)) <= self.final_key)
 
     def own(self, clock: int, text: str, sent_at: float | None) -> Message:
         """This peer multicasts ``text`` at ``clock``: it holds it; the frame to send."""
@@ -94,7 +96,7 @@ class LamportOrder:
         acknowledged), or None if it is stale or already held."""
         if msg.vc is not None:
             raise FrameError(f"{src} sent a causal message in a lamport group")
-        if (msg.clock, pid_key(msg.pid)) <= self.final_key:
+        if self.stale(msg.clock, msg.pid):
             return None
         entry = self._reserve(msg.clock, msg.pid)
         if entry.text is not None:

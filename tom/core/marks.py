@@ -17,7 +17,8 @@ what the delivery rule, the flush and ``status`` read:
 
 from __future__ import annotations
 
-from bisect import bisect_right, insort
+import bisect
+from typing import Final
 
 from ..errors import FrameError
 from .queue import Entry
@@ -25,6 +26,10 @@ from .queue import Entry
 
 def _clock(entry: Entry) -> int:
     return entry.clock
+
+
+_bisect_right: Final = bisect.bisect_right  # (C statics in the compiled build, not module-dict lookups)
+_insort: Final = bisect.insort
 
 
 class HeldBy:
@@ -55,7 +60,7 @@ class HeldBy:
         if not entries or entries[-1].clock < clock:
             entries.append(entry)
         else:  # (a relay or an explicit ACK reserved it out of clock order)
-            insort(entries, entry, lo=self.starts[i], key=_clock)
+            _insort(entries, entry, lo=self.starts[i], key=_clock)
 
     def update(self, src: str, marks: tuple[int, ...]) -> tuple[list[Entry], int]:
         """``src``'s marks: add ``src`` to the entries they newly cover. Returns those entries and the
@@ -79,7 +84,7 @@ class HeldBy:
             if new > self.highest[i]:
                 self.highest[i] = new
             entries = self.entries[i]
-            k = bisect_right(entries, old, lo=self.starts[i], key=_clock)
+            k = _bisect_right(entries, old, lo=self.starts[i], key=_clock)
             end = len(entries)
             while k < end:
                 entry = entries[k]

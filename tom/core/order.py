@@ -1,4 +1,4 @@
-"""What an order is in TOM: the `Order` Protocol that `Core` drives, and the orders a group can run.
+"""What an order is in TOM: the `Order` that `Core` drives (`tom.core.ordering`), and the orders a group can run.
 
 An order holds the pending messages of the current view and says what is deliverable; `Core` numbers
 the deliveries, acknowledges and runs membership around it. Every member of a group runs the same
@@ -15,62 +15,14 @@ order (`ORDERS`). Invariants every order keeps:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import ClassVar, Protocol
+from collections.abc import Callable
 
-from ..codec.frames import Frame, Message, Relay, Seq
 from .causal import CausalOrder
 from .lamport import LamportOrder
+from .ordering import Order as Order  # (re-exported: what an order is)
 from .queue import Entry
 from .records import PendingStatus
 from .sequencer import SequencerOrder
-
-
-class Order(Protocol):
-    """The pending messages of one view and the delivery rule of one order."""
-
-    name: ClassVar[str]
-    total: ClassVar[bool]
-    acknowledged: ClassVar[bool]
-    gives_numbers: ClassVar[bool]
-
-    def __len__(self) -> int: ...
-    def __iter__(self) -> Iterator[Entry]: ...
-    def own(self, clock: int, text: str, sent_at: float | None) -> Message:
-        """This peer multicasts ``text`` at ``clock``: it holds it; the frame to send."""
-    def message(self, src: str, msg: Message | Relay) -> Entry | None:
-        """A member's message (from its origin, or relayed): the new entry, or None."""
-    def may_release(self, entry: Entry) -> bool:
-        """Whether taking ``entry`` may have made something deliverable."""
-    def acks(self, src: str, pid: str, clocks: tuple[int, ...]) -> tuple[bool, int]:
-        """``src`` holds ``(c, pid)`` for each ``c``: whether something may now leave, and the
-        largest clock acknowledged (-1: none)."""
-    def marks(self, src: str, marks: tuple[int, ...]) -> tuple[bool, int]:
-        """``src``'s cumulative ACKs (wire v2): as `acks`."""
-    def sequence(self, src: str, frame: Seq) -> bool:
-        """Sequence numbers: whether the next number may now go."""
-    def settles(self, required: frozenset[str]) -> bool:
-        """Whether a flush's last step among ``required`` would leave nothing pending now."""
-    def release(self, required: frozenset[str], final: bool) -> list[Entry]:
-        """Pop and return, in delivery order, what may be delivered now."""
-    def install(self, members: tuple[str, ...], clock: int, pid: str) -> None:
-        """A view of ``members`` (pid order) was delivered at ``(clock, pid)``."""
-    def relays(self, removed: frozenset[str]) -> list[Frame]:
-        """What a flush forwards of the ``removed`` members' messages."""
-    def progress(self, src: str, count: int) -> None:
-        """``src`` delivered ``count`` messages of the view."""
-    def waits(self, entry: Entry, members: list[str]) -> str:
-        """What ``entry`` waits for, for status."""
-    def head(self) -> Entry | None:
-        """The entry that leaves next in a total order with ACKs (None otherwise)."""
-    def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
-        """A vector timestamp as ``{pid: count}`` (the causal order's; others never carry one)."""
-    def start_numbering(self) -> None:
-        """The view is normal: the sequencer (if this peer is it) numbers from now."""
-    def stop_numbering(self) -> None:
-        """A view change started: no more numbers."""
-    def take_numbered(self) -> list[tuple[int, int, str]]:
-        """The numbers given since the last call: ``(seq, clock, pid)``."""
 
 
 ORDERS = ("lamport", "sequencer", "causal")

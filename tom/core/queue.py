@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from bisect import insort
+import bisect
+import heapq
 from collections import deque
-from dataclasses import dataclass
-from heapq import heappop, heappush
 from collections.abc import Iterator, ValuesView
+from dataclasses import dataclass
+from typing import Final
 
 from ..codec.pid import pid_key
 
@@ -37,6 +38,22 @@ def _clock(entry: Entry) -> int:
     return entry.clock
 
 
+# (C statics in the compiled build: a module-dict lookup per call otherwise, several per message)
+_heappush: Final = heapq.heappush
+_heappop: Final = heapq.heappop
+_insort: Final = bisect.insort
+
+
+class _Origin:
+    """One origin's pending entries, in clock order, and the origin's sort key (`pid_key`)."""
+
+    __slots__ = ("entries", "key")
+
+    def __init__(self, key: tuple[str, int] = ("", 0)) -> None:
+        self.entries: deque[Entry] = deque()
+        self.key = key
+
+
 class PendingQueue:
     """Entries keyed by ``(clock, pid)``, iterated and popped in ``(clock, pid_key)`` order.
 
@@ -53,7 +70,7 @@ class PendingQueue:
 
     def __init__(self) -> None:
         self._fronts: list[tuple[int, tuple[str, int], Entry]] = []
-        self._origins: dict[str, deque[Entry]] = {}
+        self._origins: dict[str, _Origin] = {}
         self._entries: dict[tuple[int, str], Entry] = {}
 
     def __len__(self) -> int:
@@ -78,41 +95,43 @@ class PendingQueue:
     def add(self, clock: int, pid: str) -> Entry:
         """A new, empty entry for ``(clock, pid)`` (which must be absent)."""
         entry = self._entries[(clock, pid)] = Entry(clock, pid)
-        queue = self._origins.get(pid)
-        if queue is None:
-            queue = self._origins[pid] = deque()
+        origin = self._origins.get(pid)
+        if origin is None:
+            origin = self._origins[pid] = _Origin(pid_key(pid))
+        queue = origin.entries
         if not queue:
             queue.append(entry)
-            heappush(self._fronts, (clock, pid_key(pid), entry))
+            _heappush(self._fronts, (clock, origin.key, entry))
         elif clock > queue[-1].clock:
             queue.append(entry)
         else:  # out of its origin's order (a relay, or an ACK before its message)
-            insort(queue, entry, key=_clock)
+            _insort(queue, entry, key=_clock)
             if queue[0] is entry:
-                heappush(self._fronts, (clock, pid_key(pid), entry))
+                _heappush(self._fronts, (clock, origin.key, entry))
         return entry
 
     def head(self) -> Entry | None:
         fronts, origins = self._fronts, self._origins
         while fronts:
             entry = fronts[0][2]
-            queue = origins.get(entry.pid)
-            if queue and queue[0] is entry:
+            origin = origins.get(entry.pid)
+            if origin is not None and origin.entries and origin.entries[0] is entry:
                 return entry
-            heappop(fronts)  # stale
+            _heappop(fronts)  # stale
         return None
 
     def pop(self) -> Entry:
         """Remove and return the head (the caller has just seen it with `head`)."""
         entry = self.head()
         assert entry is not None, "pop from an empty queue"
-        heappop(self._fronts)
-        queue = self._origins[entry.pid]
+        _heappop(self._fronts)
+        origin = self._origins[entry.pid]
+        queue = origin.entries
         queue.popleft()
         del self._entries[(entry.clock, entry.pid)]
         if queue:
             nxt = queue[0]
-            heappush(self._fronts, (nxt.clock, pid_key(nxt.pid), nxt))
+            _heappush(self._fronts, (nxt.clock, origin.key, nxt))
         else:
             del self._origins[entry.pid]
         return entry

@@ -33,6 +33,7 @@ from typing import ClassVar
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
+from .ordering import Order
 from .queue import Entry
 
 
@@ -49,7 +50,7 @@ class SeqRun:
         return [Seq(self.first, tuple(self.clocks), self.pid)]
 
 
-class SequencerOrder:
+class SequencerOrder(Order):
     """Pending messages, their numbers, and the history a flush may need."""
 
     name: ClassVar[str] = "sequencer"

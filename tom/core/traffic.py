@@ -13,7 +13,6 @@ the last message of ``p`` delivered here (in any view).
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 from ..codec.frames import Install, Message, Relay, Seq
 from ..codec.pid import sorted_pids
@@ -160,12 +159,14 @@ class Traffic:
         """Number and record the deliveries of what the order released (in order: each with its text).
         Whether a progress heartbeat is due (an order without ACKs: see PROGRESS_EVERY)."""
         order = self.order
-        out, delivered, last, vector = self.out.deliveries, self.delivered, self.last_delivered, order.vector
-        entries: list[Any] = released  # (each has its text: `Entry.text` is a str here)
-        for e in entries:
+        out, delivered, last = self.out.deliveries, self.delivered, self.last_delivered
+        for e in released:
+            text = e.text
+            assert text is not None, "released without its text"
             delivered += 1
-            out.append(Delivery(delivered, e.clock, e.pid, e.text, e.sent_at, view, e.seq,
-                                None if e.vc is None else vector(e.vc)))
+            vc = e.vc
+            out.append(Delivery(delivered, e.clock, e.pid, text, e.sent_at, view, e.seq,
+                                None if vc is None else order.vector(vc)))
             last[e.pid] = e.clock
         self.delivered = delivered
         if len(released) > 1:  # entries that were complete but waited behind a blocked head

@@ -8,7 +8,7 @@ once per delivery; tested against the reference). Compiled with the core (`scrip
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring, encode_basestring_ascii  # what json.dumps(str) calls
+import json.encoder
 from collections.abc import Sequence
 from typing import Final
 
@@ -18,6 +18,8 @@ from ..core.handout import HandoutDelivery
 SCHEMA_VERSION: Final = 2
 LINE_BREAKS: Final = "\x85\u2028\u2029"  # raw, they would split a line for some readers
 HEAD: Final = f'{{"v":{SCHEMA_VERSION},"kind":"message","index":'
+encode_basestring: Final = json.encoder.encode_basestring  # what json.dumps(str) calls (C statics)
+encode_basestring_ascii: Final = json.encoder.encode_basestring_ascii
 
 
 def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
