@@ -26,7 +26,6 @@ This order is not uniform: a member that crashes may have delivered a message no
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import ClassVar
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
@@ -39,15 +38,12 @@ from .queue import Entry
 class CausalOrder(Order):
     """Pending messages, the delivered counts ``V``, and the history a flush may need."""
 
-    name: ClassVar[str] = "causal"
-    total: ClassVar[bool] = False
-    acknowledged: ClassVar[bool] = True
-    gives_numbers: ClassVar[bool] = False
     __slots__ = ("me", "stats", "members", "index", "counts", "pending", "by_count", "history",
                  "last_clock", "floor", "required", "own_sent", "held")
 
     def __init__(self, me: str = "", stats: dict[str, int] | None = None) -> None:
         # (defaults: the compiled build constructs a copy before it sets its fields, `tom.core.viewchange`)
+        Order.__init__(self, "causal", False, True, False)
         self.me = me
         self.stats = {} if stats is None else stats
         self.members: tuple[str, ...] = ()

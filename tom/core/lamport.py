@@ -27,7 +27,6 @@ sequence (so digests of it compare); ``acknowledged``: members ACK every message
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import ClassVar
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
@@ -40,14 +39,11 @@ from .queue import Entry, PendingQueue
 class LamportOrder(Order):
     """Pending messages and the delivery rule of the Lamport total order."""
 
-    name: ClassVar[str] = "lamport"
-    total: ClassVar[bool] = True
-    acknowledged: ClassVar[bool] = True
-    gives_numbers: ClassVar[bool] = False
     __slots__ = ("me", "queue", "final_key", "stats", "_blocker", "held")
 
     def __init__(self, me: str = "", stats: dict[str, int] | None = None) -> None:
         # (defaults: the compiled build constructs a copy before it sets its fields, `tom.core.viewchange`)
+        Order.__init__(self, "lamport", True, True, False)
         self.me = me
         self.queue = PendingQueue()
         self.held = HeldBy()  # the members' cumulative ACKs (wire v2), per view

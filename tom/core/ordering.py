@@ -4,7 +4,6 @@ and says what each keeps)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import ClassVar
 
 from ..codec.frames import Frame, Message, Relay, Seq
 from .queue import Entry
@@ -15,11 +14,17 @@ class Order:
     subclass (a native class in the compiled build, so `Core` calls an order's methods directly,
     through the class's vtable, instead of looking each up by name)."""
 
-    name: ClassVar[str] = ""
-    total: ClassVar[bool] = False
-    acknowledged: ClassVar[bool] = False
-    gives_numbers: ClassVar[bool] = False
-    __slots__ = ()
+    __slots__ = ("name", "total", "acknowledged", "gives_numbers")
+
+    def __init__(self, name: str = "", total: bool = False, acknowledged: bool = False,
+                 gives_numbers: bool = False) -> None:
+        # what an order is, as fields (read per message: native fields, where class attributes would
+        # be looked up by name): its name, whether every member delivers one sequence (``total``),
+        # whether members acknowledge messages, whether the view's sequencer hands out numbers
+        self.name = name
+        self.total = total
+        self.acknowledged = acknowledged
+        self.gives_numbers = gives_numbers
 
     def __len__(self) -> int:
         raise NotImplementedError

@@ -26,9 +26,7 @@ This order is not uniform: a member that crashes may have delivered a message no
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator
-from typing import ClassVar
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
@@ -53,15 +51,12 @@ class SeqRun:
 class SequencerOrder(Order):
     """Pending messages, their numbers, and the history a flush may need."""
 
-    name: ClassVar[str] = "sequencer"
-    total: ClassVar[bool] = True
-    acknowledged: ClassVar[bool] = False
-    gives_numbers: ClassVar[bool] = True
     __slots__ = ("me", "stats", "members", "sequencer", "numbering", "pending", "by_seq", "next_seq",
-                 "top_seq", "history", "reported", "last_clock", "floor", "numbered")
+                 "top_seq", "history", "forgotten", "reported", "last_clock", "floor", "numbered")
 
     def __init__(self, me: str = "", stats: dict[str, int] | None = None) -> None:
         # (defaults: the compiled build constructs a copy before it sets its fields, `tom.core.viewchange`)
+        Order.__init__(self, "sequencer", True, False, True)
         self.me = me
         self.stats = {} if stats is None else stats
         self.members: tuple[str, ...] = ()
@@ -71,9 +66,10 @@ class SequencerOrder(Order):
         self.by_seq: dict[int, Entry] = {}  # numbered, not delivered
         self.next_seq = 1  # the number to deliver next
         self.top_seq = 0  # the largest number given or known in this view
-        # delivered, maybe not yet by every member; in number order (an OrderedDict: leaving from its
-        # front is O(1), where a dict's front fills with holes)
-        self.history: OrderedDict[int, Entry] = OrderedDict()
+        # delivered, maybe not yet by every member, by number; every number up to ``forgotten`` has left
+        # it (a plain dict, native in the compiled build: numbers leave by key, never by its front)
+        self.history: dict[int, Entry] = {}
+        self.forgotten = 0
         self.reported: dict[str, int] = {}  # member -> messages of the view it said it delivered
         self.last_clock: dict[str, int] = {}  # origin -> clock of its last message delivered here
         self.floor = -1  # the view event's clock: a frame about a message at or below it is of an older view
@@ -96,6 +92,7 @@ class SequencerOrder(Order):
         self.pending.clear()
         self.by_seq.clear()
         self.history.clear()
+        self.forgotten = 0
         self.reported.clear()
         self.last_clock.clear()
         self.floor = clock
@@ -240,14 +237,11 @@ class SequencerOrder(Order):
         reported = self.reported
         stable = min((reported.get(p, 0) for p in self.members if p != self.me), default=self.next_seq - 1)
         stable = min(stable, self.next_seq - 1)
-        # the history is kept in number order (numbers are delivered, and added, in increasing order):
-        # what every member delivered is a prefix of it
-        while history:
-            seq, entry = history.popitem(last=False)
-            if seq > stable:
-                history[seq] = entry
-                history.move_to_end(seq, last=False)
-                break
+        # what every member delivered is every number up to ``stable``
+        for seq in range(self.forgotten + 1, stable + 1):
+            history.pop(seq, None)
+        if stable > self.forgotten:
+            self.forgotten = stable
 
     def relays(self, removed: frozenset[str]) -> list[Frame]:
         """What a flush forwards: the texts of removed origins this peer holds (pending or delivered
