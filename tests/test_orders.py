@@ -51,6 +51,23 @@ def test_the_sequencer_numbers_what_it_receives_in_runs():
     assert [d.seq for d in ready.deliveries] == [1, 2]
 
 
+def test_the_sequencers_own_messages_of_a_step_go_as_one_run_and_their_numbers_as_one_seq():
+    """Its numbers wait behind its own messages of the step (never behind another kind of frame): one
+    MESSAGES line and one SEQ line per step, not a SEQ between every two messages."""
+    from tom.codec.frames import decode_lines, encode_sends
+
+    a = Core(A, [A, B, C], order="sequencer")
+    sent = [a.broadcast(f"t{i}", sent_at=5.0) for i in range(5)]
+    a.receive(B, Message(2, B, "x"))
+    ready = a.ready()
+    assert [f for _, f in ready.sends] == sent + [Seq(1, tuple(m.clock for m in sent), A), Seq(6, (2,), B)]
+    lines = encode_sends(ready.sends)[B]
+    assert len(lines) == 3 and lines[0].startswith(b"MESSAGES@")
+    frames, taken, _, _ = decode_lines([line.decode()[:-1] for line in lines])
+    assert frames[:5] == sent and taken == 3
+    assert [d.seq for d in ready.deliveries] == [1, 2, 3, 4, 5, 6]
+
+
 def test_causal_holds_a_message_until_its_causal_past_is_delivered():
     c = Core(C, [A, B, C], order="causal")
     c.receive(B, Message(4, B, "answer", vc=(1, 1, 0)))

@@ -4,7 +4,8 @@ Invariants:
 
 * frames leave in the order they were queued, per destination: batching never moves a frame past
   another — ACKs share a run (`AckRun`) and sequence numbers a `SeqRun` only while nothing else was
-  queued after them, and only the last frame queued ever grows;
+  queued after them, and only the last frame queued ever grows; the numbers a sequencer gives wait
+  only behind its own messages of the step (`numbers`), never behind any other frame;
 * ``holding[i]`` is the clock of the last message of the view's i-th member (pid order) received from
   that member itself; the marks of it go out once per step (`Outbox.send_marks`), on this peer's
   last message if that is the last frame queued to the others, else in a MARKS frame — after every
@@ -53,7 +54,7 @@ class Outbox:
     """The frames, deliveries and notices of the step under way, and this peer's marks (``holding``,
     grown by `Traffic.message`)."""
 
-    __slots__ = ("queued", "deliveries", "notices", "runs", "others", "index", "holding", "marks_due")
+    __slots__ = ("queued", "deliveries", "notices", "runs", "others", "index", "holding", "marks_due", "numbered")
 
     def __init__(self) -> None:
         self.queued: list[tuple[tuple[str, ...], Queued]] = []
@@ -64,23 +65,30 @@ class Outbox:
         self.index: dict[str, int] = {}  # the view's members -> their position (pid order)
         self.holding: list[int] = []
         self.marks_due = False  # a mark grew since the marks were last sent
+        self.numbered: list[tuple[int, int, str]] = []  # numbers given, not queued yet (`numbers`)
 
     def new_view(self, me: str, members: list[str]) -> None:
         """A view of ``members`` (pid order): multicasts go to the others; marks start again."""
+        if self.numbered:  # (the numbers of the view before go to its members)
+            self._queue_numbers()
         self.others = tuple(p for p in members if p != me)
         self.index = {p: i for i, p in enumerate(members)}
         self.holding = [0] * len(members)
         self.marks_due = False
 
     def send(self, dests: tuple[str, ...], frame: Frame) -> None:
+        if self.numbered:
+            self._queue_numbers()
         self.queued.append((dests, frame))
 
     def send_some(self, dests: tuple[str, ...], frame: Frame) -> None:
         """Send ``frame`` to ``dests``, if there are any."""
         if dests:
-            self.queued.append((dests, frame))
+            self.send(dests, frame)
 
     def send_all(self, sends: Sends) -> None:
+        if self.numbered:
+            self._queue_numbers()
         self.queued += sends
 
     def notice(self, notice: Notice | None) -> None:
@@ -89,6 +97,8 @@ class Outbox:
 
     def ack(self, clock: int, pid: str) -> None:
         """ACK ``(clock, pid)`` to the others: into the last run if that is the last frame queued."""
+        if self.numbered:
+            self._queue_numbers()
         queued = self.queued
         last = queued[-1] if queued else None
         if last is not None and last[0] is self.others and type(last[1]) is AckRun:
@@ -98,10 +108,17 @@ class Outbox:
             self.runs = True
 
     def numbers(self, numbered: list[tuple[int, int, str]]) -> None:
-        """Send the sequence numbers the sequencer gave, as runs: a number joins the last run queued if
-        it follows it for the same origin."""
-        if not (numbered and self.others):
-            return
+        """Send the sequence numbers the sequencer gave: queued before the next frame other than this
+        peer's own messages, or at the step's end — so the sequencer's messages of a step stay one
+        run, and their numbers one SEQ frame (a receiver takes a number after its message as before
+        it: links are FIFO, and a number never waits behind another kind of frame)."""
+        if numbered and self.others:
+            self.numbered += numbered
+
+    def _queue_numbers(self) -> None:
+        """Queue the numbers given so far as runs: a number joins the last run queued if it follows it
+        for the same origin."""
+        numbered, self.numbered = self.numbered, []
         queued = self.queued
         for seq, clock, pid in numbered:
             last = queued[-1][1] if queued else None
@@ -124,6 +141,8 @@ class Outbox:
         others = self.others
         if not others:
             return
+        if self.numbered:
+            self._queue_numbers()
         marks = tuple(self.holding)
         queued = self.queued
         if queued:
@@ -136,6 +155,8 @@ class Outbox:
 
     def take(self) -> Ready:
         """End the step: what it produced (runs made frames); the next step starts empty."""
+        if self.numbered:
+            self._queue_numbers()
         queued = self.queued
         sends: list[tuple[tuple[str, ...], Frame]] = []
         if self.runs:
