@@ -68,6 +68,20 @@ def test_the_sequencers_own_messages_of_a_step_go_as_one_run_and_their_numbers_a
     assert [d.seq for d in ready.deliveries] == [1, 2, 3, 4, 5, 6]
 
 
+def test_a_causal_peers_messages_of_a_step_go_as_one_line_with_their_vectors():
+    """Each own message's vector is the one before with this peer's count one higher: a run carries
+    the first and which count grows, and the receiver gets the very messages sent."""
+    from tom.codec.frames import decode_lines, encode_sends
+
+    b = Core(B, [A, B, C], order="causal")
+    sent = [b.broadcast(f"t{i}", sent_at=5.0) for i in range(4)]
+    assert [m.vc for m in sent] == [(0, 1, 0), (0, 2, 0), (0, 3, 0), (0, 4, 0)]
+    lines = encode_sends(b.ready().sends)[A]
+    assert lines == [b"CMESSAGES@5.000000-1-127.0.0.1:5001-1-0,1,0-2,2,2,2-t0t1t2t3\n"]
+    frames, taken, _, fault = decode_lines([line.decode()[:-1] for line in lines])
+    assert frames == sent and taken == 1 and fault is None
+
+
 def test_causal_holds_a_message_until_its_causal_past_is_delivered():
     c = Core(C, [A, B, C], order="causal")
     c.receive(B, Message(4, B, "answer", vc=(1, 1, 0)))

@@ -252,13 +252,17 @@ class Messages(Frame):
     """A run of member ``pid``'s messages sent in one step (wire v3): ``texts[i]`` at Lamport time
     ``clock + i``, every one sent at ``sent_at``; ``marks`` ride on the last. One line on the wire for
     what would be ``len(texts)`` MESSAGE lines; a receiver takes it as those messages, in order
-    (`messages`), so the core never sees a run. Only plain messages (no vector) form runs."""
+    (`messages`), so the core never sees a run. In a causal group the first message's vector is
+    ``vc`` and each next one's is the one before with count ``grows`` one higher (the sender's own
+    count: nothing was delivered between them)."""
 
     clock: int
     pid: str
     texts: tuple[str, ...]
     sent_at: float | None = None
     marks: tuple[int, ...] | None = None
+    vc: tuple[int, ...] | None = None
+    grows: int = 0
 
     def __post_init__(self) -> None:
         _check_clock(self.clock)
@@ -278,13 +282,28 @@ class Messages(Frame):
         _check_sent_at(self)
         if self.marks is not None:
             _check_marks(self.marks)
+        if self.vc is not None:
+            _check_vc(self.vc)
+            if type(self.grows) is not int or not 0 <= self.grows < len(self.vc):
+                raise FrameError(f"bad growing count {self.grows!r} for a vector of {len(self.vc)}")
+            if self.vc[self.grows] + len(texts) - 1 > MAX_CLOCK:
+                raise FrameError(f"bad vector timestamp {self.vc!r} for a run of {len(texts)}")
+        elif self.grows != 0:
+            raise FrameError("a growing count without a vector")
 
     def messages(self) -> list[Message]:
         """The messages the run stands for, in order (the marks on the last)."""
-        clock, pid, sent_at = self.clock, self.pid, self.sent_at
+        clock, pid, sent_at, first = self.clock, self.pid, self.sent_at, self.vc
         last = len(self.texts) - 1
-        return [trusted_message(clock + i, pid, text, sent_at, None, self.marks if i == last else None)
-                for i, text in enumerate(self.texts)]
+        if first is None:
+            return [trusted_message(clock + i, pid, text, sent_at, None, self.marks if i == last else None)
+                    for i, text in enumerate(self.texts)]
+        grows, counts = self.grows, list(first)
+        out: list[Message] = []
+        for i, text in enumerate(self.texts):
+            out.append(trusted_message(clock + i, pid, text, sent_at, tuple(counts), self.marks if i == last else None))
+            counts[grows] += 1
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -669,7 +688,8 @@ _ACKS_SET: Final = tuple(vars(Acks)[name].__set__ for name in ("clocks", "pid"))
 _MARKS_SET: Final = vars(Marks)["marks"].__set__
 _SEQ_SET: Final = tuple(vars(Seq)[name].__set__ for name in ("first", "clocks", "pid"))
 _MESSAGE_SET: Final = tuple(vars(Message)[name].__set__ for name in ("clock", "pid", "text", "sent_at", "vc", "marks"))
-_MESSAGES_SET: Final = tuple(vars(Messages)[name].__set__ for name in ("clock", "pid", "texts", "sent_at", "marks"))
+_MESSAGES_SET: Final = tuple(vars(Messages)[name].__set__ for name in ("clock", "pid", "texts", "sent_at", "marks",
+                                                                        "vc", "grows"))
 
 
 def trusted_ack(clock: int, pid: str) -> Ack:
@@ -726,15 +746,17 @@ def trusted_message(clock: int, pid: str, text: str, sent_at: float | None,
 
 
 def trusted_messages(clock: int, pid: str, texts: tuple[str, ...], sent_at: float | None,
-                     marks: tuple[int, ...] | None) -> Messages:
+                     marks: tuple[int, ...] | None, vc: tuple[int, ...] | None = None, grows: int = 0) -> Messages:
     """A run from validated fields (2 to `MAX_RUN` texts, ``sent_at`` at whole microseconds)."""
     run: Messages = Messages.__new__(Messages)
-    set_clock, set_pid, set_texts, set_sent, set_marks = _MESSAGES_SET
+    set_clock, set_pid, set_texts, set_sent, set_marks, set_vc, set_grows = _MESSAGES_SET
     set_clock(run, clock)
     set_pid(run, pid)
     set_texts(run, texts)
     set_sent(run, sent_at)
     set_marks(run, marks)
+    set_vc(run, vc)
+    set_grows(run, grows)
     return run
 
 
@@ -891,17 +913,22 @@ def _sent_at(stamp: str) -> float:
 
 
 def _format_messages(r: Messages) -> str:
-    head = "MESSAGES" if r.sent_at is None else f"MESSAGES@{r.sent_at:.6f}"
+    head = "MESSAGES" if r.vc is None else "CMESSAGES"
+    if r.sent_at is not None:
+        head = f"{head}@{r.sent_at:.6f}"
     if r.marks is not None:
         head = f"{head}+{','.join(map(str, r.marks))}"
     escaped = [escape_text(text) for text in r.texts]
     lengths = ",".join([str(len(text)) for text in escaped])
+    if r.vc is not None:
+        lengths = f"{r.grows}-{','.join(map(str, r.vc))}-{lengths}"
     return f"{head}-{r.clock}-{r.pid}-{lengths}-{''.join(escaped)}"
 
 
 def _parse_messages(head: str, rest: str) -> Messages:
     """``MESSAGES[@<sent_at>][+<marks>]-<clock>-<pid>-<n1>,<n2>,...-<texts>``: the texts, escaped, one
-    after the other, the i-th ``n_i`` characters long."""
+    after the other, the i-th ``n_i`` characters long; in a causal group ``CMESSAGES...-<clock>-<pid>-
+    <grows>-<vc>-<n1>,<n2>,...-<texts>``."""
     head, plus, marks_field = head.partition("+")
     marks = _ints(marks_field, "mark") if plus else None
     tag, at, stamp = head.partition("@")
@@ -910,6 +937,13 @@ def _parse_messages(head: str, rest: str) -> Messages:
     if not sep:
         raise FrameError("MESSAGES needs clock, pid, lengths and texts")
     pid, tail = _split_pid(rest)
+    vc, grows = None, 0
+    if tag == "CMESSAGES":
+        grows_field, sep, tail = tail.partition("-")
+        counts, sep2, tail = tail.partition("-")
+        if not (sep and sep2):
+            raise FrameError("CMESSAGES needs clock, pid, growing count, vector, lengths and texts")
+        grows, vc = _int(grows_field, "growing count"), _ints(counts, "count")
     lengths, sep, body = tail.partition("-")
     if not sep:
         raise FrameError("MESSAGES needs clock, pid, lengths and texts")
@@ -920,7 +954,7 @@ def _parse_messages(head: str, rest: str) -> Messages:
     for size in sizes:
         texts.append(unescape_text(body[start:start + size]))
         start += size
-    return Messages(_int(clock, "clock"), pid, tuple(texts), sent_at, marks)
+    return Messages(_int(clock, "clock"), pid, tuple(texts), sent_at, marks, vc, grows)
 
 
 def _fast_messages(head: str, rest: str) -> Messages | None:
@@ -1337,7 +1371,7 @@ class FrameKind(Generic[F]):
 FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse against the row's class)
     FrameKind(("MESSAGE", "CMESSAGE"), Message, lambda m: _format_text_frame("MESSAGE", m, m.marks),
               lambda head, rest: Message(*_read_text_frame(head, rest)), _fast_message, stamped=True),
-    FrameKind(("MESSAGES",), Messages, _format_messages, _parse_messages, _fast_messages, stamped=True),
+    FrameKind(("MESSAGES", "CMESSAGES"), Messages, _format_messages, _parse_messages, _fast_messages, stamped=True),
     FrameKind(("RELAY", "CRELAY"), Relay, lambda r: _format_text_frame("RELAY", r, None), _parse_relay,
               stamped=True),
     FrameKind(("ACK",), Ack, lambda a: f"ACK-{a.clock}-{a.pid}", _parse_ack, _fast_ack),
@@ -1398,10 +1432,10 @@ def encode_sends(sends: list[tuple[tuple[str, ...], Frame]]) -> dict[str, list[b
         dests, frame = sends[i]
         j = i + 1
         data = b""
-        if type(frame) is Message and frame.vc is None and frame.marks is None:
-            j = _run_end(sends, i, n)
+        if type(frame) is Message and frame.marks is None:
+            j, grows = _run_end(sends, i, n)
             if j - i >= 2:
-                data = encode_frame(_run(frame, [m for _, m in sends[i + 1:j]]))
+                data = encode_frame(_run(frame, [m for _, m in sends[i + 1:j]], grows))
                 if len(data) > MAX_FRAME_BYTES + 1:  # (very long marks): one line each after all
                     j, data = i + 1, b""
         if not data:
@@ -1416,7 +1450,7 @@ def encode_sends(sends: list[tuple[tuple[str, ...], Frame]]) -> dict[str, list[b
     return per_dest
 
 
-def _run(first: Message, rest: list[Frame]) -> Messages:
+def _run(first: Message, rest: list[Frame], grows: int) -> Messages:
     """The run of ``first`` and the messages ``rest`` that `_run_end` found to follow it."""
     texts = [first.text]
     last = first
@@ -1424,28 +1458,49 @@ def _run(first: Message, rest: list[Frame]) -> Messages:
         assert type(frame) is Message
         texts.append(frame.text)
         last = frame
-    return trusted_messages(first.clock, first.pid, tuple(texts), first.sent_at, last.marks)
+    return trusted_messages(first.clock, first.pid, tuple(texts), first.sent_at, last.marks, first.vc, grows)
 
 
-def _run_end(sends: list[tuple[tuple[str, ...], Frame]], i: int, n: int) -> int:
-    """Where the run that starts with the plain message ``sends[i]`` ends (exclusive)."""
+def _run_end(sends: list[tuple[tuple[str, ...], Frame]], i: int, n: int) -> tuple[int, int]:
+    """Where the run that starts with the message ``sends[i]`` ends (exclusive), and in a causal
+    group which count of the vector grows along it (each next vector is the one before with that count
+    one higher: exactly, or the run ends)."""
     dests, first = sends[i]
     assert type(first) is Message
-    clock, pid, sent_at = first.clock, first.pid, first.sent_at
+    clock, pid, sent_at, vc = first.clock, first.pid, first.sent_at, first.vc
     chars = len(first.text)
+    grows = -1
     j = i + 1
     while j < n and j - i < MAX_RUN:
         d, frame = sends[j]
         if (type(frame) is not Message or frame.clock != clock + (j - i) or frame.pid != pid
-                or frame.sent_at != sent_at or frame.vc is not None or d != dests):
+                or frame.sent_at != sent_at or d != dests):
             break
+        if vc is not None or frame.vc is not None:
+            step = frame.vc
+            if vc is None or step is None or len(step) != len(vc):
+                break
+            if grows < 0:  # the one count that differs from the first's
+                grows = next((k for k in range(len(vc)) if step[k] != vc[k]), -1)
+                if grows < 0:
+                    break
+            if not _grown(vc, step, grows, j - i):
+                break
         chars += len(frame.text)
         if chars > RUN_CHARS:
             break
         j += 1
         if frame.marks is not None:
             break  # the marks ride on the run's last message
-    return j
+    return j, max(grows, 0)
+
+
+def _grown(first: tuple[int, ...], vc: tuple[int, ...], grows: int, by: int) -> bool:
+    """Whether ``vc`` is ``first`` with count ``grows`` higher by ``by``, the others the same."""
+    for k in range(len(first)):
+        if vc[k] != first[k] + (by if k == grows else 0):
+            return False
+    return True
 
 
 OVER_LONG = b"\xff over-long"
