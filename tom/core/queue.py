@@ -41,17 +41,19 @@ def _clock(entry: Entry) -> int:
 # (C statics in the compiled build: a module-dict lookup per call otherwise, several per message)
 _heappush: Final = heapq.heappush
 _heappop: Final = heapq.heappop
+_heapify: Final = heapq.heapify
 _insort: Final = bisect.insort
 
 
 class _Origin:
-    """One origin's pending entries, in clock order, and the origin's sort key (`pid_key`)."""
+    """One origin's pending entries, in clock order, and the origin's rank: its place in `pid_key`
+    order among the origins its queue has seen."""
 
-    __slots__ = ("entries", "key")
+    __slots__ = ("entries", "rank")
 
-    def __init__(self, key: tuple[str, int] = ("", 0)) -> None:
+    def __init__(self, rank: int = 0) -> None:
         self.entries: deque[Entry] = deque()
-        self.key = key
+        self.rank = rank
 
 
 class PendingQueue:
@@ -59,19 +61,37 @@ class PendingQueue:
 
     One queue per origin in clock order (its messages come in that order on its FIFO link, so a new
     entry is nearly always appended), merged through a small heap of the origins' first entries:
-    ``(clock, pid_key, entry)``, keys unique so an entry is never compared. Under load thousands of
-    entries wait; a pop then costs some log(origins) comparisons, not log(entries).
+    ``(clock, rank, entry)``, where an origin's rank is its place in `pid_key` order among the origins
+    seen (integers compare fast; a new origin re-ranks them and rebuilds the heap), keys unique so an
+    entry is never compared. Under load thousands of entries wait; a pop then costs some log(origins)
+    comparisons, not log(entries).
 
     The heap may hold stale items — an entry that is no longer its origin's first (an entry reserved
     out of order went before it), or one already popped — and `head` drops them; every origin's first
     entry is always in it."""
 
-    __slots__ = ("_fronts", "_origins", "_entries")
+    __slots__ = ("_fronts", "_origins", "_entries", "_ranks")
 
     def __init__(self) -> None:
-        self._fronts: list[tuple[int, tuple[str, int], Entry]] = []
+        self._fronts: list[tuple[int, int, Entry]] = []
         self._origins: dict[str, _Origin] = {}
         self._entries: dict[tuple[int, str], Entry] = {}
+        self._ranks: dict[str, int] = {}  # every origin seen -> its place in pid_key order
+
+    def _rank(self, pid: str) -> int:
+        """``pid``'s rank, ranking it first if it is new (which re-ranks the origins after it)."""
+        rank = self._ranks.get(pid)
+        if rank is not None:
+            return rank
+        ranks = self._ranks
+        order = sorted([*ranks, pid], key=pid_key)
+        self._ranks = ranks = {p: i for i, p in enumerate(order)}
+        if ranks[pid] != len(order) - 1:  # others moved: their origins and the heap follow
+            for p, origin in self._origins.items():
+                origin.rank = ranks[p]
+            self._fronts = [(e.clock, ranks[e.pid], e) for _, _, e in self._fronts]
+            _heapify(self._fronts)
+        return ranks[pid]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -97,17 +117,17 @@ class PendingQueue:
         entry = self._entries[(clock, pid)] = Entry(clock, pid)
         origin = self._origins.get(pid)
         if origin is None:
-            origin = self._origins[pid] = _Origin(pid_key(pid))
+            origin = self._origins[pid] = _Origin(self._rank(pid))
         queue = origin.entries
         if not queue:
             queue.append(entry)
-            _heappush(self._fronts, (clock, origin.key, entry))
+            _heappush(self._fronts, (clock, origin.rank, entry))
         elif clock > queue[-1].clock:
             queue.append(entry)
         else:  # out of its origin's order (a relay, or an ACK before its message)
             _insort(queue, entry, key=_clock)
             if queue[0] is entry:
-                _heappush(self._fronts, (clock, origin.key, entry))
+                _heappush(self._fronts, (clock, origin.rank, entry))
         return entry
 
     def head(self) -> Entry | None:
@@ -131,7 +151,7 @@ class PendingQueue:
         del self._entries[(entry.clock, entry.pid)]
         if queue:
             nxt = queue[0]
-            _heappush(self._fronts, (nxt.clock, origin.key, nxt))
+            _heappush(self._fronts, (nxt.clock, origin.rank, nxt))
         else:
             del self._origins[entry.pid]
         return entry
