@@ -194,8 +194,8 @@ def mutate(monkeypatch, owner, name: str, old: str, new: str) -> None:
 
 MUTATIONS = {
     "deliver before every ACK is in": (
-        lambda mp: mutate(mp, lamport.LamportOrder, "release", "if not required <= head.acks:",
-                          "if not {self.me} <= head.acks:"),
+        lambda mp: mutate(mp, lamport.LamportOrder, "release", "if not held.all_hold(head, required):",
+                          "if not held.all_hold(head, frozenset({self.me})):"),
         Config("lamport", 2, 1)),
     "a tie-break reversed at one peer": (
         lambda mp: mutate(mp, lamport.LamportOrder, "release", "head = queue.head()",
@@ -207,7 +207,7 @@ MUTATIONS = {
     "an ACK counted twice": (
         lambda mp: (mutate(mp, lamport.LamportOrder, "message", "entry.acks.add(msg.pid)",
                            "entry.acks.add(msg.pid)\n    entry.acks.add(msg.pid + '*')"),
-                    mutate(mp, lamport.LamportOrder, "release", "if not required <= head.acks:",
+                    mutate(mp, lamport.LamportOrder, "release", "if not held.all_hold(head, required):",
                            "if len(head.acks) < len(required):")),
         Config("lamport", 3, 1)),
     "a flush that skips a relay": (

@@ -294,3 +294,26 @@ def test_own_messages_carry_their_send_time_at_whole_microseconds_also_when_text
     times = [1795620084.8137824, 1795620084.8137824, 1795620085.0000004, 7.0000006]
     sent = [core.broadcast(f"t{i}", sent_at=t) for i, t in enumerate(times)]
     assert [m.sent_at for m in sent] == [1795620084.813782, 1795620084.813782, 1795620085.0, 7.000001]
+
+
+def test_the_lamport_order_knows_who_holds_a_message_from_the_marks_without_touching_its_entries():
+    """A member's marks count for every message of an origin up to the mark (`MarkFloors`): the
+    message is deliverable once every other member's mark covers it, status and the flush see the
+    same holders, and a new view keeps what the old marks said about a message still pending."""
+    from tom.core.lamport import LamportOrder
+
+    d = "127.0.0.1:5003"
+    order = LamportOrder(A, {"premature_acks": 0})
+    order.install((A, B, C), 1, A)
+    order.message(B, Message(5, B, "b5"))
+    order.message(B, Message(6, B, "b6"))
+    entry = order.head()
+    assert entry is not None and entry.acks == {A, B}
+    assert not order.holds(C, entry) and order.release(frozenset((A, B, C)), False) == []
+    touched, top = order.marks(C, (0, 5, 0))
+    assert touched and top == 5 and order.holds(C, entry) and C not in entry.acks
+    assert [e.text for e in order.release(frozenset((A, B, C)), False)] == ["b5"]
+    assert order.waits(order.head(), [A, B, C]) == f"ACKs of {C}"
+    order.marks(C, (0, 6, 0))  # (not released yet: a view change comes first)
+    order.install((A, B, C, d), 9, A)  # b6 still pending: who held it stays known
+    assert order.head().acks == {A, B, C} and not order.holds(d, order.head())

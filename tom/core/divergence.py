@@ -121,14 +121,14 @@ class DivergenceCheck:
             self.chain_up(step, view)
             self.compare(src, frame.count, frame.digest, view)
         if order.acknowledged and order.total and frame.last is not None and normal and not cut:
-            self.skipped(src, frame.last, order.head(), view)
+            self.skipped(src, frame.last, order.head(), view, order)
 
-    def skipped(self, src: str, last: tuple[int, str], head: Entry | None, view: int) -> None:
+    def skipped(self, src: str, last: tuple[int, str], head: Entry | None, view: int, order: Order) -> None:
         """``src`` says the last event it delivered is ``last``. If that is past our ``head``, whose body
         we hold and which ``src`` never acknowledged, ``src`` delivered past a message it does not
         hold: its ACK would have reached us before this heartbeat (links are FIFO). A divergence, seen
         while we still wait for that ACK (a digest cannot show it: we never reach its position)."""
-        if (head is None or head.text is None or src in head.acks
+        if (head is None or head.text is None or order.holds(src, head)
                 or (head.clock, pid_key(head.pid)) > (last[0], pid_key(last[1]))):
             return
         self.alarm(src, view, self.chain.count + 1, self.chain.digest, 0, (head.clock, head.pid))

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
-from .marks import HeldBy
+from .marks import MarkFloors
 from .ordering import Order
 from .queue import Entry, PendingQueue
 
@@ -46,7 +46,7 @@ class LamportOrder(Order):
         Order.__init__(self, "lamport", True, True, False)
         self.me = me
         self.queue = PendingQueue()
-        self.held = HeldBy()  # the members' cumulative ACKs (wire v2), per view
+        self.held = MarkFloors()  # the members' cumulative ACKs (wire v2), per view
         self.final_key: tuple[int, tuple[str, int]] = (-1, ("", 0))
         self.stats = {} if stats is None else stats  # counts "premature_acks"
         self._blocker: Entry | None = None  # see `settles`
@@ -77,8 +77,11 @@ class LamportOrder(Order):
         entry = self.queue.get(clock, pid)
         if entry is None:
             entry = self.queue.add(clock, pid)
-            self.held.track(entry)
         return entry
+
+    def holds(self, member: str, entry: Entry) -> bool:
+        """Whether ``member`` is known to hold ``entry``: by its ACK, or its marks."""
+        return self.held.holds(member, entry)
 
     def may_release(self, entry: Entry) -> bool:
         """Whether taking ``entry`` may have made something deliverable."""
@@ -133,29 +136,33 @@ class LamportOrder(Order):
         """Whether the last step of a flush among ``required`` would leave nothing pending now: every
         entry with a body has the ACK of each of them (bodiless ones are dropped). Asked at every ACK
         of a flush's last phase: the entry that failed last time is tried first."""
-        blocker = self._blocker
-        if (blocker is not None and blocker.text is not None and not required <= blocker.acks
+        blocker, held = self._blocker, self.held
+        if (blocker is not None and blocker.text is not None and not held.all_hold(blocker, required)
                 and self.queue.get(blocker.clock, blocker.pid) is blocker):
             return False
         for e in self.queue.unordered():
-            if e.text is not None and not required <= e.acks:
+            if e.text is not None and not held.all_hold(e, required):
                 self._blocker = e
                 return False
         self._blocker = None
         return True
 
     def marks(self, src: str, marks: tuple[int, ...]) -> tuple[bool, int]:
-        """``src``'s cumulative ACKs (`HeldBy.update`): whether the head may now leave, and the largest
-        mark that grew (-1 if none)."""
-        covered, top = self.held.update(src, marks)
+        """``src``'s cumulative ACKs (`MarkFloors.update`): whether the head may now leave (src's mark
+        of its origin grew to cover it), and the largest mark that grew (-1 if none)."""
+        held = self.held
+        grew, top = held.update(src, marks)
         head = self.queue.head()
-        return head is not None and any(e is head for e in covered), top
+        if head is None or not grew:
+            return False, top
+        i = held.index.get(head.pid)
+        return i is not None and i in grew and held.marks[src][i] >= head.clock, top
 
     def release(self, required: frozenset[str], final: bool) -> list[Entry]:
         """Pop and return, in order, the entries deliverable now: each heads the queue with its body
         and ``required <= acks``. ``final`` (the flush has every survivor's marker): a bodiless head
         is held by no survivor, so it is dropped — delivered by none."""
-        queue, out = self.queue, []
+        queue, held, out = self.queue, self.held, []
         while True:
             head = queue.head()
             if head is None:
@@ -163,13 +170,11 @@ class LamportOrder(Order):
             if head.text is None:
                 if final:
                     queue.pop()
-                    self.held.drop(head)
                     continue
                 break
-            if not required <= head.acks:
+            if not held.all_hold(head, required):
                 break
             queue.pop()
-            self.held.drop(head)
             out.append(head)
         if out:
             last = out[-1]
@@ -180,9 +185,10 @@ class LamportOrder(Order):
         """A view of ``members`` (in pid order) was delivered at ``(clock, pid)``: everything up to it
         is final."""
         self.final_key = (clock, pid_key(pid))
-        self.held = HeldBy(members)
-        for entry in self.queue:  # (none normally: a flush leaves nothing pending)
-            self.held.track(entry)
+        old = self.held
+        for entry in self.queue:  # (none normally: a flush leaves nothing pending) who holds it stays known
+            entry.acks.update([q for q in old.members if old.holds(q, entry)])
+        self.held = MarkFloors(members, self.me)
 
     def relays(self, removed: frozenset[str]) -> list[Frame]:
         """What a flush forwards: the pending messages of removed members this peer holds."""
@@ -207,7 +213,7 @@ class LamportOrder(Order):
     def waits(self, entry: Entry, members: list[str]) -> str:
         if entry.text is None:
             return "its text (only ACKs came)"
-        missing = [p for p in members if p not in entry.acks]
+        missing = [p for p in members if not self.held.holds(p, entry)]
         if missing:
             return "ACKs of " + ", ".join(missing)
         return "the messages before it"

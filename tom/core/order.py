@@ -36,7 +36,7 @@ def pending_status(order: Order, members: list[str]) -> tuple[PendingStatus, ...
     """What a status shows of the messages pending in ``order``: who of ``members`` (pid order) holds
     each, who does not (in an order with ACKs), and what it waits for."""
     return tuple(
-        PendingStatus(e.clock, e.pid, e.text, tuple(p for p in members if p in e.acks),
-                      tuple(p for p in members if p not in e.acks) if order.acknowledged else (),
+        PendingStatus(e.clock, e.pid, e.text, tuple(p for p in members if order.holds(p, e)),
+                      tuple(p for p in members if not order.holds(p, e)) if order.acknowledged else (),
                       order.waits(e, members), e.seq)
         for e in order)

@@ -40,6 +40,11 @@ class Order:
         """A member's message (from its origin, or relayed): the new entry, or None."""
         raise NotImplementedError
 
+    def holds(self, member: str, entry: Entry) -> bool:
+        """Whether ``member`` is known to hold ``entry`` (for status, the flush and the divergence
+        check: an order may know it from more than ``entry.acks``)."""
+        return member in entry.acks
+
     def may_release(self, entry: Entry) -> bool:
         """Whether taking ``entry`` may have made something deliverable."""
         raise NotImplementedError
