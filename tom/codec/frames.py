@@ -12,13 +12,18 @@ TOM adds:
     ACKS-<clock>,<clock>,...-<pid>              several ACKs of one origin's messages in one line:
                                                 exactly one ACK per clock, in that order
     HELLO-<pid>-<incarnation>[-<order>]         first frame on a new connection: who is speaking, and
-                                                the order its group runs (absent: lamport); wire v2
-                                                (below) is announced as ``<order>cumulative``
+                                                the order its group runs (absent: lamport); wire v3
+                                                (runs, below) is announced as ``<order>runs``
     MARKS-<c1>,<c2>,...                         wire v2, a cumulative ACK: for the k-th member of the
                                                 view (pid order), the sender holds every message of it
                                                 up to clock c_k that it received from that member
     MESSAGE@<sent_at>+<c1>,<c2>,...-<clock>-<pid>-<text>   (and CMESSAGE...+<marks>-...)
                                                 wire v2: a message with the sender's MARKS riding on it
+    MESSAGES@<sent_at>[+<marks>]-<clock>-<pid>-<n1>,<n2>,...-<texts>
+                                                wire v3: a run, the sender's messages of one step at
+                                                clocks <clock>, <clock>+1, ...: the texts one after the
+                                                other, n_i characters each (a causal one: CMESSAGES,
+                                                with the growing count and first vector after the pid)
     HEARTBEAT-<view>[-<count>-<digest>-<clock>-<pid>][ <group>]
                                                 "I am alive, in view <view>" (0: not in a group yet),
                                                 "delivered <count> messages in it, digest <crc32>, the
