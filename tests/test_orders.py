@@ -14,7 +14,7 @@ from tom.core import Core, Delivery
 from tom.core.causal import CausalOrder
 from tom.core.sequencer import SequencerOrder
 from tom.errors import FrameError, UsageError
-from tom.codec.frames import MAX_FRAME_BYTES, Ack, Message, Seq, parse_frame
+from tom.codec.frames import MAX_FRAME_BYTES, Ack, Marks, Message, Seq, parse_frame
 
 A, B, C = (f"127.0.0.1:{5000 + i}" for i in range(3))
 
@@ -212,3 +212,18 @@ def test_a_minority_side_holds_and_a_majority_that_went_on_does_not_count_as_bac
         a.receive(p, Heartbeat(2))
     a.tick(13.0)
     assert a.no_quorum == (2, 5) and a.backlog() == 1  # still held, not sent into view 1
+
+
+def test_a_causal_peer_keeps_what_it_delivered_only_until_every_member_holds_it():
+    """The history a flush may relay: a delivered message leaves it once every other member's marks
+    (or explicit ACKs) cover it — by the floor of its origin's marks, nothing done per message."""
+    c = Core(C, [A, B, C], order="causal")
+    for i in range(1, 4):
+        c.receive(B, Message(1 + i, B, f"b{i}", vc=(0, i, 0)))
+    assert texts(c) == ["b1", "b2", "b3"]
+    order = c.traffic.order
+    assert sorted(order.history) == [(2, B), (3, B), (4, B)]  # A's marks missing
+    c.receive(A, Marks((0, 3, 0)))  # A holds B's messages up to clock 3
+    assert sorted(order.history) == [(4, B)]
+    c.receive(A, Ack(4, B))  # an explicit ACK counts too
+    assert order.history == {} and not order.forgets[B]

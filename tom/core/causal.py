@@ -25,12 +25,13 @@ This order is not uniform: a member that crashes may have delivered a message no
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
-from .marks import HeldBy
+from .marks import MarkFloors
 from .ordering import Order
 from .queue import Entry
 
@@ -39,7 +40,7 @@ class CausalOrder(Order):
     """Pending messages, the delivered counts ``V``, and the history a flush may need."""
 
     __slots__ = ("me", "stats", "members", "index", "counts", "pending", "by_count", "history",
-                 "last_clock", "floor", "required", "own_sent", "held")
+                 "last_clock", "floor", "required", "own_sent", "held", "forgets")
 
     def __init__(self, me: str = "", stats: dict[str, int] | None = None) -> None:
         # (defaults: the compiled build constructs a copy before it sets its fields, `tom.core.viewchange`)
@@ -56,7 +57,11 @@ class CausalOrder(Order):
         self.floor = -1  # the view event's clock: a frame about a message at or below it is of an older view
         self.required: frozenset[str] = frozenset()
         self.own_sent = 0  # this peer's messages of this view (its own count in their vectors)
-        self.held = HeldBy()  # the members' cumulative ACKs (wire v2), per view
+        self.held = MarkFloors()  # the members' cumulative ACKs (wire v2), per view
+        # per origin, its messages in the history in delivery (so clock) order: they leave it from the
+        # front as the origin's floor of the marks passes them (entries gone by an explicit ACK stay
+        # here until then, and are skipped)
+        self.forgets: dict[str, deque[Entry]] = {}
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -75,7 +80,8 @@ class CausalOrder(Order):
         self.last_clock.clear()
         self.floor = clock
         self.own_sent = 0
-        self.held = HeldBy(members)
+        self.held = MarkFloors(members, self.me)
+        self.forgets = {p: deque() for p in members}
 
     def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
         """``vc`` as ``{pid: count}``, members with a count of 0 left out (the output's form)."""
@@ -93,7 +99,6 @@ class CausalOrder(Order):
         vc_t = tuple(vc)
         entry = Entry(clock, self.me, text, sent_at, {self.me}, None, vc_t)
         self.pending[(clock, self.me)] = entry
-        self.held.track(entry)
         self.by_count[self.me][vc_t[i]] = entry
         return trusted_message(clock, self.me, text, sent_at, vc_t)
 
@@ -112,7 +117,6 @@ class CausalOrder(Order):
         entry = self.pending.get(key)
         if entry is None:
             entry = self.pending[key] = Entry(msg.clock, pid)
-            self.held.track(entry)
         elif entry.text is not None:
             return None  # a duplicate
         entry.text, entry.sent_at, entry.vc = msg.text, msg.sent_at, vc
@@ -142,14 +146,15 @@ class CausalOrder(Order):
                 entry = history.get(key)
                 if entry is not None:
                     entry.acks.add(src)
-                    if required <= entry.acks:
+                    if self.held.all_hold(entry, required):
                         del history[key]
-                        self.held.drop(entry)
+                        waiting = self.forgets[pid]  # (what left by ACKs leaves the front too)
+                        while waiting and history.get((waiting[0].clock, pid)) is not waiting[0]:
+                            waiting.popleft()
                 continue
             entry = pending.get(key)
             if entry is None:
                 entry = pending[key] = Entry(clock, pid)
-                self.held.track(entry)
                 self.stats["premature_acks"] += 1
             entry.acks.add(src)
         return False, top
@@ -172,17 +177,23 @@ class CausalOrder(Order):
         return True
 
     def marks(self, src: str, marks: tuple[int, ...]) -> tuple[bool, int]:
-        """``src``'s cumulative ACKs (`HeldBy.update`): what every member now holds leaves the history.
-        Nothing becomes deliverable by an ACK."""
-        covered, top = self.held.update(src, marks)
-        history, required = self.history, self.required
-        for entry in covered:
-            if required <= entry.acks:
+        """``src``'s cumulative ACKs (`MarkFloors.update`): what every member now holds (an origin's
+        messages up to its floor) leaves the history. Nothing becomes deliverable by an ACK."""
+        held = self.held
+        grew, top = held.update(src, marks)
+        history, members = self.history, self.members
+        for i in grew:
+            waiting, floor = self.forgets[members[i]], held.floors[i]
+            while waiting and waiting[0].clock <= floor:
+                entry = waiting.popleft()
                 key = (entry.clock, entry.pid)
                 if history.get(key) is entry:
                     del history[key]
-                    self.held.drop(entry)
         return False, top
+
+    def holds(self, member: str, entry: Entry) -> bool:
+        """Whether ``member`` is known to hold ``entry``: by its ACK, or its marks."""
+        return self.held.holds(member, entry)
 
     def release(self, required: frozenset[str], final: bool) -> list[Entry]:
         """The messages deliverable now, in an order that respects causality; ``final``: then drop
@@ -212,10 +223,9 @@ class CausalOrder(Order):
                 key = (entry.clock, entry.pid)
                 del pending[key]
                 last_clock[entry.pid] = entry.clock
-                if not self.required <= entry.acks:
+                if not self.held.all_hold(entry, self.required):
                     history[key] = entry
-                else:
-                    self.held.drop(entry)
+                    self.forgets[entry.pid].append(entry)
         if final:
             self.pending.clear()
             for waiting in by_count.values():
