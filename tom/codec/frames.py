@@ -968,17 +968,10 @@ def _fast_messages(head: str, rest: str) -> Messages | None:
     at = head.find("@")
     if at < 0 or head[:at] != "MESSAGES":
         return None
-    plus = head.find("+", at)
-    stamp = head[at + 1:] if plus < 0 else head[at + 1:plus]
-    dot = stamp.find(".")
-    if not (0 < dot <= 11 and 0 < len(stamp) - dot - 1 <= 6 and stamp.isascii() and stamp[:dot].isdigit()
-            and stamp[dot + 1:].isdigit()):
+    stamped = _fast_stamp(head, at)
+    if stamped is None:
         return None
-    marks = None
-    if plus >= 0:
-        marks = _short_ints(head[plus + 1:])
-        if marks is None or len(marks) > MAX_MARKS:
-            return None
+    sent_at, marks = stamped
     dash = rest.find("-")
     end = rest.find("-", dash + 1) if dash >= 0 else -1
     stop = rest.find("-", end + 1) if end >= 0 else -1
@@ -1004,7 +997,7 @@ def _fast_messages(head: str, rest: str) -> Messages | None:
         for size in sizes:
             texts.append(body[start:start + size])
             start += size
-    return trusted_messages(int(clock), pid, tuple(texts), float(stamp), marks)
+    return trusted_messages(int(clock), pid, tuple(texts), sent_at, marks)
 
 
 def _read_text_frame(head: str, rest: str) -> _TextFields:
@@ -1028,15 +1021,9 @@ def _read_text_frame(head: str, rest: str) -> _TextFields:
     return _int(clock, "clock"), pid, text, sent_at, vc, marks
 
 
-def _fast_message(head: str, rest: str) -> Message | None:
-    """``[C]MESSAGE@<sent_at>[+<marks>]-<clock>-<pid>[-<vc>]-<text>`` as TOM sends it: a send time of
-    at most 11 + 6 digits, clocks and counts of at most 18 digits (so within `MAX_CLOCK`), a pid
-    without ``-``."""
-    # (found and sliced, not partitioned: this runs for nearly every frame a peer reads)
-    at = head.find("@")
-    tag = head[:at]
-    if at < 0 or not (tag == "MESSAGE" or tag == "CMESSAGE"):
-        return None
+def _fast_stamp(head: str, at: int) -> tuple[float, tuple[int, ...] | None] | None:
+    """The send time and marks of a stamped head as TOM writes it (``@`` at ``at``): at most 11 + 6
+    digits, marks of at most 18 digits each; None for any other form (the full parse decides)."""
     plus = head.find("+", at)
     stamp = head[at + 1:] if plus < 0 else head[at + 1:plus]
     dot = stamp.find(".")
@@ -1048,6 +1035,22 @@ def _fast_message(head: str, rest: str) -> Message | None:
         marks = _short_ints(head[plus + 1:])
         if marks is None or len(marks) > MAX_MARKS:
             return None
+    return float(stamp), marks
+
+
+def _fast_message(head: str, rest: str) -> Message | None:
+    """``[C]MESSAGE@<sent_at>[+<marks>]-<clock>-<pid>[-<vc>]-<text>`` as TOM sends it: a send time of
+    at most 11 + 6 digits, clocks and counts of at most 18 digits (so within `MAX_CLOCK`), a pid
+    without ``-``."""
+    # (found and sliced, not partitioned: this runs for nearly every frame a peer reads)
+    at = head.find("@")
+    tag = head[:at]
+    if at < 0 or not (tag == "MESSAGE" or tag == "CMESSAGE"):
+        return None
+    stamped = _fast_stamp(head, at)
+    if stamped is None:
+        return None
+    sent_at, marks = stamped
     dash = rest.find("-")
     end = rest.find("-", dash + 1) if dash >= 0 else -1
     if end < 0:
@@ -1066,7 +1069,7 @@ def _fast_message(head: str, rest: str) -> Message | None:
             text = unescape_text(text)
         except FrameError:
             return None
-    return trusted_message(int(clock), pid, text, float(stamp), vc, marks)
+    return trusted_message(int(clock), pid, text, sent_at, vc, marks)
 
 
 def _parse_relay(head: str, rest: str) -> Relay:
