@@ -144,3 +144,21 @@ def test_strict_types_on_the_core_and_the_frames():
     run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", *paths], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_every_order_implements_the_whole_order_interface():
+    """`tom.core.ordering.Order` is the interface as a base class (so the compiled core calls an order
+    through its vtable): its methods that only raise NotImplementedError must each be overridden by
+    every order a group can run, so none is ever reached."""
+    import ast
+
+    from tom.core.order import ORDER_CLASSES
+
+    tree = ast.parse((ROOT / "tom/core/ordering.py").read_text())
+    (base,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Order"]
+    abstract = [f.name for f in base.body if isinstance(f, ast.FunctionDef)
+                and any(isinstance(s, ast.Raise) and "NotImplementedError" in ast.unparse(s) for s in f.body)]
+    assert len(abstract) >= 19
+    for order, cls in ORDER_CLASSES.items():
+        missing = [name for name in abstract if name not in vars(cls)]
+        assert not missing, f"the {order} order leaves {missing} to the base class"
