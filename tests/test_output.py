@@ -5,18 +5,23 @@ import json
 from hypothesis import given, strategies as st
 
 from tom.core import Delivery, ViewDelivery
+from tom.core.vector import Vector
 from tom.peer.output import OutputFile, record
 
 PEER = "127.0.0.1:5000"
 
 
 PIDS = st.sampled_from(["127.0.0.1:5000", "127.0.0.1:5001", "[::1]:5001", "peer-b.example:10000"])
+# what the causal core hands out: a view's members (pid order) and one count each, zeros among them
+VECTORS = st.lists(st.integers(0, 10**9), min_size=1, max_size=9).map(
+    lambda counts: Vector(tuple(f"10.0.0.{i}:5000" for i in range(len(counts))), tuple(counts)))
 
 
 @given(text=st.text(max_size=200), clock=st.integers(0, 2**63 - 1), index=st.integers(1, 10**9),
        sent_at=st.none() | st.floats(0, 1e10, allow_nan=False).map(lambda x: round(x, 6)),
        delivered_at=st.floats(0, 1e10, allow_nan=False), view=st.integers(0, 10**6),
-       seq=st.none() | st.integers(1, 2**63 - 1), vc=st.none() | st.dictionaries(PIDS, st.integers(0, 10**9)))
+       seq=st.none() | st.integers(1, 2**63 - 1),
+       vc=st.none() | st.dictionaries(PIDS, st.integers(0, 10**9)) | VECTORS)
 def test_message_lines_parse_to_the_reference_record(tmp_path_factory, text, clock, index, sent_at,
                                                     delivered_at, view, seq, vc):
     """Every order's message lines (lamport: neither seq nor vc; sequencer: seq; causal: vc)."""
@@ -104,3 +109,35 @@ def test_a_file_whose_last_line_is_no_record_numbers_from_one(tmp_path):
     assert out.offset == 0 and "no TOM record" in out.resumed
     out.close()
     assert OutputFile(tmp_path / "new.jsonl", PEER).resumed is None
+
+
+def test_a_vector_is_the_dict_of_its_nonzero_counts():
+    """A causal delivery's ``vc``: read-only ``{pid: count}`` over the view's members, zeros left out,
+    equal to that dict both ways, a Mapping, not hashable, and the same after a pickle."""
+    import pickle
+    from collections.abc import Mapping
+
+    v = Vector(("a:1", "b:1", "c:1"), (2, 0, 5))
+    want = {"a:1": 2, "c:1": 5}
+    assert v == want and want == v and not v != want and v != {"a:1": 2} and v != [("a:1", 2)]
+    assert dict(v) == want and list(v) == ["a:1", "c:1"] and len(v) == 2 and repr(v) == repr(want)
+    assert v["c:1"] == 5 and "b:1" not in v and v.get("b:1") is None and list(v.items()) == list(want.items())
+    assert isinstance(v, Mapping) and pickle.loads(pickle.dumps(v)) == v
+    try:
+        v["b:1"]
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("a zero count is no key")
+    try:
+        hash(v)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a vector is a mapping: not hashable")
+    try:
+        Vector(("a:1",), (1, 2))
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("one count per member")

@@ -10,8 +10,11 @@ Invariants:
 
 * ``V`` only grows within a view and restarts at zero with the next: every message belongs to one
   view (the flush delivers or drops all of a view before the next starts);
-* a delivered message stays in ``history`` until every member has acknowledged it (members ACK every
-  message, as in the Lamport order, but only for this): until then the flush may need it;
+* a delivered message stays in ``history`` (per origin, in clock order) until every member is known
+  to hold it (members ACK every message, as in the Lamport order, but only for this): until then the
+  flush may need it. It leaves when its origin's floor of the marks passes it, or by explicit ACKs
+  (relays); one whose explicit ACKs all came before it was delivered may stay until the floor passes
+  or the view ends (a flush then relays it once more: harmless);
 * an origin's messages are delivered in their order, so ``last_clock[p]`` (the clock of ``p``'s last
   message delivered here) tells a late ACK or relay from one about a message still to come.
 
@@ -25,22 +28,25 @@ This order is not uniform: a member that crashes may have delivered a message no
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from typing import cast
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
 from ..codec.pid import pid_key
 from .marks import MarkFloors
 from .ordering import Order
-from .queue import Entry
+from .queue import Entry, _clock
+from .vector import Vector
 
 
 class CausalOrder(Order):
     """Pending messages, the delivered counts ``V``, and the history a flush may need."""
 
     __slots__ = ("me", "stats", "members", "index", "counts", "pending", "by_count", "history",
-                 "last_clock", "floor", "required", "own_sent", "held", "forgets")
+                 "last_clock", "floor", "required", "own_sent", "held")
 
     def __init__(self, me: str = "", stats: dict[str, int] | None = None) -> None:
         # (defaults: the compiled build constructs a copy before it sets its fields, `tom.core.viewchange`)
@@ -52,16 +58,13 @@ class CausalOrder(Order):
         self.counts: list[int] = []  # V: messages of each member delivered here in this view
         self.pending: dict[tuple[int, str], Entry] = {}  # not delivered: with text, or ACKed only
         self.by_count: dict[str, dict[int, Entry]] = {}  # origin -> its position -> pending with text
-        self.history: dict[tuple[int, str], Entry] = {}  # delivered, not yet held by every member
+        # origin -> its messages delivered here and maybe not yet held by every member, in clock order
+        self.history: dict[str, deque[Entry]] = {}
         self.last_clock: dict[str, int] = {}
         self.floor = -1  # the view event's clock: a frame about a message at or below it is of an older view
         self.required: frozenset[str] = frozenset()
         self.own_sent = 0  # this peer's messages of this view (its own count in their vectors)
         self.held = MarkFloors()  # the members' cumulative ACKs (wire v2), per view
-        # per origin, its messages in the history in delivery (so clock) order: they leave it from the
-        # front as the origin's floor of the marks passes them (entries gone by an explicit ACK stay
-        # here until then, and are skipped)
-        self.forgets: dict[str, deque[Entry]] = {}
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -76,16 +79,15 @@ class CausalOrder(Order):
         self.required = frozenset(members)
         self.pending.clear()
         self.by_count = {p: {} for p in members}
-        self.history.clear()
+        self.history = {p: deque() for p in members}
         self.last_clock.clear()
         self.floor = clock
         self.own_sent = 0
         self.held = MarkFloors(members, self.me)
-        self.forgets = {p: deque() for p in members}
 
-    def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
+    def vector(self, vc: tuple[int, ...]) -> Mapping[str, int]:
         """``vc`` as ``{pid: count}``, members with a count of 0 left out (the output's form)."""
-        return {p: c for p, c in zip(self.members, vc) if c}
+        return cast("Mapping[str, int]", Vector(self.members, vc))  # (a registered Mapping)
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -134,24 +136,24 @@ class CausalOrder(Order):
         """``src`` holds these messages of ``pid``: what every member holds leaves the history; an
         ACK before its message reserves an entry. Nothing becomes deliverable by an ACK."""
         last, floor = self.last_clock.get(pid, -1), self.floor
-        history, pending, required = self.history, self.pending, self.required
+        pending, required = self.pending, self.required
         top = -1
         for clock in clocks:
             if clock > top:
                 top = clock
             if clock <= floor:
                 continue  # about a message of an older view
-            key = (clock, pid)
             if clock <= last:
-                entry = history.get(key)
-                if entry is not None:
-                    entry.acks.add(src)
-                    if self.held.all_hold(entry, required):
-                        del history[key]
-                        waiting = self.forgets[pid]  # (what left by ACKs leaves the front too)
-                        while waiting and history.get((waiting[0].clock, pid)) is not waiting[0]:
-                            waiting.popleft()
+                waiting = self.history.get(pid)
+                if waiting:  # (rare: relays are acknowledged explicitly, messages by the marks)
+                    k = bisect_left(waiting, clock, key=_clock)
+                    if k < len(waiting) and waiting[k].clock == clock:
+                        done = waiting[k]
+                        done.acks.add(src)
+                        if self.held.all_hold(done, required):
+                            del waiting[k]
                 continue
+            key = (clock, pid)
             entry = pending.get(key)
             if entry is None:
                 entry = pending[key] = Entry(clock, pid)
@@ -181,14 +183,11 @@ class CausalOrder(Order):
         messages up to its floor) leaves the history. Nothing becomes deliverable by an ACK."""
         held = self.held
         grew, top = held.update(src, marks)
-        history, members = self.history, self.members
+        history, members, floors = self.history, self.members, held.floors
         for i in grew:
-            waiting, floor = self.forgets[members[i]], held.floors[i]
+            waiting, floor = history[members[i]], floors[i]
             while waiting and waiting[0].clock <= floor:
-                entry = waiting.popleft()
-                key = (entry.clock, entry.pid)
-                if history.get(key) is entry:
-                    del history[key]
+                waiting.popleft()
         return False, top
 
     def holds(self, member: str, entry: Entry) -> bool:
@@ -219,13 +218,13 @@ class CausalOrder(Order):
                     progress = True
         if out:
             pending, history, last_clock = self.pending, self.history, self.last_clock
+            index, floors = self.index, self.held.floors
             for entry in out:
-                key = (entry.clock, entry.pid)
-                del pending[key]
-                last_clock[entry.pid] = entry.clock
-                if not self.held.all_hold(entry, self.required):
-                    history[key] = entry
-                    self.forgets[entry.pid].append(entry)
+                pid, clock = entry.pid, entry.clock
+                del pending[(clock, pid)]
+                last_clock[pid] = clock
+                if clock > floors[index[pid]]:  # not yet held by every member (as far as the marks say)
+                    history[pid].append(entry)
         if final:
             self.pending.clear()
             for waiting in by_count.values():
@@ -239,8 +238,9 @@ class CausalOrder(Order):
 
     def relays(self, removed: frozenset[str]) -> list[Frame]:
         """The texts of removed origins this peer holds, pending or delivered but maybe not by all."""
-        entries = sorted((e for e in list(self.history.values()) + list(self.pending.values())
-                          if e.pid in removed), key=lambda e: (e.clock, pid_key(e.pid)))
+        held = [e for waiting in self.history.values() for e in waiting]
+        entries = sorted((e for e in held + list(self.pending.values()) if e.pid in removed),
+                         key=lambda e: (e.clock, pid_key(e.pid)))
         return [Relay(e.clock, e.pid, e.text, e.sent_at, e.vc) for e in entries if e.text is not None]
 
     def waits(self, entry: Entry, members: list[str]) -> str:

@@ -26,7 +26,7 @@ sequence (so digests of it compare); ``acknowledged``: members ACK every message
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
@@ -198,7 +198,7 @@ class LamportOrder(Order):
     def progress(self, src: str, count: int) -> None:
         """``src`` has delivered ``count`` messages of the view (nothing to do in this order)."""
 
-    def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
+    def vector(self, vc: tuple[int, ...]) -> Mapping[str, int]:
         raise AssertionError("a lamport message carries no vector")
 
     def start_numbering(self) -> None:

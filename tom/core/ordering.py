@@ -3,7 +3,7 @@ and says what each keeps)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from ..codec.frames import Frame, Message, Relay, Seq
 from .queue import Entry
@@ -90,7 +90,7 @@ class Order:
         """The entry that leaves next in a total order with ACKs (None otherwise)."""
         raise NotImplementedError
 
-    def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
+    def vector(self, vc: tuple[int, ...]) -> Mapping[str, int]:
         """A vector timestamp as ``{pid: count}`` (the causal order's; others never carry one)."""
         raise NotImplementedError
 

@@ -40,10 +40,10 @@ class Delivery:
     sent_at: float | None
     view: int
     seq: int | None  # sequencer order: the sequence number (the same at every peer)
-    vc: dict[str, int] | None  # causal order: the vector timestamp (see docs/output-format.md)
+    vc: Mapping[str, int] | None  # causal order: the vector timestamp, {pid: count} (docs/output-format.md)
 
     def __init__(self, index: int, clock: int, pid: str, text: str, sent_at: float | None, view: int,
-                 seq: int | None = None, vc: dict[str, int] | None = None) -> None:
+                 seq: int | None = None, vc: Mapping[str, int] | None = None) -> None:
         # written out, not the dataclass's: the compiled build then constructs a delivery natively
         self.index, self.clock, self.pid, self.text = index, clock, pid, text
         self.sent_at, self.view, self.seq, self.vc = sent_at, view, seq, vc

@@ -26,7 +26,7 @@ This order is not uniform: a member that crashes may have delivered a message no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from ..errors import FrameError
 from ..codec.frames import Frame, Message, Relay, Seq, trusted_message
@@ -174,7 +174,7 @@ class SequencerOrder(Order):
         """(Only a total order with ACKs has a head that waits for them.)"""
         return None
 
-    def vector(self, vc: tuple[int, ...]) -> dict[str, int]:
+    def vector(self, vc: tuple[int, ...]) -> Mapping[str, int]:
         raise AssertionError("a sequencer message carries no vector")
 
     def settles(self, required: frozenset[str]) -> bool:

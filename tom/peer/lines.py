@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import json
 import json.encoder
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Final, cast
 
 from ..core import Delivery, ViewDelivery
 from ..core.handout import HandoutDelivery
+from ..core.vector import Vector
 
 SCHEMA_VERSION: Final = 2
 LINE_BREAKS: Final = "\x85\u2028\u2029"  # raw, they would split a line for some readers
 HEAD: Final = f'{{"v":{SCHEMA_VERSION},"kind":"message","index":'
 encode_basestring: Final = json.encoder.encode_basestring  # what json.dumps(str) calls (C statics)
 encode_basestring_ascii: Final = json.encoder.encode_basestring_ascii
+_KEYS: Final[dict[tuple[str, ...], list[str]]] = {}  # a view's members -> their JSON keys, '"<pid>":' 
 
 
 def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
@@ -79,6 +81,26 @@ def _quoted(quoted: dict[str, str], pid: str) -> str:
     return q
 
 
+def _vector_text(vc: object, quoted: dict[str, str]) -> str:
+    """``vc``'s items as JSON writes them, without the braces: a core's `Vector` with no zero count by
+    its view's keys written once, anything else item by item."""
+    if isinstance(vc, Vector):  # (vc: object, as mypy does not know a registered Mapping)
+        counts, members = vc.counts, vc.members
+        keys = _KEYS.get(members)
+        if keys is None:
+            if len(_KEYS) >= 64:  # (one per view that ran lately)
+                _KEYS.clear()
+            keys = _KEYS[members] = [_quoted(quoted, member) + ":" for member in members]
+        out: list[str] = []
+        for k in range(len(counts)):
+            c = counts[k]
+            if c:
+                out.append(f"{keys[k]}{c}")
+        return ",".join(out)
+    items = cast("Mapping[str, int]", vc).items()
+    return ",".join([f"{_quoted(quoted, member)}:{count}" for member, count in items])
+
+
 def _message_line(d: Delivery, peer_json: str, offset: int, stamp: str, quoted: dict[str, str], sent: str) -> str:
     pid = _quoted(quoted, d.pid)
     text = d.text
@@ -92,7 +114,7 @@ def _message_line(d: Delivery, peer_json: str, offset: int, stamp: str, quoted: 
     elif vc is None:
         tail = f',"seq":{seq}}}\n'
     else:  # (pid -> int: what json.dumps(vc, separators=(",", ":")) writes)
-        counts = ",".join([f"{_quoted(quoted, member)}:{count}" for member, count in vc.items()])
+        counts = _vector_text(vc, quoted)
         tail = f',"vc":{{{counts}}}}}\n' if seq is None else f',"seq":{seq},"vc":{{{counts}}}}}\n'
     return (f'{HEAD}{d.index + offset},"peer":{peer_json},"clock":{d.clock},"pid":{pid},'
             f'"text":{text},"sent_at":{sent},"delivered_at":{stamp},"view":{d.view}{tail}')
