@@ -143,13 +143,16 @@ class Group:
         for i, port in enumerate(ports):
             out = self.workdir / f"out-{port}.jsonl"
             log = self.workdir / f"peer-{port}.log"
-            cmd = PeerCommand(neighbors, out, port, HOST, order=self.order, keys=keys if self.secure else None,
-                              http=f"{HOST}:0" if self.http else None, delay=self.delay)
             counter = self.counter_type(out)  # before the process: nothing may fail between start and record
             own_env = env | {"TOM_PATH_TRACE": str(self.workdir / f"path-{port}.txt")} if self.path_trace else env
-            proc = PeerProcess(cmd.argv(), log, cwd=self.src, env=own_env)
+            proc = PeerProcess(self.peer_argv(neighbors, out, port, keys), log, cwd=self.src, env=own_env)
             self.peers.append(Peer(i, port, out, log, proc, counter))
             self.processes.start(i, proc)
+
+    def peer_argv(self, neighbors: Path, out: Path, port: int, keys: Path) -> list[str]:
+        """The command line of the peer on ``port`` (a subclass may run another program)."""
+        return PeerCommand(neighbors, out, port, HOST, order=self.order, keys=keys if self.secure else None,
+                           http=f"{HOST}:0" if self.http else None, delay=self.delay).argv()
 
     def check_alive(self) -> None:
         for p in self.peers:

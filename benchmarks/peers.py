@@ -78,6 +78,7 @@ DEFAULT_MESSAGES = {3: 20000, 5: 10000}
 DEFAULT_OTHER = 10000
 POLL = 0.0002  # seconds between polls of the output files (light load)
 ORDERS = ("lamport", "sequencer", "causal")
+FLOOR = "floor"  # the light-load floor's pseudo-order (--floor: `benchmarks.floor_mesh`)
 TRAFFIC = re.compile(r"sent on the links: (\d+) frames, (\d+) bytes")
 
 
@@ -130,6 +131,26 @@ class BenchGroup(Group):
         for i, p in enumerate(self.peers):
             p.send([f"warmup {i}"])
         self.wait_delivered(self.n, deadline, sleep=0.005)
+
+
+class FloorGroup(BenchGroup):
+    """Bare trio peers making the two hops of a message and nothing else (`benchmarks.floor_mesh`): the
+    floor under TOM's light-load latency on this machine. Only one message at a time (no order rule)."""
+
+    def peer_argv(self, neighbors: Path, out: Path, port: int, keys: Path) -> list[str]:
+        return [sys.executable, "-m", "benchmarks.floor_mesh", str(neighbors), str(out), str(port)]
+
+    def warm_up(self, deadline: float) -> None:
+        for i, p in enumerate(self.peers):  # one at a time: the floor has no order rule
+            p.send([f"warmup {i}"])
+            self.wait_delivered(i + 1, deadline, sleep=0.005)
+
+
+def light_group(n: int, workdir: Path, secure: bool, order: str, src: Path | None) -> BenchGroup:
+    """A light-load group: TOM peers in ``order``, or floor peers for the order ``floor``."""
+    if order == FLOOR:
+        return FloorGroup(n, workdir, src=Path(__file__).resolve().parent.parent)
+    return BenchGroup(n, workdir, src=src, secure=secure, order=order)
 
 
 # -- records and checks ----------------------------------------------------------------------------
@@ -483,7 +504,7 @@ def light_together(n: int, count: int, workdir: Path, deadline_s: float,
     second on a shared host), so the differences of their latencies are theirs, not the moment's."""
     deadline = time.monotonic() + deadline_s
     with contextlib.ExitStack() as stack:
-        groups = [stack.enter_context(BenchGroup(n, workdir / name, src=src, secure=secure, order=order))
+        groups = [stack.enter_context(light_group(n, workdir / name, secure, order, src))
                   for name, secure, order, src in kinds]
         for group in groups:
             group.warm_up(deadline)
@@ -494,7 +515,8 @@ def light_together(n: int, count: int, workdir: Path, deadline_s: float,
             for group in groups[turn:] + groups[:turn]:
                 group.peers[k % n].send([f"l{k}"])
                 group.wait_delivered(expected, deadline)
-        results = [verify(group, expected, order) for group, (_, _, order, _) in zip(groups, kinds)]
+        results = [verify(group, expected, "lamport" if order == FLOOR else order)
+                   for group, (_, _, order, _) in zip(groups, kinds)]
     return [{**light_figures(*r, count), **traffic_figures(g, expected)} for r, g in zip(results, groups)]
 
 
@@ -606,6 +628,10 @@ def main(argv: list[str] | None = None) -> int:
                          "redis client in .venv-redis), 3 members appending --messages entries each, pipelined 100 "
                          "at a time, and reading the whole stream: entries/s read at every member, and the "
                          "light-load XADD->XREAD round trip (benchmarks/redis_compare.py)")
+    ap.add_argument("--floor", action="store_true",
+                    help="light load: add a group of bare trio peers that make the same two hops of a message "
+                         "(message, then every member's ACK) and nothing else, taking turns with TOM's groups: "
+                         "the floor of the light-load latency on this machine (benchmarks/floor_mesh.py)")
     args = ap.parse_args(argv)
     try:
         sizes = [int(x) for x in args.peers.split(",") if x.strip()]
@@ -641,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.path:
         args.only = "light"
     # light load: groups take turns (but one at a time with a profile or step notes)
-    together = len(modes) * len(orders) * len(builds) > 1 and not args.profile and not args.path
+    together = (len(modes) * len(orders) * len(builds) > 1 or args.floor) and not args.profile and not args.path
     try:
         for n in sizes:
             per_peer = args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
@@ -669,6 +695,8 @@ def main(argv: list[str] | None = None) -> int:
                                              print_light, lprof, top=15)
                     rows.append(row)
             if args.only in (None, "light") and together:
+                if args.floor:
+                    rows.append({"n": n, "mode": "plain", "order": FLOOR, "build": FLOOR, "src": FLOOR})
                 mine = rows[first:]
                 kinds = [(f"{r['mode']}-{r['order']}" + (f"-{r['build']}" if len(builds) > 1 else ""),
                           r["mode"] == "secured", r["order"], r["src"]) for r in mine]
@@ -700,9 +728,21 @@ def main(argv: list[str] | None = None) -> int:
                           f" ({build_label(src)})" if len(builds) > 1 else "")
     if len(builds) > 1:
         print_builds(rows, sizes, builds)
+    print_floor(rows)
     print(f"load average after the run: {loadavg()}")
     print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
     return status
+
+
+def print_floor(rows: list[dict]) -> None:
+    """Each light-load row against the floor of its group size (--floor): what TOM's own work adds."""
+    for floor in (r for r in rows if r["order"] == FLOOR and r.get("lt")):
+        for r in rows:
+            if r["n"] == floor["n"] and r["order"] != FLOOR and r.get("lt"):
+                print(f"{r['order']} ({r['build']}), {r['n']} peers, {r['mode']}: light-load p50 "
+                      f"{ms(r['lt']['p50']).strip()} ms, the floor's {ms(floor['lt']['p50']).strip()} ms: TOM adds "
+                      f"{1000 * (r['lt']['p50'] - floor['lt']['p50']):+.3f} ms "
+                      f"({r['lt']['p50'] / floor['lt']['p50']:.2f}x)")
 
 
 def raft_reference(rows: list[dict]) -> None:
