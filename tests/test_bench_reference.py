@@ -119,3 +119,26 @@ def test_the_path_breakdown_keys_each_step_by_role_and_takes_medians():
     assert got["O written#1"] == (pytest.approx(0.255), 2)  # a at 220, then b at 290
     assert [at for _, at, _ in rows] == sorted(at for _, at, _ in rows)
     assert "O recv#2" not in got  # in neither window
+
+
+def test_the_floor_group_delivers_one_message_at_a_time_everywhere_in_the_same_order(tmp_path):
+    """``scripts/bench --floor``: bare trio peers, real processes on loopback, warm up one message at a
+    time, deliver every message everywhere once it has every member's ACK, and write the records the
+    bench checks (the Lamport order's check: the same (clock, pid) sequence, increasing)."""
+    import time
+
+    from benchmarks.peers import FloorGroup, verify
+
+    deadline = time.monotonic() + 60
+    with FloorGroup(3, tmp_path) as group:
+        group.warm_up(deadline)
+        for k in range(6):
+            group.peers[k % 3].send([f"l{k}"])
+            group.wait_delivered(3 + k + 1, deadline)
+        ok, why, recs = verify(group, 9, "lamport")
+    assert ok, why
+    assert [r["text"] for r in recs[1]][3:] == [f"l{k}" for k in range(6)]
+    for peer, mine in zip(group.peers, recs):
+        assert all(r["peer"] == peer.pid and r["delivered_at"] >= r["sent_at"] for r in mine)
+    assert {r["pid"] for r in recs[0]} == {p.pid for p in group.peers}
+    assert all(not p.proc.running() for p in group.peers)  # stopped by the group
