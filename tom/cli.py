@@ -288,13 +288,23 @@ def run_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_verify(argv: list[str]) -> int:
+    """``tom verify``: the Spark verifier (`analysis.verify`), or one line when PySpark is missing."""
+    from .extras import verifier_missing
+
+    if why := verifier_missing():
+        print(f"tom: error: {why}", file=sys.stderr)
+        return 2
+    from analysis.verify import main as verify_main
+
+    return verify_main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     whole_process = argv is None
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["verify"]:  # the verifier parses its own arguments (--help included)
-        from analysis.verify import main as verify_main
-
-        return verify_main(argv[1:])
+        return run_verify(argv[1:])
     if argv[:1] == ["check"]:  # so does the model checker
         from . import COMPILED_OK
 
@@ -312,9 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "keys":
             return run_keys(args)
         if args.command == "verify":
-            from analysis.verify import main as verify_main
-
-            return verify_main(args.args)
+            return run_verify(args.args)
     except TomError as e:
         print(f"tom: error: {e}", file=sys.stderr)
         return 2

@@ -361,6 +361,11 @@ def report_crash(run: "HeadlessRun") -> None:
 
 
 def run_verifier(run_dir: Path, files: list[Path]) -> int:
+    from ..extras import verifier_missing
+
+    if why := verifier_missing():
+        console.print(f"launch: not verified: {why}")
+        return 2
     from analysis.verify import main as verify_main
 
     return verify_main([*map(str, files), "--report-dir", str(run_dir)])
