@@ -105,3 +105,17 @@ elif _RUNTIME is not None and "tom_mypyc__mypyc" not in _sys.modules:  # (import
         _runtime_module = _module_from_spec(_spec)
         _sys.modules["tom_mypyc__mypyc"] = _runtime_module
         _spec.loader.exec_module(_runtime_module)
+
+
+_LIBRARY = ("Delivered", "Group", "GroupEvent", "Sent", "ViewChanged", "open_group")
+__all__ = ["COMPILED_OK", "__version__", *_LIBRARY]
+
+
+def __getattr__(name: str):
+    """The library's names (`tom.library`), imported on first use: ``import tom`` stays light for the
+    compiled core and the command line."""
+    if name in _LIBRARY:
+        from . import library
+
+        return getattr(library, name)
+    raise AttributeError(f"module 'tom' has no attribute {name!r}")

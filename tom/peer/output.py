@@ -22,7 +22,7 @@ from ..core.handout import HandoutDelivery
 from ..errors import ConfigError, OutputError
 from .lines import SCHEMA_VERSION, handout_record, lines, record
 
-__all__ = ["OutputFile", "SCHEMA_VERSION", "handout_record", "record"]
+__all__ = ["NoOutput", "OutputFile", "SCHEMA_VERSION", "handout_record", "record"]
 
 
 class OutputFile:
@@ -118,3 +118,20 @@ class OutputFile:
                 os.close(fd)
             except OSError:
                 pass
+
+
+class NoOutput:
+    """No output file (an embedded peer, `tom.library`): every write succeeds and is only counted, so a
+    delivery is handed to the program at once."""
+
+    resumed: str | None = None
+    failed: OutputError | None = None
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, deliveries: Sequence[Delivery | ViewDelivery | HandoutDelivery], delivered_at: float) -> None:
+        self.written += len(deliveries)
+
+    def close(self) -> None:
+        pass

@@ -11,13 +11,14 @@ import logging
 import signal
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import trio
 
-from ..core import Core, Timing, notices
+from ..core import Core, Delivery, Timing, ViewDelivery, notices
 from ..core.notices import Notice
 from .events import LeaveGroup, SendTexts
 from ..errors import ConfigError, OutputError
@@ -25,7 +26,7 @@ from ..net.keys import load_group_keys
 from ..net.links import MAX_BACKOFF, Link
 from ..net.listener import listener, open_listener
 from ..codec.neighbors import load_neighbors
-from .output import OutputFile
+from .output import NoOutput, OutputFile
 from .pathtrace import TRACE
 from ..codec.pid import make_pid, pid_key, split_pid
 from .processor import Inbox, processor, ticker
@@ -48,7 +49,7 @@ EXIT_OUTPUT = 5  # the output file could not be written (e.g. a full disk): this
 @dataclass(frozen=True)
 class PeerConfig:
     neighbors: Path
-    output: Path
+    output: Path | None  # the JSON Lines output file; None: no file (an embedded peer's program has the events)
     port: int
     host: str
     name: str | None = None
@@ -65,6 +66,8 @@ class PeerConfig:
     order: str = "lamport"  # the group's delivery order (`tom.core.ORDERS`); every member runs the same
     quorum: str = "majority"  # `tom.core.QUORUMS`: wait for a primary component, or go on regardless
     last_man_standing: bool = False  # a group may shrink below a majority of the neighbors file
+    embedded: bool = False  # run inside another program (`tom.library`): no signal handlers, no prints
+    # on stdout, the process's garbage collector left as it is
 
 
 # young collections every 50,000 net allocations instead of 700, full ones a hundred times rarer: a
@@ -103,11 +106,15 @@ def guess_host(neighbors: list[str], port: int) -> str | None:
 
 
 class Peer:
-    """Everything one running peer holds; `run` serves until it has left the group (or is stopped)."""
+    """Everything one running peer holds; `run` serves until it has left the group (or is stopped).
 
-    def __init__(self, cfg: PeerConfig) -> None:
+    Its front-end is the terminal (``cfg.interactive``), stdin (headless) or, for a program that embeds
+    the peer (`tom.library`), the ``front`` coroutine given to `run`, with ``on_deliver`` hearing every
+    batch of recorded deliveries. ``neighbors``, when given, stands for the neighbors file."""
+
+    def __init__(self, cfg: PeerConfig, neighbors: list[str] | None = None) -> None:
         self.cfg = cfg
-        self.neighbors = load_neighbors(cfg.neighbors)
+        self.neighbors = list(neighbors) if neighbors is not None else load_neighbors(cfg.neighbors)
         self.me = own_pid(cfg, self.neighbors)
         self.keys = load_group_keys(cfg.keys, self.me) if cfg.keys is not None else None
         self.incarnation = time.time_ns() // 1000
@@ -124,7 +131,9 @@ class Peer:
             self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order, quorum=cfg.quorum,
                                      expected=self.neighbors, last_man_standing=cfg.last_man_standing)
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
-        self.output = OutputFile(cfg.output, self.me)
+        self.output: OutputFile | NoOutput = OutputFile(cfg.output, self.me) if cfg.output is not None else NoOutput()
+        self.on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None
+        self.on_stop: Callable[[], None] | None = None  # called once the peer has stopped
         self.port: int | None = None
         self.exit_code = 0
         self._scope: trio.CancelScope | None = None
@@ -133,9 +142,11 @@ class Peer:
         self.feed = None  # an EventFeed while --http serves
         self.http_url: str | None = None
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, front: Callable[[], Awaitable[None]] | None = None,
+                  task_status=trio.TASK_STATUS_IGNORED) -> None:
         cfg = self.cfg
-        tune_collector()
+        if not cfg.embedded:
+            tune_collector()
         try:
             listeners = await open_listener(cfg.host, cfg.port)
         except BaseException:
@@ -162,24 +173,29 @@ class Peer:
                                                 self.incarnation, self.links, in_tx, self.keys)
                 nursery.start_soon(sender, self.me, self.incarnation, self.links, in_tx, self.keys, cfg.order)
                 nursery.start_soon(processor, self.core, in_rx, Router(self.links, cfg.delay, cfg.jitter), self.output,
-                                   ui.on_deliver if ui else None, self._on_notice, self._on_output_error,
+                                   ui.on_deliver if ui else self.on_deliver, self._on_notice, self._on_output_error,
                                    self.feed, in_tx)
                 if http is not None:
                     nursery.start_soon(*http)
                 nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)
-                nursery.start_soon(self._stop_on_signal)
                 mode = "static group" if cfg.static else "joining the group"
                 mode += f", {cfg.order} order"
                 mode += ", secured: mutual TLS" if self.keys else ", not secured"
-                print(f"Loaded {len(self.neighbors)} neighbors", flush=True)
                 if self.output.resumed:
                     log.info("%s", self.output.resumed)
-                print(f"Started to listen on {cfg.host}:{self.port}; sending messages from: {self.me} ({mode})",
-                      flush=True)
-                if cfg.http is not None:
-                    print(f"Dashboard and API on {self.http_url}", flush=True)
+                if cfg.embedded:
+                    log.info("listening on %s:%s as %s (%s)", cfg.host, self.port, self.me, mode)
+                else:
+                    nursery.start_soon(self._stop_on_signal)
+                    print(f"Loaded {len(self.neighbors)} neighbors", flush=True)
+                    print(f"Started to listen on {cfg.host}:{self.port}; sending messages from: {self.me} ({mode})",
+                          flush=True)
+                    if cfg.http is not None:
+                        print(f"Dashboard and API on {self.http_url}", flush=True)
                 task_status.started(self.port)
-                if ui is not None:
+                if front is not None:
+                    await front()
+                elif ui is not None:
                     await ui.run()
                 else:
                     await headless(in_tx, self.me, busy=lambda: self.core.backlog() > MAX_BACKLOG)
@@ -190,6 +206,8 @@ class Peer:
                 await self.leave()
         finally:
             self.output.close()
+            if self.on_stop is not None:
+                self.on_stop()
             if TRACE is not None:
                 TRACE.save()
             self._report_undelivered()
@@ -220,7 +238,8 @@ class Peer:
         app = make_app(handle, host)
         # the web stack adds some 14,000 long-lived objects (modules, routes, classes) that every full
         # garbage collection would walk again and again under load: move them out of its way
-        gc.freeze()
+        if not self.cfg.embedded:
+            gc.freeze()
         return serve_http, app, sock
 
     async def _send_one(self, text: str):
