@@ -107,15 +107,20 @@ elif _RUNTIME is not None and "tom_mypyc__mypyc" not in _sys.modules:  # (import
         _spec.loader.exec_module(_runtime_module)
 
 
-_LIBRARY = ("Delivered", "Group", "GroupEvent", "Sent", "ViewChanged", "open_group")
-__all__ = ["COMPILED_OK", "__version__", *_LIBRARY]
+_LIBRARY = {
+    "library": ("Delivered", "Group", "GroupEvent", "Sent", "ViewChanged", "open_group"),
+    "group_thread": ("AsyncioGroup", "GroupThread"),
+    "replication": ("CALL_PREFIX", "ReplCounter", "ReplDict", "ReplLockManager", "Replicated", "replicated"),
+}
+_HOME = {name: module for module, names in _LIBRARY.items() for name in names}
+__all__ = ["COMPILED_OK", "__version__", *_HOME]
 
 
 def __getattr__(name: str):
-    """The library's names (`tom.library`), imported on first use: ``import tom`` stays light for the
-    compiled core and the command line."""
-    if name in _LIBRARY:
-        from . import library
+    """The library's names (`tom.library`, `tom.group_thread`, `tom.replication`), imported on first use:
+    ``import tom`` stays light for the compiled core and the command line."""
+    if name in _HOME:
+        import importlib
 
-        return getattr(library, name)
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
     raise AttributeError(f"module 'tom' has no attribute {name!r}")
