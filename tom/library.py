@@ -197,7 +197,7 @@ async def open_group(neighbors: Sequence[str] | str | Path, me: str, *, order: s
     for name, value in (("heartbeat", heartbeat), ("timeout", timeout), ("leave_timeout", leave_timeout)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
-    cfg = PeerConfig(Path(neighbors) if listed is None else Path("the neighbors list"),
+    cfg = PeerConfig(Path(str(neighbors)) if listed is None else Path("the neighbors list"),
                      Path(output) if output is not None else None, port, host or my_host.strip("[]"),
                      heartbeat=heartbeat, timeout=timeout, leave_timeout=leave_timeout, static=static,
                      keys=Path(keys) if keys is not None else None, order=order, quorum=quorum, embedded=True)

@@ -23,7 +23,7 @@ from ..core.records import Sends
 from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
 from .events import Connected, Disconnected, Event, EventSink, FramesIn, LeaveGroup, SendTexts, Tick
-from .output import OutputFile
+from .output import NoOutput, OutputFile
 from .pathtrace import TRACE
 from ..net.ratelimit import LogLimiter, held_back
 
@@ -110,7 +110,7 @@ async def processor(
     core: Core,
     incoming: trio.MemoryReceiveChannel,
     route: Callable[[Sends], None],
-    output: OutputFile,
+    output: OutputFile | NoOutput,
     on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
     on_output_error: Callable[[OutputError], None] | None = None,
