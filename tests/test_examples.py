@@ -1,0 +1,103 @@
+"""The examples as a newcomer runs them: the replicated key-value store (three processes from one
+command, HTTP PUTs on every member, the same store everywhere) and the ordered chat (two members, the
+same lines in the same order)."""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_run(count: int, spacing: int = 1000) -> int:
+    """A base port such that base..base+count-1 and the same plus ``spacing`` are free on loopback."""
+    for _ in range(200):
+        base = random.randrange(20000, 40000)
+        ports = [base + i for i in range(count)] + [base + spacing + i for i in range(count)]
+        try:
+            socks = []
+            for p in ports:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free run of ports")
+
+
+def run_kv_store(python: str, cwd: Path) -> subprocess.CompletedProcess:
+    base = free_run(3)
+    return subprocess.run([python, str(REPO / "examples" / "kv_store.py"), "--check", "--group-port", str(base),
+                           "--http-port", str(base + 1000)], capture_output=True, text=True, timeout=180,
+                          cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def check_kv_output(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode == 0, done.stdout + done.stderr
+    stores = [ln.split(": ", 1)[1] for ln in done.stdout.splitlines() if ln.startswith("member ") and "{" in ln]
+    assert len(stores) == 3 and len(set(stores)) == 1, done.stdout
+    assert '"key0": "overwritten at member 2"' in stores[0]
+    assert "every member holds the same store" in done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def test_the_kv_store_example_keeps_one_store_in_three_processes(tmp_path):
+    check_kv_output(run_kv_store(sys.executable, tmp_path))
+
+
+def wait_for(predicate, seconds: float = 60.0) -> None:
+    end = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def test_the_chat_example_shows_the_same_lines_in_the_same_order(tmp_path):
+    base = free_run(2)
+    neighbors = tmp_path / "neighbors.txt"
+    neighbors.write_text(f"127.0.0.1:{base}\n127.0.0.1:{base + 1}\n")
+    script = str(REPO / "examples" / "chat.py")
+    names = ["alice", "bob"]
+    procs = [subprocess.Popen([sys.executable, script, str(neighbors), f"127.0.0.1:{base + i}", name],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path) for i, name in enumerate(names)]
+    shown: list[list[str]] = [[], []]
+    readers = [threading.Thread(target=lambda p=p, into=into: into.extend(p.stdout), daemon=True)
+               for p, into in zip(procs, shown)]
+    for r in readers:
+        r.start()
+    try:
+        wait_for(lambda: all(any("2 in the room" in ln for ln in s) for s in shown))  # both admitted
+        for k in range(3):
+            for p, name in zip(procs, names):
+                p.stdin.write(f"line {k} of {name}\n")
+                p.stdin.flush()
+        wait_for(lambda: all(sum(": line " in ln for ln in s) == 6 for s in shown))
+        procs[1].stdin.close()  # bob leaves: alice sees it
+        wait_for(lambda: any(" left: 1 in the room" in ln for ln in shown[0]))
+        procs[0].stdin.close()
+        for p in procs:
+            p.wait(30)
+        errors = [p.stderr.read() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    lines = [[ln for ln in s if ": line " in ln] for s in shown]
+    assert lines[0] == lines[1], shown
+    assert f"-- 127.0.0.1:{base + 1} left: 1 in the room\n" in shown[0]
+    assert all("Traceback" not in err for err in errors), errors
