@@ -116,6 +116,8 @@ async def test_a_payload_is_a_str():
         async with tom.open_group(members, members[0], static=True, **FAST) as g:
             with pytest.raises(TypeError, match="a payload is a str"):
                 await g.send(b"bytes")  # type: ignore[arg-type]
+            with pytest.raises(UsageError):
+                await g.send("x" * 70_000)  # over the frame's limit: refused, one line
             assert await g.send("alone") is not None
             async for event in g:
                 if isinstance(event, tom.Delivered):

@@ -28,7 +28,8 @@ Invariants:
   the iteration ends once the member has stopped (left, or removed by the group).
 
 No signal handler is installed and nothing is printed: the program owns both (the member logs to the
-``tom`` logger). Payloads are ``str`` of at most 8,000 characters (the wire's limit).
+``tom`` logger). Payloads are ``str``; the limit is the frame's (docs/wire.md): about 65,400 bytes of UTF-8 text, fewer
+with backslashes and line breaks (they are escaped).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Invariants:
 
 * a call travels as one message, ``CALL_PREFIX`` followed by the JSON of ``[call id, method, args,
   kwargs]`` (so arguments are JSON values: str, numbers, booleans, None, lists, dicts with str keys; a
-  call must fit the wire's 8,000 characters); every member applies every call in the group's order on
+  call must fit in one frame: about 65,400 bytes of UTF-8); every member applies every call in the group's order on
   the member's own thread, one at a time, under ``lock``; a method must be deterministic (its effect
   and result depend only on the object's state and its arguments);
 * a view change is applied in the same order too (`on_view`), so what a method does about members
