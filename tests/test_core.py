@@ -317,3 +317,24 @@ def test_the_lamport_order_knows_who_holds_a_message_from_the_marks_without_touc
     order.marks(C, (0, 6, 0))  # (not released yet: a view change comes first)
     order.install((A, B, C, d), 9, A)  # b6 still pending: who held it stays known
     assert order.head().acks == {A, B, C} and not order.holds(d, order.head())
+
+
+def test_a_direct_text_goes_to_one_peer_and_comes_out_as_a_notice_outside_the_order():
+    from tom.codec.frames import Direct
+    from tom.core import notices
+    from tom.core.group import send_direct
+
+    a, b = "127.0.0.1:5000", "127.0.0.1:5001"
+    sender, receiver = Core(a, [a, b]), Core(b, [a, b])
+    send_direct(sender, b, "state 1/1: {}")
+    out = sender.ready()
+    assert out.sends == [((b,), Direct("state 1/1: {}"))] and not out.deliveries
+    receiver.receive(a, Direct("state 1/1: {}"))
+    got = receiver.ready()
+    assert got.notices == [notices.DirectText(a, "state 1/1: {}")] and not got.deliveries
+    assert receiver.clock.time == 0  # outside the order: no clock moves
+    with pytest.raises(UsageError, match="another peer"):
+        send_direct(sender, a, "to myself")
+    with pytest.raises(UsageError, match="at most"):
+        send_direct(sender, b, "x" * 70_000)
+    assert not sender.ready().sends

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from tom.errors import FrameError
 from tom.codec import frames
-from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
+from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, Direct, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
                               Leave, Marks, Message, Messages, Prepare, Promise, Propose, Received, Refused, Relay, Removed, Resume,
                               Sees, Suspect, Seq,
                               FRAME_KINDS, _parse_by_table, _plain_message, encode_frame, escape_text, format_frame, parse_frame)
@@ -169,6 +169,7 @@ BAD_BUILDS = [
     lambda: Messages(1, P, ("x", "y"), marks=()), lambda: Messages(1, "not a pid", ("x", "y")),
     lambda: Messages(1, P, ("x", "y"), vc=(1, 2), grows=2), lambda: Messages(1, P, ("x", "y"), grows=1),
     lambda: Messages(1, P, ("x", "y"), vc=(2**63 - 1,)), lambda: Messages(1, P, ("x", "y"), vc=()),
+    lambda: Direct(5), lambda: Direct("x" * (MAX_FRAME_BYTES + 1)),
     lambda: Join(P, -1), lambda: Leave("127.0.0.1:0"), lambda: Flush(1, 1, "x"), lambda: Flushed(1, 1, 1.0),
     lambda: Removed(-1), lambda: Removed(1, "a\nb"), lambda: Heartbeat(1, group="a\nb"), lambda: Suspect(1, P, 1, -1),
     lambda: Sees(1, "x", 1), lambda: Resume("1"), lambda: Received(None),
@@ -488,6 +489,8 @@ GOLDEN = [
     (Hello(V6, 2, "sequencer", 1), "HELLO-[::1]:65535-2-sequencer"),
     (Hello(B, 3, "causal", 2), "HELLO-my-host.lan:80-3-causalcumulative"),
     (Join(B, 5), "JOIN-my-host.lan:80-5"),
+    (Direct("state 1/2: a-b\nc\\d"), "DIRECT-state 1/2: a-b\\nc\\\\d"),
+    (Direct(""), "DIRECT-"),
     (Leave(V6), "LEAVE-[::1]:65535"),
     (Flush(2, 1, A), "FLUSH-2-1-127.0.0.1:5000"),
     (Flush(2, 1, B, 17), "FLUSH-2-1-my-host.lan:80-17"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os as _os
 import sys as _sys
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 from collections.abc import Sequence as _Sequence
 from importlib.machinery import ModuleSpec as _ModuleSpec
 from importlib.machinery import EXTENSION_SUFFIXES as _EXT, SOURCE_SUFFIXES as _SRC, FileFinder as _FileFinder
@@ -107,6 +108,11 @@ elif _RUNTIME is not None and "tom_mypyc__mypyc" not in _sys.modules:  # (import
         _spec.loader.exec_module(_runtime_module)
 
 
+if _TYPE_CHECKING:  # what type checkers see of the names `__getattr__` imports on first use
+    from .group_thread import AsyncioGroup, GroupThread
+    from .library import Delivered, Group, GroupEvent, Sent, ViewChanged, open_group
+    from .replication import CALL_PREFIX, ReplCounter, ReplDict, ReplLockManager, Replicated, replicated
+
 _LIBRARY = {
     "library": ("Delivered", "Group", "GroupEvent", "Sent", "ViewChanged", "open_group"),
     "group_thread": ("AsyncioGroup", "GroupThread"),
@@ -116,7 +122,7 @@ _HOME = {name: module for module, names in _LIBRARY.items() for name in names}
 __all__ = ["COMPILED_OK", "__version__", *_HOME]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     """The library's names (`tom.library`, `tom.group_thread`, `tom.replication`), imported on first use:
     ``import tom`` stays light for the compiled core and the command line."""
     if name in _HOME:

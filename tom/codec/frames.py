@@ -84,7 +84,7 @@ from .pid import is_pid
 __all__ = [
     "FRAME_KINDS", "LINK_WIRE", "MAX_CLOCK", "MAX_FRAME_BYTES", "MAX_MARKS", "MAX_RUN", "MAX_VC_CHARS",
     "WIRE_VERSION",
-    "Ack", "Acks", "Flush", "Flushed", "Frame", "FrameError", "FrameKind", "Heartbeat", "Hello", "Install",
+    "Ack", "Acks", "Direct", "Flush", "Flushed", "Frame", "FrameError", "FrameKind", "Heartbeat", "Hello", "Install",
     "Join", "Leave", "Marks", "Message", "Messages", "Prepare", "Promise", "Propose", "Received", "Refused", "Relay", "Removed",
     "Resume", "Sees", "Seq", "Suspect", "delivery_digest", "encode_frame", "escape_text", "format_frame",
     "message_frame_bytes",
@@ -472,6 +472,18 @@ class Refused(Frame):
     def __post_init__(self) -> None:
         if type(self.reason) is not str or len(self.reason) > 1000:
             raise FrameError("bad refusal reason")
+
+
+@dataclass(frozen=True, slots=True)
+class Direct(Frame):
+    """The program's ``text`` for the one member this link leads to, outside the group's order (FIFO on
+    its link like every frame): what `tom.Replicated` sends a joiner its state in."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if type(self.text) is not str or len(self.text) > MAX_FRAME_BYTES:
+            raise FrameError("a direct text is a str that fits in a frame")
 
 
 @dataclass(frozen=True, slots=True)
@@ -1392,6 +1404,8 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
               lambda head, rest: Refused(unescape_text(rest))),
     FrameKind(("HELLO",), Hello, _format_hello, _parse_hello),
     FrameKind(("JOIN",), Join, lambda j: f"JOIN-{j.pid}-{j.incarnation}", _parse_join),
+    FrameKind(("DIRECT",), Direct, lambda d: f"DIRECT-{escape_text(d.text)}",
+              lambda head, rest: Direct(unescape_text(rest))),
     FrameKind(("LEAVE",), Leave, lambda leave: f"LEAVE-{leave.pid}", lambda head, rest: Leave(rest)),
     FrameKind(("FLUSH",), Flush,
               lambda f: f"FLUSH-{f.view}-{f.attempt}-{f.coordinator}" + (f"-{f.clock}" if f.clock else ""),

@@ -6,7 +6,8 @@ list is refused (`FrameError`: "unexpected ..."); ``IGNORE`` marks a frame a mod
 nothing with. ``Admit(name)`` marks an ordered frame (a message, its ACKs, sequence numbers): it is
 admitted first (`Core._admit`: from a member of this view, connected as its incarnation, not cut off;
 a frame of a view not installed yet waits) and then taken by ``name``. `Core` swaps its row of the
-table when its mode changes (`Core._set_mode`).
+table when its mode changes (`Core._set_mode`). A name without a leading ``_`` is a function beside
+`Core` (`tom.core.group.BESIDE`), called as a method would be.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from mypy_extensions import mypyc_attr
 
 from ..codec.frames import (
-    Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave, Marks, Message, Prepare, Promise, Propose,
+    Ack, Acks, Direct, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave, Marks, Message, Prepare, Promise, Propose,
     Relay, Removed, Sees, Seq, Suspect,
 )
 from .modes import Mode
@@ -45,14 +46,14 @@ IN_A_VIEW: Row = {
     Heartbeat: "_on_heartbeat", Join: "_on_join", Leave: "_on_leave", Propose: "_on_propose",
     Flush: "_on_flush", Flushed: "_on_flushed", Install: "_on_install", Removed: "_on_removed",
     Suspect: "_on_suspect", Sees: "_on_sees",
-    Prepare: "_on_prepare", Promise: "_on_promise",
+    Prepare: "_on_prepare", Promise: "_on_promise", Direct: "on_direct",
 }
 
 _FINAL: Row = {  # left or removed: nothing changes the membership; heartbeats still compare deliveries
     **{kind: "_hold_or_drop" for kind in ORDERED},
     Heartbeat: "_on_heartbeat", Join: "_on_join", Leave: "_on_leave", Propose: IGNORE,
     Flush: "_on_flush", Flushed: IGNORE, Install: IGNORE, Removed: IGNORE, Suspect: IGNORE, Sees: IGNORE,
-    Prepare: IGNORE, Promise: IGNORE,
+    Prepare: IGNORE, Promise: IGNORE, Direct: "on_direct",
 }
 
 _STATIC: Row = {  # a fixed membership: a JOIN or a LEAVE is checked, never taken
@@ -68,7 +69,7 @@ TABLE: dict[tuple[bool, Mode], Row] = {
         Heartbeat: "_on_heartbeat", Join: "_on_join", Leave: "_on_leave",
         Propose: "_on_founding_proposal", Flush: IGNORE, Flushed: "_on_founding_promise",
         Install: "_on_install", Removed: IGNORE, Suspect: "_on_not_reached", Sees: IGNORE, Prepare: IGNORE,
-        Promise: IGNORE,
+        Promise: IGNORE, Direct: "on_direct",  # (a joiner's state may come before its INSTALL)
     },
     # a member, no view change under way: an INSTALL only counts in the flush it ends
     (False, Mode.NORMAL): {**IN_A_VIEW, Install: IGNORE},

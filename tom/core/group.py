@@ -45,9 +45,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from ..codec.frames import (
-    WIRE_VERSION, Ack, Acks, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
+    MAX_FRAME_BYTES, WIRE_VERSION, Ack, Acks, Direct, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
     Marks, Message, Prepare, Promise, Propose, Relay, Removed, Sees, Seq, Suspect,
 )
+from ..codec.frames import escape_text
 from ..codec.pid import sorted_pids
 from ..errors import FrameError, UsageError
 from . import admission, notices
@@ -819,8 +820,29 @@ class Ordered:
             self.take(core, src, frame)
 
 
+def send_direct(core: Core, dest: str, text: str) -> None:
+    """Send ``text`` to ``dest`` alone, outside the group's order (a `Direct` frame; FIFO on the link).
+    UsageError (nothing sent) for this peer itself or a frame over MAX_FRAME_BYTES."""
+    if dest == core.me:
+        raise UsageError("a direct text goes to another peer")
+    if len(escape_text(text).encode()) + 8 > MAX_FRAME_BYTES:
+        raise UsageError(f"a direct text takes at most {MAX_FRAME_BYTES - 8} bytes on the wire")
+    core.out.send((dest,), Direct(text))
+
+
+def on_direct(core: Core, src: str, frame: Direct) -> None:
+    """A `Direct` frame's text, for the program, outside the order: handed out as a notice."""
+    core.out.notice(notices.DirectText(src, frame.text))
+
+
+BESIDE: dict[str, Handler] = {"on_direct": on_direct}
+"""Handlers `TABLE` names that are functions beside `Core`, not its methods (it stays small)."""
+
+
 def _handler(entry: str | Admit) -> Handler | Ordered:
-    return Ordered(getattr(Core, entry.name)) if isinstance(entry, Admit) else getattr(Core, entry)
+    if isinstance(entry, Admit):
+        return Ordered(getattr(Core, entry.name))
+    return BESIDE[entry] if entry in BESIDE else getattr(Core, entry)
 
 
 HANDLERS: dict[tuple[bool, Mode], dict[type[Frame], Handler | Ordered]] = {

@@ -86,4 +86,13 @@ class Unreachable:
         return f"{self.reporter} cannot reach {self.target}: {self.action}"
 
 
-Notice = Left | Removed | Rejoining | NoQuorum | QuorumBack | NoFoundingQuorum | NotAdmitted | Unreachable
+@dataclass(frozen=True, slots=True)
+class DirectText:
+    """A `Direct` frame's ``text`` from ``src``, for the program (outside the group's order)."""
+
+    src: str
+    text: str
+    tag: ClassVar[str] = "direct"
+
+
+Notice = Left | Removed | Rejoining | NoQuorum | QuorumBack | NoFoundingQuorum | NotAdmitted | Unreachable | DirectText

@@ -43,6 +43,16 @@ class SendTexts:
 
 
 @dataclass(frozen=True, slots=True)
+class SendDirect:
+    """The local program sends ``text`` to member ``dest`` alone, outside the order (`Core.direct`);
+    ``on_sent`` hears None once it is queued on the link, or the UsageError that refused it."""
+
+    dest: str
+    text: str
+    on_sent: Callable[[UsageError | None], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """Time passed: heartbeats and failure detection are due for a look."""
 
@@ -52,7 +62,7 @@ class LeaveGroup:
     """The local user quits: leave the group, then stop."""
 
 
-Event = FramesIn | Connected | Disconnected | SendTexts | Tick | LeaveGroup
+Event = FramesIn | Connected | Disconnected | SendTexts | SendDirect | Tick | LeaveGroup
 
 
 class EventSink(Protocol):

@@ -20,8 +20,8 @@ import trio
 
 from ..core import Core, Delivery, Timing, ViewDelivery, notices
 from ..core.notices import Notice
-from .events import LeaveGroup, SendTexts
-from ..errors import ConfigError, OutputError
+from .events import LeaveGroup, SendDirect, SendTexts
+from ..errors import ConfigError, OutputError, UsageError
 from ..net.keys import load_group_keys
 from ..net.links import MAX_BACKOFF, Link
 from ..net.listener import listener, open_listener
@@ -134,6 +134,7 @@ class Peer:
         self.output: OutputFile | NoOutput = OutputFile(cfg.output, self.me) if cfg.output is not None else NoOutput()
         self.on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None
         self.on_stop: Callable[[], None] | None = None  # called once the peer has stopped
+        self.on_direct: Callable[[str, str], None] | None = None  # (src, text) of a direct text
         self.port: int | None = None
         self.exit_code = 0
         self._scope: trio.CancelScope | None = None
@@ -254,6 +255,22 @@ class Peer:
         await done.wait()
         return box[0]
 
+    async def send_direct(self, dest: str, text: str) -> None:
+        """Send ``text`` to member ``dest`` alone, through the processor (`Core.direct`); UsageError if
+        refused (``dest`` is not a neighbor, this peer itself, or the text is too long)."""
+        if dest not in self.links:
+            raise UsageError(f"{dest} is not one of this peer's neighbors")
+        done, box = trio.Event(), []
+
+        def on_sent(result) -> None:
+            box.append(result)
+            done.set()
+
+        await self._in.send(SendDirect(dest, text, on_sent))
+        await done.wait()
+        if box[0] is not None:
+            raise box[0]
+
     async def leave(self) -> None:
         """Leave the group and wait (bounded) until the leave is delivered; then stop."""
         if self.cfg.static or self.core.mode in ("left", "removed"):
@@ -293,6 +310,12 @@ class Peer:
             self._nursery.start_soon(self.leave)
 
     def _on_notice(self, notice: Notice) -> None:
+        if type(notice) is notices.DirectText:
+            if self.on_direct is not None:
+                self.on_direct(notice.src, notice.text)
+            else:
+                log.warning("a direct text from %s, and no program here to take it: dropped", notice.src)
+            return
         if type(notice) is notices.NotAdmitted:
             log.warning("%s", self.not_admitted_line(notice.unreachable))
             return

@@ -18,11 +18,11 @@ from collections.abc import Callable
 import trio
 
 from ..core import Core, Delivery, Divergence, ViewDelivery
-from ..core.group import receive_all
+from ..core.group import receive_all, send_direct
 from ..core.records import Sends
 from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
-from .events import Connected, Disconnected, Event, EventSink, FramesIn, LeaveGroup, SendTexts, Tick
+from .events import Connected, Disconnected, Event, EventSink, FramesIn, LeaveGroup, SendDirect, SendTexts, Tick
 from .output import NoOutput, OutputFile
 from .pathtrace import TRACE
 from ..net.ratelimit import LogLimiter, held_back
@@ -75,6 +75,15 @@ def apply(core: Core, event: Event, now: float) -> None:
         core.disconnected(event.pid)  # type: ignore[union-attr]
     elif t is LeaveGroup:
         core.leave()
+    elif t is SendDirect:
+        try:
+            send_direct(core, event.dest, event.text)  # type: ignore[union-attr]
+        except UsageError as e:
+            refused: UsageError | None = e
+        else:
+            refused = None
+        if event.on_sent is not None:  # type: ignore[union-attr]
+            event.on_sent(refused)  # type: ignore[union-attr]
 
 
 class Inbox:
