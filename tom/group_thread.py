@@ -45,9 +45,12 @@ class GroupThread:
     `close` leaves the group. ``options`` are `tom.open_group`'s."""
 
     def __init__(self, neighbors: Any, me: str, *, on_event: Callable[[GroupEvent], None] | None = None,
-                 on_end: Callable[[], None] | None = None, start_timeout: float = 30.0, **options: Any) -> None:
+                 on_end: Callable[[], None] | None = None, on_direct: Callable[[str, str], None] | None = None,
+                 start_timeout: float = 30.0, **options: Any) -> None:
         self._on_event = on_event
         self._on_end = on_end
+        self._on_direct = on_direct
+        self._nursery: trio.Nursery | None = None
         self._queue: queue.Queue[object] = queue.Queue()
         self._started = threading.Event()
         self._error: BaseException | None = None
@@ -67,8 +70,10 @@ class GroupThread:
         try:
             async with open_group(neighbors, me, **options) as group:
                 self._group, self._token, self._stop = group, trio.lowlevel.current_trio_token(), trio.Event()
-                self._started.set()
+                group.on_direct = self._on_direct
                 async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    self._started.set()
                     nursery.start_soon(self._pump, group, nursery.cancel_scope)
                     await self._stop.wait()
                     nursery.cancel_scope.cancel()
@@ -115,6 +120,23 @@ class GroupThread:
             from .errors import UsageError
 
             raise UsageError("this member has left the group: nothing more can be sent") from None
+
+    def send_direct(self, member: str, text: str) -> None:
+        """Send ``text`` to ``member`` alone (as `tom.Group.send_direct`); blocks until it is queued."""
+        if self._group is None or self._token is None:
+            raise RuntimeError("the member is not running")
+        trio.from_thread.run(self._group.send_direct, member, text, trio_token=self._token)
+
+    def spawn(self, async_fn: Callable[..., Any], *args: Any) -> None:
+        """Start ``async_fn(group, *args)`` as a task of the member (call it from the member's thread, e.g.
+        in ``on_event``); it ends with the member."""
+        assert self._nursery is not None and self._group is not None
+        self._nursery.start_soon(async_fn, self._group, *args)
+
+    def stop_soon(self) -> None:
+        """From the member's thread: leave the group as `close` does, without waiting."""
+        if self._stop is not None:
+            self._stop.set()
 
     def get(self, timeout: float | None = None) -> GroupEvent | None:
         """The next event, waiting at most ``timeout`` seconds (None: for ever); None once the member

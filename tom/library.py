@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -114,8 +114,10 @@ class Group:
         self._closing = trio.Event()
         self._stopped = False
         self._done = trio.Event()
+        self.on_direct: Callable[[str, str], None] | None = None  # (src, text), called in the member's task
         peer.on_deliver = self._delivered
         peer.on_stop = self._on_stop
+        peer.on_direct = self._direct
 
     @property
     def me(self) -> str:
@@ -145,6 +147,16 @@ class Group:
         if isinstance(result, Message):
             return Sent(result.clock, result.pid)
         return None
+
+    async def send_direct(self, member: str, text: str) -> None:
+        """Send ``text`` to ``member`` alone, outside the group's order (FIFO on the link to it; it arrives
+        at that member's ``on_direct``). `tom.errors.UsageError` if refused (not a neighbor, this member,
+        over the frame's limit)."""
+        await self._peer.send_direct(member, text)
+
+    def _direct(self, src: str, text: str) -> None:
+        if self.on_direct is not None:
+            self.on_direct(src, text)
 
     def __aiter__(self) -> Group:
         return self

@@ -27,30 +27,74 @@ Invariants:
   may still be applied later, everywhere); an exception the method raises is raised to the caller (the
   other members raise it too and go on: the state is what the method left);
 * reads are local (no round trip): take ``lock`` to read several fields consistently;
-* a member that joins a running group starts from the state it was constructed with, then applies the
-  calls ordered after its join: state transfer to joiners is not there yet, so start the members of a
-  replicated object together (they found the group together) or give them the same initial state.
+* state transfer: a member that joins a running group (or joins it again after a partition) takes the
+  group's state from one member before it applies anything: at the view that admits it, every member
+  agrees (from the ordered stream alone) on the one that sends it, the least pid among the members that
+  have the state; that member takes ``snapshot()`` right there in the order and sends it in chunks on
+  its link to the joiner (`Direct` frames, ``STATE_PREFIX``). The joiner holds every event it delivers
+  meanwhile, ``restore()``s the snapshot, applies the held events that follow the snapshot's view, and
+  says so to the group (a ``tom-state ok`` message); only then is it admitted (`wait_admitted`). If the
+  sender leaves or fails first, the next member in that order sends a snapshot of a later view. A
+  snapshot that fails to restore is one error line; the joiner then applies nothing and leaves. Until a
+  joiner's ``ok`` is ordered, the members keep track of it, and that bookkeeping travels with the
+  snapshot. Taking a snapshot holds the member's thread (no delivery meanwhile).
+* the codec of calls and snapshots is JSON; ``codec="pickle"`` takes any picklable value, but
+  unpickling runs code, so it is allowed only in a closed group (``keys=``: every link is mutual TLS).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import itertools
 import json
 import logging
+import pickle
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from .codec.pid import pid_key
+from .errors import ConfigError, UsageError
 from .group_thread import GroupThread
-from .library import Delivered, GroupEvent, ViewChanged
+from .library import Delivered, Group, GroupEvent, ViewChanged
 
-__all__ = ["CALL_PREFIX", "ReplCounter", "ReplDict", "ReplLockManager", "Replicated", "replicated"]
+__all__ = ["CALL_PREFIX", "STATE_PREFIX", "ReplCounter", "ReplDict", "ReplLockManager", "Replicated", "replicated"]
 
 CALL_PREFIX = "tom-call "
 """What a replicated call's message text starts with (docs/wire.md); other messages are not calls."""
 
+STATE_PREFIX = "tom-state "
+"""What a state transfer's texts start with: ``tom-state <view> <part> <parts> <base64>`` (a chunk, in a
+`Direct` frame to the joiner) and the group message ``tom-state ok`` (the joiner has the state)."""
+
+STATE_OK = STATE_PREFIX + "ok"
+CHUNK_BYTES = 45_000  # raw bytes a chunk carries: 60,000 characters of base64, well inside a frame
+
 log = logging.getLogger("tom.replicated")
+
+
+class Codec:
+    """How calls and snapshots are written as text: JSON, or pickle (base64) in a closed group."""
+
+    def __init__(self, name: str) -> None:
+        if name not in ("json", "pickle"):
+            raise ConfigError(f"codec must be json or pickle, got {name!r}")
+        self.name = name
+
+    def dumps(self, value: Any) -> bytes:
+        if self.name == "json":
+            return json.dumps(value, separators=(",", ":")).encode()
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data) if self.name == "json" else pickle.loads(data)  # noqa: S301 - a closed group only
+
+    def text(self, value: Any) -> str:
+        return self.dumps(value).decode() if self.name == "json" else base64.b64encode(self.dumps(value)).decode()
+
+    def from_text(self, text: str) -> Any:
+        return self.loads(text.encode() if self.name == "json" else base64.b64decode(text))
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,7 +126,11 @@ class Replicated:
     `tom.open_group`'s; the member starts with ``with obj:`` (or `start`) and leaves at its end (or
     `close`)."""
 
-    def __init__(self, neighbors: Any, me: str, *, call_timeout: float = 30.0, **options: Any) -> None:
+    def __init__(self, neighbors: Any, me: str, *, call_timeout: float = 30.0, codec: str = "json",
+                 **options: Any) -> None:
+        self._codec = Codec(codec)
+        if codec == "pickle" and options.get("keys") is None:
+            raise ConfigError("codec pickle runs code when it reads: only in a closed group (keys=...)")
         self._neighbors, self._me, self._options = neighbors, me, options
         self.call_timeout = call_timeout
         self.lock = threading.RLock()
@@ -93,13 +141,23 @@ class Replicated:
                          for name, attr in vars(klass).items() if hasattr(attr, "__tom_replicated__")}
         self.members: tuple[str, ...] = ()
         self.admitted = threading.Event()
+        self.failed: BaseException | None = None  # a state transfer that failed: this member applies nothing
+        # state transfer (the module docstring): joiners without the state yet -> the member sending it
+        self._awaiting: dict[str, str | None] = {}
+        self._needs_state = False  # this member joined a running group and waits for its state
+        self._held: list[GroupEvent] = []  # what it delivered meanwhile
+        self._chunks: dict[int, dict[int, bytes]] = {}  # snapshot view -> part -> bytes
+        # a whole snapshot that came before the view that admits us was applied here (its chunks go
+        # straight from the links, the view through the event queue): (view, bytes)
+        self._early: tuple[int, bytes] | None = None
 
     # -- the member ------------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Join the group (the member runs on a thread of its own until `close`)."""
         if self._member is None:
-            self._member = GroupThread(self._neighbors, self._me, on_event=self._apply, **self._options)
+            self._member = GroupThread(self._neighbors, self._me, on_event=self._apply, on_direct=self._on_direct,
+                                       **self._options)
 
     def close(self) -> None:
         """Leave the group; calls still waiting fail with TimeoutError at their deadline."""
@@ -126,8 +184,10 @@ class Replicated:
     def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._member is None:
             raise RuntimeError(f"{type(self).__name__} is not started: use 'with obj:' or obj.start()")
+        if self.failed is not None:
+            raise UsageError(f"this member took no state and applies nothing: {self.failed}")
         call_id = f"{self._me}#{next(self._ids)}"
-        text = CALL_PREFIX + json.dumps([call_id, name, list(args), kwargs], separators=(",", ":"))
+        text = CALL_PREFIX + self._codec.text([call_id, name, list(args), kwargs])
         waiter = self._waiting[call_id] = _Waiter()
         try:
             self._member.send(text)
@@ -140,20 +200,35 @@ class Replicated:
         return waiter.result
 
     def _apply(self, event: GroupEvent) -> None:
-        """On the member's thread, in the group's order: apply a call, or a view change."""
+        """On the member's thread, in the group's order: hold the event while this member waits for its
+        state, else apply it."""
+        if self.failed is not None:
+            return
+        if self._needs_state:
+            self._held.append(event)
+            return
+        self._apply_one(event)
+
+    def _apply_one(self, event: GroupEvent) -> None:
         if isinstance(event, ViewChanged):
             with self.lock:
                 self.members = event.members
                 self.on_view(event)
-            if self._me in event.members:
+            self._transfers_at(event)  # (a snapshot taken here holds what on_view did)
+            if self._me in event.members and not self._needs_state:
                 self.admitted.set()
             return
-        if not isinstance(event, Delivered) or not event.payload.startswith(CALL_PREFIX):
+        if not isinstance(event, Delivered):
+            return
+        if event.payload == STATE_OK:
+            self._awaiting.pop(event.origin, None)
+            return
+        if not event.payload.startswith(CALL_PREFIX):
             return
         try:
-            call_id, name, args, kwargs = json.loads(event.payload[len(CALL_PREFIX):])
+            call_id, name, args, kwargs = self._codec.from_text(event.payload[len(CALL_PREFIX):])
             method = self._methods[name]
-        except (ValueError, KeyError, TypeError):
+        except Exception:  # noqa: BLE001 - a call this object cannot read is not applied, anywhere
             log.warning("a call from %s that this object does not know: %.80s", event.origin, event.payload)
             return
         waiter = self._waiting.get(call_id) if event.origin == self._me else None
@@ -169,6 +244,97 @@ class Replicated:
         if waiter is not None:
             waiter.done.set()
 
+    # -- state transfer (the module docstring) ---------------------------------------------------------
+
+    def _transfers_at(self, view: ViewChanged) -> None:
+        """At a view change, in order: who waits for the state, and who sends it (maybe us)."""
+        old = [m for m in view.members if m not in view.joined]
+        for gone in view.left:
+            self._awaiting.pop(gone, None)
+        if self._me in view.joined and old:  # we join a running group: its state comes to us
+            self._needs_state, self._held = True, []
+            log.info("%s joins a running group: waiting for its state", self._me)
+            early, self._early = self._early, None
+            if early is not None and early[0] >= view.view:
+                self._restore_state(*early)
+            return
+        for joiner in view.joined:
+            if old:
+                self._awaiting[joiner] = None
+        have = sorted((m for m in view.members if m not in self._awaiting), key=pid_key)
+        for joiner, sender in list(self._awaiting.items()):
+            if sender is not None and sender in view.members:
+                continue  # its transfer goes on
+            self._awaiting[joiner] = have[0] if have else None
+            if have and have[0] == self._me:
+                self._send_state(joiner, view.view)
+
+    def _send_state(self, joiner: str, view: int) -> None:
+        with self.lock:
+            data = self._codec.dumps({"state": self.snapshot(), "awaiting": self._awaiting})
+        assert self._member is not None
+        log.info("sending the state of view %d to %s: %d bytes", view, joiner, len(data))
+        self._member.spawn(_send_chunks, joiner, view, data)
+
+    def _on_direct(self, src: str, text: str) -> None:
+        """A chunk of our state (on the member's thread); the last one restores it."""
+        if not text.startswith(STATE_PREFIX):
+            return
+        try:
+            view_s, part_s, parts_s, chunk = text[len(STATE_PREFIX):].split(" ", 3)
+            view, part, parts = int(view_s), int(part_s), int(parts_s)
+            got = self._chunks.setdefault(view, {})
+            got[part] = base64.b64decode(chunk, validate=True)
+        except ValueError:
+            log.warning("a state chunk from %s that cannot be read: %.80s", src, text)
+            return
+        if len(got) == parts:
+            data = b"".join(got[i] for i in range(parts))
+            self._chunks = {v: c for v, c in self._chunks.items() if v > view}
+            if self._needs_state:
+                self._restore_state(view, data)
+            elif not self.admitted.is_set() or self._early is None or self._early[0] < view:
+                self._early = (view, data)  # the view that admits us is still on its way here
+
+    def _restore_state(self, view: int, data: bytes) -> None:
+        try:
+            taken = self._codec.loads(data)
+            with self.lock:
+                self.restore(taken["state"])
+            awaiting = dict(taken["awaiting"])
+        except Exception as e:  # noqa: BLE001 - one clear line, and this member applies nothing
+            self.failed = e
+            log.error("%s: the group's state (view %d, %d bytes) did not restore: %s: %s; this member "
+                      "applies nothing and leaves the group", self._me, view, len(data), type(e).__name__, e)
+            for waiter in list(self._waiting.values()):
+                waiter.error = UsageError(f"this member took no state: {e}")
+                waiter.done.set()
+            assert self._member is not None
+            self._member.stop_soon()
+            return
+        held, self._held, self._needs_state = self._held, [], False
+        self._awaiting = awaiting
+        at = next((i for i, e in enumerate(held) if isinstance(e, ViewChanged) and e.view == view), -1)
+        if at >= 0:  # the snapshot's view came after ours: its members are the current ones
+            with self.lock:
+                self.members = held[at].members  # type: ignore[union-attr]
+        log.info("%s took the group's state of view %d (%d bytes); applying %d held events", self._me, view,
+                 len(data), len(held) - at - 1)
+        assert self._member is not None
+        self._member.spawn(_say_state_taken)
+        self.admitted.set()
+        for event in held[at + 1:]:
+            self._apply_one(event)
+
+    def snapshot(self) -> Any:
+        """The object's state, as the codec can write it (JSON values by default): what a joiner
+        `restore`s. Override it, with `restore`, to let members join a running group."""
+        raise NotImplementedError(f"{type(self).__name__} has no snapshot(): members cannot join a running group")
+
+    def restore(self, state: Any) -> None:
+        """Take ``state`` (what `snapshot` returned at another member) as this object's state."""
+        raise NotImplementedError(f"{type(self).__name__} has no restore()")
+
     def on_view(self, view: ViewChanged) -> None:
         """Called in the group's order when the membership changes (under ``lock``); override it to
         react the same way at every member."""
@@ -177,12 +343,37 @@ class Replicated:
 _R = TypeVar("_R", bound=Replicated)
 
 
+async def _send_chunks(group: Group, joiner: str, view: int, data: bytes) -> None:
+    """A task of the sending member: ``data`` to ``joiner`` in chunks, in order, on the link to it."""
+    parts = max(1, -(-len(data) // CHUNK_BYTES))
+    try:
+        for i in range(parts):
+            chunk = base64.b64encode(data[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES]).decode()
+            await group.send_direct(joiner, f"{STATE_PREFIX}{view} {i} {parts} {chunk}")
+    except UsageError as e:
+        log.warning("state transfer to %s stopped: %s", joiner, e)
+
+
+async def _say_state_taken(group: Group) -> None:
+    """A task of a joiner that took its state: tell the group, in its order."""
+    try:
+        await group.send(STATE_OK)
+    except UsageError as e:
+        log.warning("could not say the state was taken: %s", e)
+
+
 class ReplCounter(Replicated):
     """A counter: ``inc`` and ``add`` are replicated and return the new value; ``value`` reads it here."""
 
     def __init__(self, neighbors: Any, me: str, *, initial: int = 0, **options: Any) -> None:
         super().__init__(neighbors, me, **options)
         self.value = initial
+
+    def snapshot(self) -> Any:
+        return self.value
+
+    def restore(self, state: Any) -> None:
+        self.value = int(state)
 
     @replicated
     def inc(self) -> int:
@@ -202,6 +393,12 @@ class ReplDict(Replicated):
     def __init__(self, neighbors: Any, me: str, **options: Any) -> None:
         super().__init__(neighbors, me, **options)
         self._data: dict[str, Any] = {}
+
+    def snapshot(self) -> Any:
+        return self._data
+
+    def restore(self, state: Any) -> None:
+        self._data = dict(state)
 
     @replicated
     def set(self, key: str, value: Any) -> None:
@@ -255,6 +452,12 @@ class ReplLockManager(Replicated):
     def __init__(self, neighbors: Any, me: str, **options: Any) -> None:
         super().__init__(neighbors, me, **options)
         self._owners: dict[str, str] = {}
+
+    def snapshot(self) -> Any:
+        return self._owners
+
+    def restore(self, state: Any) -> None:
+        self._owners = dict(state)
 
     def try_acquire(self, name: str) -> bool:
         """Take lock ``name`` for this member if it is free (or already ours); whether we hold it."""
