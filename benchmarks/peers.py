@@ -632,7 +632,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="light load: add a group of bare trio peers that make the same two hops of a message "
                          "(message, then every member's ACK) and nothing else, taking turns with TOM's groups: "
                          "the floor of the light-load latency on this machine (benchmarks/floor_mesh.py)")
+    ap.add_argument("--library", choices=["all", "counter", "state"], nargs="?", const="all",
+                    help="instead of the peers: TOM as a library (benchmarks/library.py): a replicated counter "
+                         "against PySyncObj's (3 members, --inflight calls in flight each, 20 s), and a state "
+                         "transfer of --entries entries of 1 KB to a joining member")
+    ap.add_argument("--inflight", type=int, default=16, help="--library: calls in flight per member (default 16)")
+    ap.add_argument("--entries", type=int, default=100_000,
+                    help="--library: entries of 1 KB in the transferred state (default 100000: 100 MB)")
     args = ap.parse_args(argv)
+    if args.library:
+        from benchmarks import library
+
+        stop_on_sigterm()
+        return library.main(inflight=args.inflight, entries=args.entries,
+                            only=None if args.library == "all" else args.library)
     try:
         sizes = [int(x) for x in args.peers.split(",") if x.strip()]
     except ValueError:
