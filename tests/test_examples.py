@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from members import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -59,13 +60,6 @@ def test_the_kv_store_example_keeps_one_store_in_three_processes(tmp_path):
     check_kv_output(run_kv_store(sys.executable, tmp_path))
 
 
-def wait_for(predicate, seconds: float = 60.0) -> None:
-    end = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.05)
-
-
 def test_the_chat_example_shows_the_same_lines_in_the_same_order(tmp_path):
     base = free_run(2)
     neighbors = tmp_path / "neighbors.txt"
@@ -81,14 +75,14 @@ def test_the_chat_example_shows_the_same_lines_in_the_same_order(tmp_path):
     for r in readers:
         r.start()
     try:
-        wait_for(lambda: all(any("2 in the room" in ln for ln in s) for s in shown))  # both admitted
+        wait_until(lambda: all(any("2 in the room" in ln for ln in s) for s in shown))  # both admitted
         for k in range(3):
             for p, name in zip(procs, names):
                 p.stdin.write(f"line {k} of {name}\n")
                 p.stdin.flush()
-        wait_for(lambda: all(sum(": line " in ln for ln in s) == 6 for s in shown))
+        wait_until(lambda: all(sum(": line " in ln for ln in s) == 6 for s in shown))
         procs[1].stdin.close()  # bob leaves: alice sees it
-        wait_for(lambda: any(" left: 1 in the room" in ln for ln in shown[0]))
+        wait_until(lambda: any(" left: 1 in the room" in ln for ln in shown[0]))
         procs[0].stdin.close()
         for p in procs:
             p.wait(30)

@@ -11,11 +11,10 @@ import trio
 
 import tom
 from tom.errors import ConfigError, UsageError
+from members import FAST
 from tom.tools.peers import free_ports
 
 pytestmark = pytest.mark.e2e
-
-FAST = {"heartbeat": 0.2, "timeout": 1.5, "leave_timeout": 10.0}
 
 
 async def collect(group: tom.Group, messages: int, into: list) -> None:

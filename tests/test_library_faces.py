@@ -6,28 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 
 import tom
+from members import FAST, members, started, wait_until
 from tom.errors import ConfigError, UsageError
-from tom.tools.peers import free_ports
 
 pytestmark = pytest.mark.e2e
-
-FAST = {"heartbeat": 0.2, "timeout": 1.5, "leave_timeout": 10.0}
-
-
-def members(n: int) -> list[str]:
-    return [f"127.0.0.1:{p}" for p in free_ports(n)]
-
-
-def wait_until(predicate, seconds: float = 30.0) -> None:
-    end = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
 
 
 def test_blocking_members_on_threads_deliver_the_same_order_and_call_back_in_it():
@@ -115,12 +101,8 @@ class Inventory(tom.Replicated):
 
 def test_a_replicated_object_applies_every_call_everywhere_in_order_and_returns_its_result():
     group = members(3)
-    objs = [Inventory(group, me, **FAST) for me in group]
-    for o in objs:
-        o.start()
+    objs = started([Inventory(group, me, **FAST) for me in group], size=3)
     try:
-        assert all(o.wait_admitted(30) for o in objs)
-        wait_until(lambda: all(len(o.members) == 3 for o in objs))
         results: list[list[int]] = [[], [], []]
 
         def work(i: int) -> None:
@@ -145,12 +127,8 @@ def test_a_replicated_object_applies_every_call_everywhere_in_order_and_returns_
 
 def test_the_batteries_counter_dict_and_locks():
     group = members(2)
-    counters = [tom.ReplCounter(group, me, **FAST) for me in group]
-    for c in counters:
-        c.start()
+    counters = started([tom.ReplCounter(group, me, **FAST) for me in group], size=2)
     try:
-        assert all(c.wait_admitted(30) for c in counters)
-        wait_until(lambda: all(len(c.members) == 2 for c in counters))
         assert counters[0].inc() in (1, 2)
         assert counters[1].add(10) >= 11
         wait_until(lambda: counters[0].value == counters[1].value == 11)
@@ -169,12 +147,8 @@ def test_the_batteries_counter_dict_and_locks():
         assert "a" in d1 and d1["b"] == [1, 2] and len(d1) == 2 and sorted(d1) == ["a", "b"]
 
     group = members(3)
-    locks = [tom.ReplLockManager(group, me, **FAST) for me in group]
-    for lk in locks:
-        lk.start()
+    locks = started([tom.ReplLockManager(group, me, **FAST) for me in group], size=3)
     try:
-        assert all(lk.wait_admitted(30) for lk in locks)
-        wait_until(lambda: all(len(lk.members) == 3 for lk in locks))
         assert locks[0].try_acquire("printer") is True
         assert locks[1].try_acquire("printer") is False
         assert locks[0].try_acquire("printer") is True  # already ours

@@ -133,7 +133,7 @@ def test_the_installed_wheel_without_pyspark_runs_a_group_and_says_what_verify_n
 
 @pytest.mark.e2e
 def test_the_installed_wheel_runs_the_kv_store_example(wheel_venv, tmp_path):
-    from tests.test_examples import check_kv_output, run_kv_store
+    from test_examples import check_kv_output, run_kv_store
 
     _, python = wheel_venv
     check_kv_output(run_kv_store(str(python), tmp_path))  # cwd outside the checkout: the wheel's tom

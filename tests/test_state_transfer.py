@@ -12,26 +12,11 @@ import time
 import pytest
 
 import tom
+from members import FAST, started, wait_until
 from tom.errors import UsageError
 from tom.tools.peers import free_ports
 
 pytestmark = pytest.mark.e2e
-
-FAST = {"heartbeat": 0.2, "timeout": 1.5, "leave_timeout": 10.0}
-
-
-def wait_until(predicate, seconds: float = 30.0) -> None:
-    end = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
-
-
-def started(objs):
-    for o in objs:
-        o.start()
-    assert all(o.wait_admitted(30) for o in objs)
-    return objs
 
 
 def test_a_joiner_takes_the_state_then_every_replica_stays_equal():
