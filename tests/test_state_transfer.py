@@ -35,7 +35,7 @@ def test_a_joiner_takes_the_state_then_every_replica_stays_equal():
         late.set("from the joiner", True)
         wait_until(lambda: all(d.copy() == late.copy() for d in first) and len(late) == 40)
         assert late["k1"] == {"n": 1, "by": members[1]} and "k0" not in late
-        assert late._awaiting == {} and all(d._awaiting == {} for d in first)  # its "ok" was ordered
+        wait_until(lambda: late._transfer.awaiting == {} and all(d._transfer.awaiting == {} for d in first))  # its ok
     finally:
         for d in first:
             d.close()

@@ -54,10 +54,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from .codec.pid import pid_key
 from .errors import ConfigError, UsageError
 from .group_thread import GroupThread
 from .library import Delivered, Group, GroupEvent, ViewChanged
+from .statetransfer import Restore, SendState, StateTransfer
 
 __all__ = ["CALL_PREFIX", "STATE_PREFIX", "ReplCounter", "ReplDict", "ReplLockManager", "Replicated", "replicated"]
 
@@ -142,14 +142,8 @@ class Replicated:
         self.members: tuple[str, ...] = ()
         self.admitted = threading.Event()
         self.failed: BaseException | None = None  # a state transfer that failed: this member applies nothing
-        # state transfer (the module docstring): joiners without the state yet -> the member sending it
-        self._awaiting: dict[str, str | None] = {}
-        self._needs_state = False  # this member joined a running group and waits for its state
-        self._held: list[GroupEvent] = []  # what it delivered meanwhile
+        self._transfer = StateTransfer(me)  # who waits for the state, who sends it (tom.statetransfer)
         self._chunks: dict[int, dict[int, bytes]] = {}  # snapshot view -> part -> bytes
-        # a whole snapshot that came before the view that admits us was applied here (its chunks go
-        # straight from the links, the view through the event queue): (view, bytes)
-        self._early: tuple[int, bytes] | None = None
 
     # -- the member ------------------------------------------------------------------------------------
 
@@ -204,8 +198,8 @@ class Replicated:
         state, else apply it."""
         if self.failed is not None:
             return
-        if self._needs_state:
-            self._held.append(event)
+        if self._transfer.needs_state:
+            self._do(self._transfer.hold(event))
             return
         self._apply_one(event)
 
@@ -214,14 +208,15 @@ class Replicated:
             with self.lock:
                 self.members = event.members
                 self.on_view(event)
-            self._transfers_at(event)  # (a snapshot taken here holds what on_view did)
-            if self._me in event.members and not self._needs_state:
+            for action in self._transfer.at_view(event):  # (a snapshot taken here holds what on_view did)
+                self._do(action)
+            if self._me in event.members and not self._transfer.needs_state and self.failed is None:
                 self.admitted.set()
             return
         if not isinstance(event, Delivered):
             return
         if event.payload == STATE_OK:
-            self._awaiting.pop(event.origin, None)
+            self._transfer.took(event.origin)
             return
         if not event.payload.startswith(CALL_PREFIX):
             return
@@ -246,35 +241,16 @@ class Replicated:
 
     # -- state transfer (the module docstring) ---------------------------------------------------------
 
-    def _transfers_at(self, view: ViewChanged) -> None:
-        """At a view change, in order: who waits for the state, and who sends it (maybe us)."""
-        old = [m for m in view.members if m not in view.joined]
-        for gone in view.left:
-            self._awaiting.pop(gone, None)
-        if self._me in view.joined and old:  # we join a running group: its state comes to us
-            self._needs_state, self._held = True, []
-            log.info("%s joins a running group: waiting for its state", self._me)
-            early, self._early = self._early, None
-            if early is not None and early[0] >= view.view:
-                self._restore_state(*early)
-            return
-        for joiner in view.joined:
-            if old:
-                self._awaiting[joiner] = None
-        have = sorted((m for m in view.members if m not in self._awaiting), key=pid_key)
-        for joiner, sender in list(self._awaiting.items()):
-            if sender is not None and sender in view.members:
-                continue  # its transfer goes on
-            self._awaiting[joiner] = have[0] if have else None
-            if have and have[0] == self._me:
-                self._send_state(joiner, view.view)
-
-    def _send_state(self, joiner: str, view: int) -> None:
-        with self.lock:
-            data = self._codec.dumps({"state": self.snapshot(), "awaiting": self._awaiting})
-        assert self._member is not None
-        log.info("sending the state of view %d to %s: %d bytes", view, joiner, len(data))
-        self._member.spawn(_send_chunks, joiner, view, data)
+    def _do(self, action: SendState | Restore | None) -> None:
+        """Carry out what the state transfer decided."""
+        if isinstance(action, SendState):
+            with self.lock:
+                data = self._codec.dumps({"state": self.snapshot(), "awaiting": self._transfer.awaiting})
+            assert self._member is not None
+            log.info("sending the state of view %d to %s: %d bytes", action.view, action.joiner, len(data))
+            self._member.spawn(_send_chunks, action.joiner, action.view, data)
+        elif isinstance(action, Restore):
+            self._restore_state(action)
 
     def _on_direct(self, src: str, text: str) -> None:
         """A chunk of our state (on the member's thread); the last one restores it."""
@@ -291,12 +267,11 @@ class Replicated:
         if len(got) == parts:
             data = b"".join(got[i] for i in range(parts))
             self._chunks = {v: c for v, c in self._chunks.items() if v > view}
-            if self._needs_state:
-                self._restore_state(view, data)
-            elif not self.admitted.is_set() or self._early is None or self._early[0] < view:
-                self._early = (view, data)  # the view that admits us is still on its way here
+            if self.failed is None:
+                self._do(self._transfer.snapshot(view, data))
 
-    def _restore_state(self, view: int, data: bytes) -> None:
+    def _restore_state(self, action: Restore) -> None:
+        view, data = action.view, action.data
         try:
             taken = self._codec.loads(data)
             with self.lock:
@@ -312,18 +287,17 @@ class Replicated:
             assert self._member is not None
             self._member.stop_soon()
             return
-        held, self._held, self._needs_state = self._held, [], False
-        self._awaiting = awaiting
-        at = next((i for i, e in enumerate(held) if isinstance(e, ViewChanged) and e.view == view), -1)
-        if at >= 0:  # the snapshot's view came after ours: its members are the current ones
+        views = [e for e in self._transfer.held if isinstance(e, ViewChanged) and e.view == view]
+        if views:  # the snapshot's view came after ours: its members are the current ones
             with self.lock:
-                self.members = held[at].members  # type: ignore[union-attr]
+                self.members = views[0].members
+        self._transfer.restored(awaiting)
         log.info("%s took the group's state of view %d (%d bytes); applying %d held events", self._me, view,
-                 len(data), len(held) - at - 1)
+                 len(data), len(action.then))
         assert self._member is not None
         self._member.spawn(_say_state_taken)
         self.admitted.set()
-        for event in held[at + 1:]:
+        for event in action.then:
             self._apply_one(event)
 
     def snapshot(self) -> Any:
