@@ -4,6 +4,7 @@ others; bad arguments are one ConfigError before anything binds; sending after l
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -109,16 +110,29 @@ async def test_an_exception_in_the_block_comes_out_as_itself_and_the_member_leav
         await g.send("after")
 
 
-async def test_a_payload_is_a_str():
+async def test_a_payload_is_a_str_or_bytes_and_comes_out_as_sent(tmp_path):
     members = [f"127.0.0.1:{p}" for p in free_ports(1)]
+    blob = bytes(range(256)) * 3
     with trio.fail_after(30):
-        async with tom.open_group(members, members[0], static=True, **FAST) as g:
-            with pytest.raises(TypeError, match="a payload is a str"):
-                await g.send(b"bytes")  # type: ignore[arg-type]
+        async with tom.open_group(members, members[0], static=True, output=tmp_path / "out.jsonl", **FAST) as g:
+            with pytest.raises(TypeError, match="a payload is a str or bytes"):
+                await g.send(42)  # type: ignore[arg-type]
+            with pytest.raises(UsageError, match="the form of bytes"):
+                await g.send("tom-b64 AAAA")  # a text in the bytes form would come out as bytes
             with pytest.raises(UsageError):
                 await g.send("x" * 70_000)  # over the frame's limit: refused, one line
+            with pytest.raises(UsageError):
+                await g.send(b"x" * 50_000)  # so are bytes whose base64 is
             assert await g.send("alone") is not None
+            assert await g.send(blob) is not None
+            got = []
             async for event in g:
                 if isinstance(event, tom.Delivered):
-                    assert (event.origin, event.payload) == (members[0], "alone")
-                    break
+                    got.append(event.payload)
+                    if len(got) == 2:
+                        break
+    assert got == ["alone", blob]
+    records = [json.loads(ln) for ln in (tmp_path / "out.jsonl").read_text().splitlines()]
+    messages = [r for r in records if r["kind"] == "message"]
+    assert "encoding" not in messages[0] and messages[0]["text"] == "alone"
+    assert messages[1]["encoding"] == "base64" and base64.b64decode(messages[1]["text"]) == blob

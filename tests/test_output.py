@@ -1,5 +1,6 @@
 """The output file: hand-built message lines equal the reference records, views included."""
 
+import base64
 import json
 
 from hypothesis import given, strategies as st
@@ -17,7 +18,10 @@ VECTORS = st.lists(st.integers(0, 10**9), min_size=1, max_size=9).map(
     lambda counts: Vector(tuple(f"10.0.0.{i}:5000" for i in range(len(counts))), tuple(counts)))
 
 
-@given(text=st.text(max_size=200), clock=st.integers(0, 2**63 - 1), index=st.integers(1, 10**9),
+BYTES_TEXTS = st.binary(max_size=100).map(lambda b: "tom-b64 " + base64.b64encode(b).decode())  # (library bytes)
+
+
+@given(text=st.text(max_size=200) | BYTES_TEXTS, clock=st.integers(0, 2**63 - 1), index=st.integers(1, 10**9),
        sent_at=st.none() | st.floats(0, 1e10, allow_nan=False).map(lambda x: round(x, 6)),
        delivered_at=st.floats(0, 1e10, allow_nan=False), view=st.integers(0, 10**6),
        seq=st.none() | st.integers(1, 2**63 - 1),
@@ -35,6 +39,7 @@ def test_message_lines_parse_to_the_reference_record(tmp_path_factory, text, clo
     want = record(d, PEER, delivered_at)
     assert got == want and list(got) == list(want)  # the same keys in the same order
     assert got["v"] == 2 and ("seq" in got) == (seq is not None) and ("vc" in got) == (vc is not None)
+    assert ("encoding" in got) == text.startswith("tom-b64 ")
 
 
 @given(sent=st.lists(st.sampled_from([None, 0.0, -0.0, 1.5, 1795620084.813782, 1795620084.81378, 1e-7]),
@@ -58,6 +63,8 @@ def test_records_of_each_order_as_documented():
     assert record(Delivery(7, 9, PEER, "hi", 1.5, 2, seq=4), PEER, 2.0)["seq"] == 4
     vc = {PEER: 2, "127.0.0.1:5001": 3}
     assert record(Delivery(7, 9, PEER, "re", 1.5, 2, vc=vc), PEER, 2.0)["vc"] == vc
+    raw = record(Delivery(1, 1, PEER, "tom-b64 AAEC", 1.5, 1), PEER, 2.0)  # bytes 0, 1, 2 from the library
+    assert raw["text"] == "AAEC" and raw["encoding"] == "base64" and list(raw)[6:8] == ["text", "encoding"]
     for order in ("lamport", "sequencer", "causal"):
         view = record(ViewDelivery(1, 1, PEER, 1, (PEER,), (PEER,), (), (), order), PEER, 2.0)
         assert view["order"] == order and view["v"] == 2

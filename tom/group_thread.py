@@ -110,7 +110,7 @@ class GroupThread:
         except trio.RunFinishedError:
             return ()
 
-    def send(self, payload: str) -> Sent | None:
+    def send(self, payload: str | bytes) -> Sent | None:
         """Multicast ``payload`` (as `tom.Group.send`); blocks until it left this member."""
         if self._group is None or self._token is None:
             raise RuntimeError("the member is not running")
@@ -211,7 +211,7 @@ class AsyncioGroup:
     def members(self) -> tuple[str, ...]:
         return self._thread.members if self._thread is not None else ()
 
-    async def send(self, payload: str) -> Sent | None:
+    async def send(self, payload: str | bytes) -> Sent | None:
         """Multicast ``payload`` (as `tom.Group.send`)."""
         assert self._thread is not None, "use: async with AsyncioGroup(...) as group"
         return await asyncio.get_running_loop().run_in_executor(None, self._thread.send, payload)

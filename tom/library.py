@@ -28,12 +28,14 @@ Invariants:
   the iteration ends once the member has stopped (left, or removed by the group).
 
 No signal handler is installed and nothing is printed: the program owns both (the member logs to the
-``tom`` logger). Payloads are ``str``; the limit is the frame's (docs/wire.md): about 65,400 bytes of UTF-8 text, fewer
-with backslashes and line breaks (they are escaped).
+``tom`` logger). Payloads are ``str`` or ``bytes``; bytes travel as the text ``tom-b64 <base64>``
+(`BYTES_PREFIX`, docs/wire.md), so a str may not start with it. The limit is the frame's: about 65,400
+bytes of UTF-8 text (fewer with backslashes and line breaks, which are escaped), or about 49,000 bytes.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -48,6 +50,7 @@ from .codec.frames import Message
 from .codec.pid import split_pid
 from .core import ORDERS, QUORUMS, Delivery, ViewDelivery
 from .errors import ConfigError, UsageError
+from .peer.lines import BYTES_PREFIX
 from .peer.process import Peer, PeerConfig
 
 __all__ = ["Delivered", "Group", "GroupEvent", "Sent", "ViewChanged", "open_group"]
@@ -56,13 +59,14 @@ __all__ = ["Delivered", "Group", "GroupEvent", "Sent", "ViewChanged", "open_grou
 @dataclass(frozen=True, slots=True)
 class Delivered:
     """A message delivered: the ``index``-th event of this member, sent by ``origin`` at Lamport clock
-    ``clock`` in view ``view``. ``seq``: its number in the sequencer order; ``vc``: its vector
-    timestamp in the causal order; ``sent_at``: its origin's wall clock when sent (seconds)."""
+    ``clock`` in view ``view``; ``payload`` as it was sent, ``str`` or ``bytes``. ``seq``: its number in
+    the sequencer order; ``vc``: its vector timestamp in the causal order; ``sent_at``: its origin's wall
+    clock when sent (seconds)."""
 
     index: int
     clock: int
     origin: str
-    payload: str
+    payload: str | bytes
     view: int
     sent_at: float | None = None
     seq: int | None = None
@@ -100,7 +104,28 @@ def event_of(delivery: Delivery | ViewDelivery) -> GroupEvent:
                            tuple(delivery.left), tuple(delivery.removed))
     d: Delivery = delivery  # type: ignore[assignment]
     vc = dict(d.vc) if d.vc is not None else None
-    return Delivered(d.index, d.clock, d.pid, d.text, d.view, d.sent_at, d.seq, vc)
+    return Delivered(d.index, d.clock, d.pid, payload_of(d.text), d.view, d.sent_at, d.seq, vc)
+
+
+def payload_of(text: str) -> str | bytes:
+    """A message text as the program sent it: bytes for the bytes form (`BYTES_PREFIX`), else the text."""
+    if text.startswith(BYTES_PREFIX):
+        try:
+            return base64.b64decode(text[len(BYTES_PREFIX):], validate=True)
+        except ValueError:
+            pass  # (typed by hand at a terminal, say: a text)
+    return text
+
+
+def text_of(payload: str | bytes) -> str:
+    """The message text that carries ``payload``; a str in the bytes form is refused (send it as bytes)."""
+    if isinstance(payload, bytes):
+        return BYTES_PREFIX + base64.b64encode(payload).decode()
+    if not isinstance(payload, str):
+        raise TypeError(f"a payload is a str or bytes, not {type(payload).__name__}")
+    if payload.startswith(BYTES_PREFIX):
+        raise UsageError(f"a text may not start with {BYTES_PREFIX!r}, the form of bytes: send bytes")
+    return payload
 
 
 class Group:
@@ -135,13 +160,12 @@ class Group:
         view = self._peer.core.view
         return tuple(view.members) if view is not None else ()
 
-    async def send(self, payload: str) -> Sent | None:
+    async def send(self, payload: str | bytes) -> Sent | None:
         """Multicast ``payload`` to the group (see the module docstring for what the result says)."""
-        if not isinstance(payload, str):
-            raise TypeError(f"a payload is a str, not {type(payload).__name__}")
+        text = text_of(payload)
         if self._stopped or self._closing.is_set():
             raise UsageError("this member has left the group: nothing more can be sent")
-        result = await self._peer._send_one(payload)
+        result = await self._peer._send_one(text)
         if isinstance(result, UsageError):
             raise result
         if isinstance(result, Message):

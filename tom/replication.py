@@ -213,7 +213,7 @@ class Replicated:
             if self._me in event.members and not self._transfer.needs_state and self.failed is None:
                 self.admitted.set()
             return
-        if not isinstance(event, Delivered):
+        if not isinstance(event, Delivered) or not isinstance(event.payload, str):
             return
         if event.payload == STATE_OK:
             self._transfer.took(event.origin)

@@ -17,6 +17,9 @@ from ..core.handout import HandoutDelivery
 from ..core.vector import Vector
 
 SCHEMA_VERSION: Final = 2
+BYTES_PREFIX: Final = "tom-b64 "
+"""A message text that carries bytes (the library's ``bytes`` payloads): this, then their base64. Its record
+holds the base64 alone as ``text``, with ``"encoding": "base64"`` (docs/output-format.md, docs/wire.md)."""
 LINE_BREAKS: Final = "\x85\u2028\u2029"  # raw, they would split a line for some readers
 HEAD: Final = f'{{"v":{SCHEMA_VERSION},"kind":"message","index":'
 encode_basestring: Final = json.encoder.encode_basestring  # what json.dumps(str) calls (C statics)
@@ -54,10 +57,13 @@ def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
         "clock": d.clock,
         "pid": d.pid,
         "text": d.text,
+        **({"encoding": "base64"} if d.text.startswith(BYTES_PREFIX) else {}),
         "sent_at": d.sent_at,
         "delivered_at": round(delivered_at, 6),
         "view": d.view,
     }
+    if "encoding" in message:
+        message["text"] = d.text[len(BYTES_PREFIX):]
     if d.seq is not None:
         message["seq"] = d.seq
     if d.vc is not None:
@@ -104,6 +110,9 @@ def _vector_text(vc: object, quoted: dict[str, str]) -> str:
 def _message_line(d: Delivery, peer_json: str, offset: int, stamp: str, quoted: dict[str, str], sent: str) -> str:
     pid = _quoted(quoted, d.pid)
     text = d.text
+    encoding = ""
+    if text.startswith(BYTES_PREFIX):  # bytes: their base64 alone, and what it is
+        text, encoding = text[len(BYTES_PREFIX):], ',"encoding":"base64"'
     if text.isascii() or not any(c in text for c in LINE_BREAKS):
         text = encode_basestring(text)  # = json.dumps(text, ensure_ascii=False)
     else:
@@ -117,7 +126,7 @@ def _message_line(d: Delivery, peer_json: str, offset: int, stamp: str, quoted: 
         counts = _vector_text(vc, quoted)
         tail = f',"vc":{{{counts}}}}}\n' if seq is None else f',"seq":{seq},"vc":{{{counts}}}}}\n'
     return (f'{HEAD}{d.index + offset},"peer":{peer_json},"clock":{d.clock},"pid":{pid},'
-            f'"text":{text},"sent_at":{sent},"delivered_at":{stamp},"view":{d.view}{tail}')
+            f'"text":{text}{encoding},"sent_at":{sent},"delivered_at":{stamp},"view":{d.view}{tail}')
 
 
 def lines(deliveries: Sequence[Delivery | ViewDelivery | HandoutDelivery], peer: str, peer_json: str,
