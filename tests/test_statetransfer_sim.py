@@ -194,3 +194,14 @@ def test_the_simulations_cut_transfers_by_crashes_and_restore_later_views():
     assert sum(s.cut for s in sims) > 20
     assert sum(1 for s in sims for view, joined in s.restores if view > joined) > 20
     assert sum(len(s.restores) for s in sims) > 200
+
+
+@pytest.mark.parametrize("codec", ["json", "pickle"])
+def test_a_snapshot_is_cut_into_pieces_that_read_back_whole(codec):
+    from tom.replication import Codec
+
+    value = {"state": {f"k{i}": "v" * (i % 97) for i in range(3000)}, "awaiting": {"10.0.0.9:5000": None}}
+    pieces = Codec(codec).chunks(value, 1000)
+    assert all(len(p) == 1000 for p in pieces[:-1]) and 0 < len(pieces[-1]) <= 1000
+    assert Codec(codec).loads(bytearray(b"".join(pieces))) == value
+    assert Codec("json").chunks({}, 1000) == [b"{}"]

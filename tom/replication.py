@@ -69,6 +69,7 @@ STATE_PREFIX = "tom-state "
 `Direct` frame to the joiner) and the group message ``tom-state ok`` (the joiner has the state)."""
 
 STATE_OK = STATE_PREFIX + "ok"
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 CHUNK_BYTES = 45_000  # raw bytes a chunk carries: 60,000 characters of base64, well inside a frame
 
 log = logging.getLogger("tom.replicated")
@@ -82,13 +83,41 @@ class Codec:
             raise ConfigError(f"codec must be json or pickle, got {name!r}")
         self.name = name
 
-    def dumps(self, value: Any) -> bytes:
+    def dumps(self, value: Any) -> bytes | bytearray:
+        """``value`` written; JSON piece by piece into one buffer (a snapshot is never also one str)."""
         if self.name == "json":
-            return json.dumps(value, separators=(",", ":")).encode()
+            out = bytearray()
+            for piece in _ENCODER.iterencode(value):
+                out += piece.encode()
+            return out
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def loads(self, data: bytes) -> Any:
-        return json.loads(data) if self.name == "json" else pickle.loads(data)  # noqa: S301 - a closed group only
+    def chunks(self, value: Any, size: int) -> list[bytes]:
+        """``value`` written, cut into pieces of ``size`` bytes (the last one shorter): a snapshot is
+        never held whole beside its pieces, and the pieces can go one by one."""
+        if self.name != "json":
+            data = self.dumps(value)
+            return [bytes(data[i:i + size]) for i in range(0, max(1, len(data)), size)]
+        out: list[bytes] = []
+        buf = bytearray()
+        for piece in _ENCODER.iterencode(value):
+            buf += piece.encode()
+            while len(buf) >= size:
+                out.append(bytes(buf[:size]))
+                del buf[:size]
+        if buf or not out:
+            out.append(bytes(buf))
+        return out
+
+    def loads(self, data: bytes | bytearray) -> Any:
+        """``data`` read back. A bytearray is emptied once decoded: a snapshot's bytes are not kept while
+        its objects are built."""
+        if self.name == "json":
+            text = data.decode()
+            if isinstance(data, bytearray):
+                data.clear()
+            return json.loads(text)
+        return pickle.loads(data)  # noqa: S301 - a closed group only
 
     def text(self, value: Any) -> str:
         return self.dumps(value).decode() if self.name == "json" else base64.b64encode(self.dumps(value)).decode()
@@ -143,7 +172,8 @@ class Replicated:
         self.admitted = threading.Event()
         self.failed: BaseException | None = None  # a state transfer that failed: this member applies nothing
         self._transfer = StateTransfer(me)  # who waits for the state, who sends it (tom.statetransfer)
-        self._chunks: dict[int, dict[int, bytes]] = {}  # snapshot view -> part -> bytes
+        self._chunks: dict[int, bytearray] = {}  # snapshot view -> its chunks so far, in order
+        self._parts: dict[int, int] = {}  # snapshot view -> chunks taken
 
     # -- the member ------------------------------------------------------------------------------------
 
@@ -245,10 +275,12 @@ class Replicated:
         """Carry out what the state transfer decided."""
         if isinstance(action, SendState):
             with self.lock:
-                data = self._codec.dumps({"state": self.snapshot(), "awaiting": self._transfer.awaiting})
+                chunks = self._codec.chunks({"state": self.snapshot(), "awaiting": self._transfer.awaiting},
+                                            CHUNK_BYTES)
             assert self._member is not None
-            log.info("sending the state of view %d to %s: %d bytes", action.view, action.joiner, len(data))
-            self._member.spawn(_send_chunks, action.joiner, action.view, data)
+            log.info("sending the state of view %d to %s: %d bytes", action.view, action.joiner,
+                     sum(map(len, chunks)))
+            self._member.spawn(_send_chunks, action.joiner, action.view, chunks)
         elif isinstance(action, Restore):
             self._restore_state(action)
 
@@ -259,19 +291,27 @@ class Replicated:
         try:
             view_s, part_s, parts_s, chunk = text[len(STATE_PREFIX):].split(" ", 3)
             view, part, parts = int(view_s), int(part_s), int(parts_s)
-            got = self._chunks.setdefault(view, {})
-            got[part] = base64.b64decode(chunk, validate=True)
+            raw = base64.b64decode(chunk, validate=True)
         except ValueError:
             log.warning("a state chunk from %s that cannot be read: %.80s", src, text)
             return
-        if len(got) == parts:
-            data = b"".join(got[i] for i in range(parts))
-            self._chunks = {v: c for v, c in self._chunks.items() if v > view}
+        # one sender per view, in order on its link: part 0 starts a snapshot, each next one extends it
+        if part == 0:
+            self._chunks[view], self._parts[view] = bytearray(), 0
+        got = self._chunks.get(view)
+        if got is None or self._parts.get(view, 0) != part:
+            self._chunks.pop(view, None)  # (a snapshot whose start was lost with its sender)
+            return
+        got += raw
+        self._parts[view] = part + 1
+        if part + 1 == parts:
+            del self._chunks[view], self._parts[view]
             if self.failed is None:
-                self._do(self._transfer.snapshot(view, data))
+                self._do(self._transfer.snapshot(view, got))
 
     def _restore_state(self, action: Restore) -> None:
         view, data = action.view, action.data
+        size = len(data)  # (the codec empties a bytearray as it reads it)
         try:
             taken = self._codec.loads(data)
             with self.lock:
@@ -280,7 +320,7 @@ class Replicated:
         except Exception as e:  # noqa: BLE001 - one clear line, and this member applies nothing
             self.failed = e
             log.error("%s: the group's state (view %d, %d bytes) did not restore: %s: %s; this member "
-                      "applies nothing and leaves the group", self._me, view, len(data), type(e).__name__, e)
+                      "applies nothing and leaves the group", self._me, view, size, type(e).__name__, e)
             for waiter in list(self._waiting.values()):
                 waiter.error = UsageError(f"this member took no state: {e}")
                 waiter.done.set()
@@ -293,7 +333,7 @@ class Replicated:
                 self.members = views[0].members
         self._transfer.restored(awaiting)
         log.info("%s took the group's state of view %d (%d bytes); applying %d held events", self._me, view,
-                 len(data), len(action.then))
+                 size, len(action.then))
         assert self._member is not None
         self._member.spawn(_say_state_taken)
         self.admitted.set()
@@ -317,12 +357,14 @@ class Replicated:
 _R = TypeVar("_R", bound=Replicated)
 
 
-async def _send_chunks(group: Group, joiner: str, view: int, data: bytes) -> None:
-    """A task of the sending member: ``data`` to ``joiner`` in chunks, in order, on the link to it."""
-    parts = max(1, -(-len(data) // CHUNK_BYTES))
+async def _send_chunks(group: Group, joiner: str, view: int, chunks: list[bytes]) -> None:
+    """A task of the sending member: a snapshot's ``chunks`` to ``joiner``, in order, on the link to it;
+    each is let go once it is on its way."""
+    parts = len(chunks)
+    chunks.reverse()
     try:
         for i in range(parts):
-            chunk = base64.b64encode(data[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES]).decode()
+            chunk = base64.b64encode(chunks.pop()).decode()
             await group.send_direct(joiner, f"{STATE_PREFIX}{view} {i} {parts} {chunk}")
     except UsageError as e:
         log.warning("state transfer to %s stopped: %s", joiner, e)

@@ -43,7 +43,7 @@ class Restore:
     """Restore the snapshot of view ``view`` (``data``, as sent), then apply ``then`` in order."""
 
     view: int
-    data: bytes
+    data: bytes | bytearray
     then: list[GroupEvent] = field(default_factory=list)
 
 
@@ -56,7 +56,7 @@ class StateTransfer:
         self.needs_state = False  # this member joined a running group and holds what it delivers
         self.join_view: int | None = None
         self.held: list[GroupEvent] = []
-        self.snapshots: dict[int, bytes] = {}  # whole snapshots that came, by view
+        self.snapshots: dict[int, bytes | bytearray] = {}  # whole snapshots that came, by view
 
     def at_view(self, view: ViewChanged) -> list[SendState | Restore]:
         """A view change applied by a member that has the state (or is joining at it)."""
@@ -93,7 +93,7 @@ class StateTransfer:
         self.held.append(event)
         return self._restore_if_ready() if isinstance(event, ViewChanged) else None
 
-    def snapshot(self, view: int, data: bytes) -> Restore | None:
+    def snapshot(self, view: int, data: bytes | bytearray) -> Restore | None:
         """A whole snapshot of view ``view`` came (its chunks put together)."""
         self.snapshots[view] = data  # (it may come before the view change that admits us is applied)
         return self._restore_if_ready() if self.needs_state else None
