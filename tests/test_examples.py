@@ -95,3 +95,34 @@ def test_the_chat_example_shows_the_same_lines_in_the_same_order(tmp_path):
     assert lines[0] == lines[1], shown
     assert f"-- 127.0.0.1:{base + 1} left: 1 in the room\n" in shown[0]
     assert all("Traceback" not in err for err in errors), errors
+
+
+def test_the_readme_s_replicated_dict_three_members_then_a_fourth_that_joins_with_the_state(tmp_path):
+    """The README's ten lines as a newcomer runs them: three processes share the dict, a fourth starts
+    later and takes the group's state, and every one prints the same content."""
+    readme = (REPO / "README.md").read_text()
+    code = readme[readme.index("import sys, tom"):]
+    code = code[:code.index("```")]
+    base = free_run(4)
+    for i in range(4):
+        code = code.replace(f"127.0.0.1:{7000 + i}", f"127.0.0.1:{base + i}")
+    script = tmp_path / "dict.py"
+    script.write_text(code)
+
+    def start(i: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(script), str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+
+    procs = [start(i) for i in range(3)]
+    try:
+        time.sleep(6)  # the three found the group and write
+        procs.append(start(3))
+        time.sleep(8)  # the fourth joins, takes the state, writes
+        outs = [p.communicate("\n", timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    printed = [out.split("written: ", 1)[-1].strip() for out, _ in outs]
+    assert len(set(printed)) == 1, outs
+    assert all(f"hello from 127.0.0.1:{base + i}" in printed[0] for i in range(4)), outs
