@@ -109,7 +109,8 @@ def counter_run(python: str, kind: str, workdir: Path, seconds: float, inflight:
 
 
 STATE_NODE = r"""
-import hashlib, json, os, signal, sys, threading, time
+import hashlib, json, logging, os, signal, sys, threading, time
+logging.basicConfig(level=logging.INFO, format="%(created).3f %(name)s %(message)s")
 import tom
 role, me, entries = sys.argv[1], sys.argv[2], int(sys.argv[3])
 members = sys.argv[4:]

@@ -368,3 +368,4 @@ def test_a_peer_alone_waits_for_a_backed_off_redial_before_forming_a_group(tmp_p
     peer = Peer(PeerConfig(nb, tmp_path / "o.jsonl", 5001, "127.0.0.1", heartbeat=0.2, timeout=1.5))
     peer.output.close()
     assert peer.core.timing.form_after > MAX_BACKOFF >= max(backoff(k) for k in range(20))
+    assert max(backoff(k, reached=False) for k in range(20)) == 0.5  # a neighbor still to start: sooner

@@ -280,8 +280,11 @@ class LineReader:
 
 
 MAX_BACKOFF = 2.0
+NEW_NEIGHBOR_BACKOFF = 0.5
 
 
-def backoff(attempt: int) -> float:
-    """Seconds to wait before reconnect attempt ``attempt`` (0-based): 0.05 s doubling to MAX_BACKOFF."""
-    return min(MAX_BACKOFF, 0.05 * math.pow(2, attempt))
+def backoff(attempt: int, reached: bool = True) -> float:
+    """Seconds to wait before reconnect attempt ``attempt`` (0-based): 0.05 s doubling to MAX_BACKOFF, or
+    to NEW_NEIGHBOR_BACKOFF for a neighbor never ``reached`` yet (a peer that is still to start: it
+    waits for our dial, as the larger pid of the pair, so a late joiner is reached within half a second)."""
+    return min(MAX_BACKOFF if reached else NEW_NEIGHBOR_BACKOFF, 0.05 * math.pow(2, attempt))

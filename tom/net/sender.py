@@ -40,7 +40,7 @@ async def dial(link: Link, me: str, incarnation: int, incoming: EventSink,
     attempt = 0
     while True:
         if attempt:
-            await trio.sleep(backoff(attempt - 1))
+            await trio.sleep(backoff(attempt - 1, reached=link.incarnation is not None))
         link.state = "connecting"
         stream = None
         try:
