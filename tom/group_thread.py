@@ -25,6 +25,7 @@ Invariants (besides `tom.library`'s):
 from __future__ import annotations
 
 import asyncio
+import math
 import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -33,6 +34,7 @@ from typing import Any
 
 import trio
 
+from .errors import UsageError
 from .library import Group, GroupEvent, Sent, open_group
 
 __all__ = ["AsyncioGroup", "GroupThread"]
@@ -51,6 +53,7 @@ class GroupThread:
         self._on_end = on_end
         self._on_direct = on_direct
         self._nursery: trio.Nursery | None = None
+        self._posted: trio.MemorySendChannel[tuple[str | bytes, Callable[[BaseException], None]]] | None = None
         self._queue: queue.Queue[object] = queue.Queue()
         self._started = threading.Event()
         self._error: BaseException | None = None
@@ -75,6 +78,8 @@ class GroupThread:
                     self._nursery = nursery
                     self._started.set()
                     nursery.start_soon(self._pump, group, nursery.cancel_scope)
+                    self._posted, posted = trio.open_memory_channel(math.inf)  # (bounded by the callers: below)
+                    nursery.start_soon(self._send_posted, group, posted)
                     await self._stop.wait()
                     nursery.cancel_scope.cancel()
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
@@ -117,9 +122,26 @@ class GroupThread:
         try:
             return trio.from_thread.run(self._group.send, payload, trio_token=self._token)
         except trio.RunFinishedError:
-            from .errors import UsageError
-
             raise UsageError("this member has left the group: nothing more can be sent") from None
+
+    def post(self, payload: str | bytes, on_error: Callable[[BaseException], None]) -> None:
+        """Multicast ``payload`` without waiting for it to leave: posts from one thread go in their order;
+        ``on_error`` hears, on the member's thread, why one was refused. For callers that wait anyway
+        (a replicated call waits for its result), so that what is posted stays bounded by them."""
+        if self._posted is None or self._token is None:
+            raise RuntimeError("the member is not running")
+        try:
+            self._token.run_sync_soon(self._posted.send_nowait, (payload, on_error))  # (FIFO)
+        except trio.RunFinishedError:
+            raise UsageError("this member has left the group: nothing more can be sent") from None
+
+    async def _send_posted(self, group: Group, posted: trio.MemoryReceiveChannel[
+            tuple[str | bytes, Callable[[BaseException], None]]]) -> None:
+        async for payload, on_error in posted:
+            try:
+                await group.send(payload)
+            except (UsageError, TypeError) as e:
+                on_error(e)
 
     def send_direct(self, member: str, text: str) -> None:
         """Send ``text`` to ``member`` alone (as `tom.Group.send_direct`); blocks until it is queued."""

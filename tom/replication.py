@@ -213,8 +213,13 @@ class Replicated:
         call_id = f"{self._me}#{next(self._ids)}"
         text = CALL_PREFIX + self._codec.text([call_id, name, list(args), kwargs])
         waiter = self._waiting[call_id] = _Waiter()
+
+        def refused(error: BaseException) -> None:
+            waiter.error = error
+            waiter.done.set()
+
         try:
-            self._member.send(text)
+            self._member.post(text, refused)  # (one call in flight per calling thread: it waits below)
             if not waiter.done.wait(self.call_timeout):
                 raise TimeoutError(f"{name}: not applied here within {self.call_timeout} s (it may still be)")
         finally:
