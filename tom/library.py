@@ -15,9 +15,10 @@ has the terminal or stdin.
 
 Invariants:
 
-* every member yields the same events in the same order (the group's order: ``order``), each once:
-  the messages (`Delivered`) and the membership changes (`ViewChanged`) ordered with them. The first
-  event is the view this member was admitted in;
+* every member yields the group's events in the group's order (``order``: lamport and sequencer, the
+  same total order everywhere; causal, every message after those it follows), each once: the messages
+  (`Delivered`) and the membership changes (`ViewChanged`) ordered with them. The first event is the
+  view this member was admitted in;
 * ``send`` returns once the message left this member (`Sent`: its clock), or ``None`` while it is held
   for the next view (it then goes out there, before anything sent later); a message refused here
   (too long, or this member has left) raises `tom.errors.UsageError`. Its delivery, here too, comes
