@@ -207,16 +207,21 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
     previous = spark.conf.get(conf, None)
     spark.conf.set(conf, "65536")
     peeked = peek_order(resolved.files)
-    try:
-        settled = peeked in (None, "lamport") and _verify_fast(spark, resolved.files, first, result, lap)
+    try:  # the one-pass proof of the order the first lines name (Lamport's if they do not agree)
+        settled = peeked != schema.HANDOUT and _verify_fast(spark, resolved.files, first, result, lap,
+                                                            order=peeked or "lamport")
     finally:
         spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
-    if peeked not in (None, "lamport"):
+    if peeked == schema.HANDOUT:
         result["order"] = peeked  # the exact path decides it again from every record
-    if not settled:
+    if settled:
+        result["proof"] = "one pass"
+    else:
         order = result.get("order", "lamport")
-        result["fast_path"] = ("not conclusive: exact checks run" if order == "lamport" else
-                               f"{order} order: exact checks run (the one-pass proof is Lamport's)")
+        result["fast_path"] = ("not conclusive: exact checks run" if order != schema.HANDOUT else
+                               f"{order} order: exact checks run (the one-pass proof reads JSON Lines "
+                               "of TOM's orders)")
+        result["proof"] = "exact checks"
         _verify_exact(spark, resolved.files, first, result, lap)
     return result
 
@@ -399,7 +404,8 @@ def input_bytes(files: list[str]) -> int | None:
     return total
 
 
-def _summary_on_driver(spark, narrow, files: list[str], first: int) -> list[dict] | None:
+def _summary_on_driver(spark, narrow, files: list[str], first: int,
+                       order: str = "lamport") -> list[dict] | None:
     """The run summary of a small input (:data:`SMALL_INPUT_BYTES`), computed by
     :func:`analysis.fold.run_summary` from its collected narrow rows in one Spark job; None if the
     input is not small, holds more than :data:`SMALL_INPUT_ROWS` rows or a row the fold cannot bin."""
@@ -425,25 +431,28 @@ def _summary_on_driver(spark, narrow, files: list[str], first: int) -> list[dict
     while got:  # each Row freed as its dict is made: the driver never holds both lists whole
         rows.append(got.pop().asDict(recursive=True))
     try:
-        return fold.run_summary(rows, bad_kept=first)
+        return fold.run_summary(rows, bad_kept=first, order=order)
     except fold.UnfoldableInput:
         return None
 
 
-def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool:
-    """The one-pass proof of a healthy run (docs/verifier.md): fill ``result`` and return True if it
-    settles the outcome, False if the exact checks must run. One scan of the input (a small input:
-    its summary is computed on the driver; else the order is checked in the scan, or by one shuffle
-    of narrow rows, :func:`_summary_in_spark`); everything else collected is bounded by splits,
+def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: str = "lamport") -> bool:
+    """The one-pass proof that a run of ``order`` is healthy (docs/verifier.md): fill ``result`` and
+    return True if it settles the outcome, False if the exact checks must run (also when the run
+    turns out to use another order). One scan of the input (a small input: its summary is computed
+    on the driver; else the order is checked in the scan, or by one shuffle of narrow rows for the
+    Lamport order, :func:`_summary_in_spark`); everything else collected is bounded by splits,
     peers, views, latency bins."""
     from analysis import checks, fold, membership, run_order, schema
 
     narrow = schema.narrow_records(schema.read_records(spark, files))
     rename = _given_name(files)
     summary = None
-    rows = _summary_on_driver(spark, narrow, files, first)
+    rows = _summary_on_driver(spark, narrow, files, first, order)
     if rows is None:
-        summary, rows = _summary_in_spark(spark, narrow, files, first, result)
+        summary, rows = _summary_in_spark(spark, narrow, files, first, result, order)
+        if rows is None:
+            return False
     try:
         facts = (fold.SummaryFold([dict(r, file=rename(r["file"])) for r in rows])
                  if len(rows) <= FOLD_ROWS or summary is None else _SparkSummaryFacts(summary, rename))
@@ -472,7 +481,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
             result["problems"] = [chosen.problem]
             return True
         result["order"] = chosen.order
-        if chosen.order != checks.LAMPORT:  # the one-pass proof is the Lamport order's
+        if chosen.order != order:  # the marks are those of another order
             return False
         lap("lines_s")
         if any(p["disorder"] or p["index_faults"] for p in peer_rows):
@@ -485,7 +494,9 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
             messages, mismatched, partial = _fold_messages_and_faults(facts, peers)
         else:
             messages, mismatched, partial = facts.messages_and_faults(peers)
-        if mismatched or not _crashed_hold_prefixes(spark, facts, partial):
+        if mismatched or (partial and order != checks.LAMPORT):  # a prefix is Lamport's
+            return False
+        if not _crashed_hold_prefixes(spark, facts, partial):
             return False
         lap("fingerprints_s")
 
@@ -500,18 +511,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
         result["diagram"] = fold.diagram(early, DIAGRAM_MESSAGES)
         lap("latency_picture_s")
 
-        implied = "implied: every peer's keys strictly increase and every view's recipients " \
-                  "hold the same messages (fingerprints)"
-        found = {name: {"count": 0, "first": [], "note": implied} for name in
-                 ("order", "duplicates", "fifo_reorders", "fifo_gaps", "agreement",
-                  "conflicting_copies", "view_conflicts")}
-        found["order"]["note"] = "checked in one pass (index 1..n, keys strictly increasing)"
-        found["agreement"]["note"] = "checked by per-view fingerprints of the expected recipients " \
-                                    "(crashed members: a prefix of their last view)"
-        found["divergence"] = {"count": 0, "first": [], "note": implied,
-                               "pairs": len(peers) * (len(peers) - 1) // 2, "compared": 0,
-                               "ranked_exactly": 0}
-        found.update(_not_in_order(checks.LAMPORT))
+        found = _proven_checks(order, len(peers))
         result["counts"] = {"records": n_records, "peers": len(peers),
                             "events": messages + len(view_rows), "messages": messages,
                             "views": len(view_rows)}
@@ -527,9 +527,42 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool
             summary.unpersist()
 
 
-def _summary_in_spark(spark, narrow, files: list[str], first: int, result: dict):
+def _proven_checks(order: str, n_peers: int) -> dict[str, dict]:
+    """The checks of a run of ``order`` the one-pass proof settled, each at 0 with how."""
+    from analysis import checks
+
+    implied = "implied: every peer's keys strictly increase and every view's recipients " \
+              "hold the same messages (fingerprints)"
+    in_one_pass = {checks.LAMPORT: "index 1..n, keys strictly increasing",
+                   checks.SEQUENCER: "index 1..n, (view, seq) strictly increasing, each origin's "
+                                     "clocks increasing",
+                   checks.CAUSAL: "index 1..n, views in order, each origin's clocks increasing"}
+    found = {name: {"count": 0, "first": [], "note": implied} for name in
+             ("order", "duplicates", "fifo_reorders", "fifo_gaps", "agreement",
+              "conflicting_copies", "view_conflicts")}
+    found["order"]["note"] = f"checked in one pass ({in_one_pass[order]})"
+    found["agreement"]["note"] = "checked by per-view fingerprints of the expected recipients " + (
+        "(crashed members: a prefix of their last view)" if order == checks.LAMPORT else
+        "(crashed members: all of their last view)")
+    found["divergence"] = {"count": 0, "first": [], "note": implied,
+                           "pairs": n_peers * (n_peers - 1) // 2, "compared": 0, "ranked_exactly": 0}
+    found.update(_not_in_order(order))
+    if order in (checks.SEQUENCER, checks.CAUSAL):
+        found["numbering"] = {"count": 0, "first": [], "note": implied}
+    if order == checks.CAUSAL:
+        found["causal"] = {"count": 0, "first": [], "note": "checked in one pass (per view, each "
+                           "message after its vc's counts of every member's messages)"}
+        found["fifo_reorders"]["note"] = ("causal: an origin's messages out of order are caught by "
+                                          "the causal check (its own vc count)")
+        found["divergence"]["note"] = "causal: no total order to compare; see the causal check"
+    return found
+
+
+def _summary_in_spark(spark, narrow, files: list[str], first: int, result: dict,
+                      order: str = "lamport"):
     """``(summary, its rows)``: the fast path's summary computed in Spark, persisted, and its first
-    :data:`FOLD_ROWS` + 1 rows collected (one job).
+    :data:`FOLD_ROWS` + 1 rows collected (one job); ``(None, None)`` if ``order``'s marks cannot be
+    computed here (the sequencer and causal orders are checked in the scan only).
 
     The order check runs in the scan (no shuffle, :func:`analysis.checks.order_marks_in_scan`) when
     the JVM function is registered, every file is local (its size known) and there are at least as
@@ -555,13 +588,16 @@ def _summary_in_spark(spark, narrow, files: list[str], first: int, result: dict)
         why = f"{len(files)} files for {cores} cores: the order check uses the window (it splits files)"
     if why is None:
         with order_mark.whole_files(spark, max(sizes)):
-            summary, rows = summarise(checks.order_marks_in_scan)
+            summary, rows = summarise(lambda df: checks.order_marks_in_scan(df, order))
         facts = fold.SummaryFold(rows) if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary)
         if all(len(held) == 1 for held in facts.files_of_peers().values()):
             result["order_check"] = "in the scan (no shuffle)"
             return summary, rows
         summary.unpersist()
         why = "a peer's records in several files: the order check ran again as a window"
+    if order != checks.LAMPORT:
+        result["order_check"] = f"none ({why}; the {order} order's one-pass proof needs the scan)"
+        return None, None
     result["order_check"] = f"window ({why})"
     return summarise(checks.order_marks)
 
