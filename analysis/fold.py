@@ -211,6 +211,18 @@ class SummaryFold:
                 out[r["peer"]].append(r["file"])
         return out
 
+    def messages_and_faults(self, peers: list[str]) -> tuple[int, bool, list[dict]]:
+        """``(messages, mismatched, crash prefixes to check)``: the run's distinct messages (per
+        view, the most any peer holds) if no view's fingerprints mismatch
+        (:func:`fingerprint_mismatches`), with :func:`crash_prefixes`; else ``(0, True, [])``."""
+        fingerprints, views = self.view_fingerprints(), self.view_members()
+        if fingerprint_mismatches(fingerprints, views, peers):
+            return 0, True, []
+        best: dict = {}
+        for f in fingerprints:
+            best[f["view"]] = max(best.get(f["view"], 0), f["messages"])
+        return sum(best.values()), False, crash_prefixes(fingerprints, views, peers)
+
 
 def _fingerprint_roles(fingerprints: list[dict], views: list[dict], peers: list[str]) -> list[dict]:
     """As :func:`checks._fingerprint_roles` (``required``, ``holders``, ``variants``,

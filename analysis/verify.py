@@ -290,7 +290,8 @@ FOLD_ROWS = 50_000
 
 class _SparkSummaryFacts:
     """The facts of a persisted run summary, each computed by a Spark job (the twin of
-    :class:`analysis.fold.SummaryFold`, for summaries too large to collect)."""
+    :class:`analysis.fold.SummaryFold`, for summaries too large to collect: the same methods, so
+    the fast path reads either without asking which)."""
 
     def __init__(self, summary, rename=lambda file: file) -> None:
         self.summary = summary
@@ -362,17 +363,6 @@ def _given_name(files: list[str]):
     from urllib.parse import unquote
     given = {unquote(f): f for f in files}
     return lambda name: given.get(unquote(name), name) if name is not None else None
-
-
-def _fold_messages_and_faults(facts, peers: list[str]) -> tuple[int, bool, list[dict]]:
-    from analysis import fold
-    fingerprints, views = facts.view_fingerprints(), facts.view_members()
-    if fold.fingerprint_mismatches(fingerprints, views, peers):
-        return 0, True, []
-    best: dict = {}
-    for f in fingerprints:
-        best[f["view"]] = max(best.get(f["view"], 0), f["messages"])
-    return sum(best.values()), False, fold.crash_prefixes(fingerprints, views, peers)
 
 
 SMALL_INPUT_BYTES = 16 << 20
@@ -490,10 +480,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: 
         view_rows = facts.view_members()[:MAX_PEERS]
         if any(v["variants"] > 1 for v in view_rows):
             return False
-        if isinstance(facts, fold.SummaryFold):
-            messages, mismatched, partial = _fold_messages_and_faults(facts, peers)
-        else:
-            messages, mismatched, partial = facts.messages_and_faults(peers)
+        messages, mismatched, partial = facts.messages_and_faults(peers)
         if mismatched or (partial and order != checks.LAMPORT):  # a prefix is Lamport's
             return False
         if not _crashed_hold_prefixes(spark, facts, partial):
