@@ -690,174 +690,46 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
     """Every check computed exactly (event table, order, pairwise divergences): fills ``result``.
 
     Run when the fast path could not prove the run healthy (or for handout text outputs
-    ``texts``, which only this path reads); reads the input again as text.
+    ``texts``, which only this path reads); reads the input again as text. The stages: parse
+    (cached), the lines' report, the run's order and peers, the event table (cached), the checks
+    on it, the order checks per peer, the pairwise order, the latency and picture.
     """
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
-    from analysis import checks, membership, run_order, schema
+    from analysis import checks, membership, schema
 
     texts = list(texts)
     parsed = _parsed_inputs(spark, files, texts).persist(StorageLevel.MEMORY_AND_DISK)
     messages = None
     try:
         rename = _given_name(files + texts)
-        blocks = [dict(r.asDict(), file=rename(r.file))
-                  for r in schema.block_stats(parsed).collect()]  # one row per split
-        summaries, offsets = schema.file_summaries(blocks, files + texts)
-        bad = []
-        for r in schema.bad_lines(parsed).orderBy("file", "row").limit(first).collect():
-            bad.append({"file": schema.display_path(rename(r.file)),
-                        "line": schema.line_number(offsets, rename(r.file), r.block_start, r.row),
-                        "problem": r.problem, "excerpt": r.excerpt})
-        _put_files(result, summaries, bad)
+        offsets, n_records = _exact_lines(parsed, files + texts, first, rename, result)
         lap("parse_s")
-        n_records = sum(s.records for s in summaries)
         if n_records == 0:
             result["problems"] = ["no readable record in the input"]
             return
-
         records = schema.good_records(parsed)
-        claims = {rename(r.file): r.claims for r in run_order.claims_by_file(records).collect()}
-        chosen = run_order.decide(claims)
-        if chosen.problem:
-            result["problems"] = [chosen.problem]
-            result.pop("order", None)  # the first lines' hint, if any, was wrong
+        run = _exact_run(records, rename, result)
+        if run is None:
             return
-        order = result["order"] = chosen.order
-        lat = checks.latencies(records)
-        stats = checks.latency_summary(lat).collect()  # peers + 1 rows
-        per_peer = sorted((r.asDict() for r in stats if r.peer is not None), key=lambda r: r["peer"])
-        if len(per_peer) > MAX_PEERS:
-            result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
-            return
-        peers = [r["peer"] for r in per_peer]
-        overall = next((r.asDict() for r in stats if r.peer is None), {})
+        order, peers, per_peer, overall, lat = run
         lap("peer_stats_s")
 
         views = checks.view_members(records)
-        compared = records
-        unsettled: list[dict] = []
-        if order == checks.SEQUENCER:  # members whose last view's numbers died with its sequencer
-            unsettled = [r.asDict() for r in checks.unsettled_views(views).limit(MAX_PEERS).collect()]
-            if unsettled:
-                mark = F.broadcast(checks.unsettled_views(views).withColumn("_unsettled", F.lit(True)))
-                compared = (records.join(mark, ["view", "peer"], "left")
-                            .filter(~(F.coalesce("_unsettled", F.lit(False))
-                                      & (F.col("kind") == "message")))
-                            .drop("_unsettled"))
+        compared, unsettled = _compared_records(records, views, order)
         messages = checks.event_table(compared).persist(StorageLevel.MEMORY_AND_DISK)
-        totals = messages.agg(
-            F.count(F.lit(1)).alias("events"),
-            F.count_if(F.col("kind") == "message").alias("messages"),
-            F.count_if(F.col("kind") == "view").alias("views"),
-        ).first().asDict()
+        totals = _event_totals(messages)
         lap("event_table_s")
 
         found: dict[str, dict] = {}
-
-        def record(name: str, count: int, rows: list[dict], **extra) -> None:
-            found[name] = {"count": count, "first": rows, **extra}
-
-        record("duplicates", *_count_and_first(checks.duplicates(messages),
-                                               ["peer", "index"], first))
-        record("conflicting_copies", *_count_and_first(checks.conflicting_copies(messages),
-                                                       list(checks.ORDER_KEY[:1]) + ["pid"], first))
         view_rows = [r.asDict(recursive=True) for r in views.orderBy("view").limit(MAX_PEERS).collect()]
-        view_conflicts = [v for v in view_rows if v["variants"] > 1]
-        record("view_conflicts", len(view_conflicts), view_conflicts[:first])
-        agree = checks.agreement(checks.expected_recipients(messages, views, peers, order)) \
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            n_agree = agree.count()
-            missing_total = agree.agg(F.sum(F.size("missing"))).first()[0] or 0 if n_agree else 0
-            record("agreement", n_agree,
-                   _rows(agree.orderBy("clock", "pid"), first) if n_agree else [],
-                   missing_deliveries=missing_total,
-                   **({"note": "not compared (their view's sequencer failed too, so its numbers "
-                               "were settled without them): " + ", ".join(
-                                   f"{u['peer']} in view {u['view']}" for u in unsettled[:10])}
-                      if unsettled else {}))
-            lap("agreement_s")
-            if missing_total:
-                gaps = checks.fifo_gaps(records, checks.missing_deliveries(agree))
-                record("fifo_gaps", *_count_and_first(gaps, ["peer", "origin", "after_clock"], first))
-            else:
-                record("fifo_gaps", 0, [], note="nothing missing, so no gap")
-            if order == checks.HANDOUT:
-                found["agreement"]["note"] = ("a file cut short owes nothing after its last message "
-                                              "(listed as incomplete)")
-        finally:
-            agree.unpersist()
-        if order == checks.HANDOUT:  # per file, where it stops being a prefix of the common order
-            departed = [r.asDict() for r in checks.departures(records, messages)
-                        .orderBy("index", "peer").limit(MAX_PEERS).collect()]
-            record("common_order", len(departed),
-                   [_departure(r, rename, offsets) for r in departed[:first]],
-                   note="every message sorted by (clock, from as written); each file must be a "
-                        "prefix of it")
-            result.update(_handout_facts(records, messages, {r["peer"] for r in departed},
-                                         totals["messages"], rename))
+        _exact_event_checks(spark, records, messages, views, view_rows, peers, order, unsettled,
+                            files, first, found, lap)
+        if order == checks.HANDOUT:
+            _common_order(records, messages, totals, rename, offsets, first, found, result)
             lap("common_order_s")
-
-        found.update(_not_in_order(order))
-        if order in (checks.SEQUENCER, checks.CAUSAL):
-            record("numbering", *_count_and_first(checks.number_conflicts(messages, order),
-                                                  ["view", "origin", "number"], first))
-        if order == checks.CAUSAL:
-            _causal_check(spark, records, files, first, found)
-            lap("causal_s")
-
-        ordered = checks.order_violations(records, order).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            n_order = ordered.count()
-            record("order", n_order, _rows(ordered.orderBy("peer", "index"), first) if n_order else [])
-            disordered = [r.peer for r in ordered.filter(F.col("problem").contains("not after"))
-                          .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
-            index_dirty = [r.peer for r in ordered.filter(F.col("problem").contains("index"))
-                           .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
-        finally:
-            ordered.unpersist()
-        lap("order_s")
-        if order == checks.CAUSAL:
-            record("fifo_reorders", 0, [], note="causal: an origin's messages out of order are "
-                                                "caught by the causal check (its own vc count)")
-        elif disordered:  # FIFO holds at every peer whose total order holds: check only the others
-            reorders = checks.fifo_reorders(records.filter(F.col("peer").isin(disordered)))
-            record("fifo_reorders", *_count_and_first(reorders, ["peer", "index"], first))
-        else:
-            record("fifo_reorders", 0, [], note="implied by the order check")
-        lap("fifo_s")
-
-        # Two peers whose records are both strictly increasing by the order's key list their common
-        # events in the same order, so only pairs with a disordered peer can diverge -- as long as
-        # the key is the same in every copy, which for a sequencer's seq is a check of its own.
-        seq_conflicts = order == checks.SEQUENCER and found["conflicting_copies"]["count"] > 0
-        suspect = [] if order == checks.CAUSAL else [
-            (a, b) for i, a in enumerate(peers) for b in peers[i + 1:]
-            if a in disordered or b in disordered or seq_conflicts]
-        divergences: list[dict] = []
-        exact: list[tuple[str, str]] = []
-        if suspect:
-            diffs = [r.asDict() for r in checks.set_differences(messages, peers).collect()]  # <= P^2
-            dirty = set(index_dirty)
-            if found["duplicates"]["count"]:
-                dirty |= {r.peer for r in checks.duplicates(messages).select("peer").distinct()
-                          .limit(MAX_PEERS).collect()}
-            unequal = {tuple(sorted((d["peer_a"], d["peer_b"]))) for d in diffs}
-            exact = [(a, b) for a, b in suspect if a in dirty or b in dirty or (a, b) in unequal]
-            fast_skip = [p for p in ((a, b) for i, a in enumerate(peers) for b in peers[i + 1:])
-                         if p not in suspect or p in exact]
-            found_rows = checks.divergences_by_index(messages, fast_skip).collect()
-            if exact:
-                found_rows += checks.divergences_by_rank(messages, exact).collect()
-            divergences = sorted((r.asDict(recursive=True) for r in found_rows),
-                                 key=lambda d: (d["position"], d["peer_a"], d["peer_b"]))
-        record("divergence", len(divergences), divergences[:max(first, 10)],
-               pairs=len(peers) * (len(peers) - 1) // 2, compared=len(suspect),
-               ranked_exactly=len(exact),
-               **({"note": "causal: no total order to compare; see the causal check"}
-                  if order == checks.CAUSAL else {}))
+        disordered, index_dirty = _exact_order_checks(records, order, first, found, lap)
+        _divergence_check(messages, peers, order, disordered, index_dirty, first, found)
         lap("divergence_s")
 
         low, high = _histogram_range(overall)
@@ -880,12 +752,216 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
         violated = any(c["count"] for c in found.values())
         result["verdict"] = "VIOLATED" if violated else "VERIFIED"
         result["exit_code"] = EXIT_VIOLATED if violated else EXIT_VERIFIED
-        return
     finally:
         if messages is not None:
             messages.unpersist()
         parsed.unpersist()
 
+
+def _exact_lines(parsed, files: list[str], first: int, rename, result: dict) -> tuple[dict, int]:
+    """The lines' part of the report (per-file counts, the first bad lines) into ``result``;
+    ``(line offsets per split, number of good records)``. One row per split and ``first`` bad rows
+    are collected."""
+    from analysis import schema
+
+    blocks = [dict(r.asDict(), file=rename(r.file)) for r in schema.block_stats(parsed).collect()]
+    summaries, offsets = schema.file_summaries(blocks, files)
+    bad = [{"file": schema.display_path(rename(r.file)),
+            "line": schema.line_number(offsets, rename(r.file), r.block_start, r.row),
+            "problem": r.problem, "excerpt": r.excerpt}
+           for r in schema.bad_lines(parsed).orderBy("file", "row").limit(first).collect()]
+    _put_files(result, summaries, bad)
+    return offsets, sum(s.records for s in summaries)
+
+
+def _exact_run(records, rename, result: dict):
+    """The run's order (from every record's claim) and peers with their latency figures:
+    ``(order, peers, per_peer, overall, latencies frame)``; None (with ``result["problems"]``) if
+    the files disagree about the order or there are more than :data:`MAX_PEERS` peers."""
+    from analysis import checks, run_order
+
+    claims = {rename(r.file): r.claims for r in run_order.claims_by_file(records).collect()}
+    chosen = run_order.decide(claims)
+    if chosen.problem:
+        result["problems"] = [chosen.problem]
+        result.pop("order", None)  # the first lines' hint, if any, was wrong
+        return None
+    order = result["order"] = chosen.order
+    lat = checks.latencies(records)
+    stats = checks.latency_summary(lat).collect()  # peers + 1 rows
+    per_peer = sorted((r.asDict() for r in stats if r.peer is not None), key=lambda r: r["peer"])
+    if len(per_peer) > MAX_PEERS:
+        result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
+        return None
+    overall = next((r.asDict() for r in stats if r.peer is None), {})
+    return order, [r["peer"] for r in per_peer], per_peer, overall, lat
+
+
+def _compared_records(records, views, order: str):
+    """``(records the event table is built from, unsettled (view, peer) rows)``: in a sequencer run,
+    a failed member's messages of a view whose sequencer failed too are left out
+    (:func:`analysis.checks.unsettled_views`); everything otherwise."""
+    from pyspark.sql import functions as F
+
+    from analysis import checks
+
+    if order != checks.SEQUENCER:
+        return records, []
+    unsettled = [r.asDict() for r in checks.unsettled_views(views).limit(MAX_PEERS).collect()]
+    if not unsettled:
+        return records, []
+    mark = F.broadcast(checks.unsettled_views(views).withColumn("_unsettled", F.lit(True)))
+    compared = (records.join(mark, ["view", "peer"], "left")
+                .filter(~(F.coalesce("_unsettled", F.lit(False)) & (F.col("kind") == "message")))
+                .drop("_unsettled"))
+    return compared, unsettled
+
+
+def _event_totals(messages) -> dict:
+    """``events, messages, views`` of the event table (one job)."""
+    from pyspark.sql import functions as F
+
+    return messages.agg(
+        F.count(F.lit(1)).alias("events"),
+        F.count_if(F.col("kind") == "message").alias("messages"),
+        F.count_if(F.col("kind") == "view").alias("views"),
+    ).first().asDict()
+
+
+def _exact_event_checks(spark, records, messages, views, view_rows: list[dict], peers: list[str],
+                        order: str, unsettled: list[dict], files: list[str], first: int,
+                        found: dict, lap) -> None:
+    """The checks on the event table into ``found``: duplicates, conflicting copies, view
+    conflicts, agreement and FIFO gaps, numbering and the causal check (the orders that use them)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from analysis import checks
+
+    found["duplicates"] = _check(*_count_and_first(checks.duplicates(messages), ["peer", "index"], first))
+    found["conflicting_copies"] = _check(*_count_and_first(
+        checks.conflicting_copies(messages), list(checks.ORDER_KEY[:1]) + ["pid"], first))
+    view_conflicts = [v for v in view_rows if v["variants"] > 1]
+    found["view_conflicts"] = _check(len(view_conflicts), view_conflicts[:first])
+    agree = checks.agreement(checks.expected_recipients(messages, views, peers, order)) \
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        n_agree = agree.count()
+        missing_total = agree.agg(F.sum(F.size("missing"))).first()[0] or 0 if n_agree else 0
+        found["agreement"] = _check(
+            n_agree, _rows(agree.orderBy("clock", "pid"), first) if n_agree else [],
+            missing_deliveries=missing_total,
+            **({"note": "not compared (their view's sequencer failed too, so its numbers "
+                        "were settled without them): " + ", ".join(
+                            f"{u['peer']} in view {u['view']}" for u in unsettled[:10])}
+               if unsettled else {}))
+        lap("agreement_s")
+        if missing_total:
+            gaps = checks.fifo_gaps(records, checks.missing_deliveries(agree))
+            found["fifo_gaps"] = _check(*_count_and_first(gaps, ["peer", "origin", "after_clock"], first))
+        else:
+            found["fifo_gaps"] = _check(0, [], note="nothing missing, so no gap")
+        if order == checks.HANDOUT:
+            found["agreement"]["note"] = ("a file cut short owes nothing after its last message "
+                                          "(listed as incomplete)")
+    finally:
+        agree.unpersist()
+    found.update(_not_in_order(order))
+    if order in (checks.SEQUENCER, checks.CAUSAL):
+        found["numbering"] = _check(*_count_and_first(checks.number_conflicts(messages, order),
+                                                      ["view", "origin", "number"], first))
+    if order == checks.CAUSAL:
+        _causal_check(spark, records, files, first, found)
+        lap("causal_s")
+
+
+def _check(count: int, first: list[dict], **extra) -> dict:
+    """A check's entry in the report: its count, its first rows and anything it adds."""
+    return {"count": count, "first": first, **extra}
+
+
+def _common_order(records, messages, totals: dict, rename, offsets, first: int, found: dict,
+                  result: dict) -> None:
+    """A handout run's common order check (each file a prefix of every message sorted by
+    ``(clock, from)``) into ``found``, and its peers' files and incomplete files into ``result``."""
+    from analysis import checks
+
+    departed = [r.asDict() for r in checks.departures(records, messages)
+                .orderBy("index", "peer").limit(MAX_PEERS).collect()]
+    found["common_order"] = _check(
+        len(departed), [_departure(r, rename, offsets) for r in departed[:first]],
+        note="every message sorted by (clock, from as written); each file must be a prefix of it")
+    result.update(_handout_facts(records, messages, {r["peer"] for r in departed},
+                                 totals["messages"], rename))
+
+
+def _exact_order_checks(records, order: str, first: int, found: dict, lap) -> tuple[list, list]:
+    """The order per peer and FIFO order into ``found``; ``(disordered peers, peers with an index
+    fault)``. FIFO order holds at every peer whose total order holds, so only the others are
+    checked for it."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from analysis import checks
+
+    ordered = checks.order_violations(records, order).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        n_order = ordered.count()
+        found["order"] = _check(n_order, _rows(ordered.orderBy("peer", "index"), first) if n_order else [])
+        disordered = [r.peer for r in ordered.filter(F.col("problem").contains("not after"))
+                      .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
+        index_dirty = [r.peer for r in ordered.filter(F.col("problem").contains("index"))
+                       .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
+    finally:
+        ordered.unpersist()
+    lap("order_s")
+    if order == checks.CAUSAL:
+        found["fifo_reorders"] = _check(0, [], note="causal: an origin's messages out of order are "
+                                                    "caught by the causal check (its own vc count)")
+    elif disordered:
+        reorders = checks.fifo_reorders(records.filter(F.col("peer").isin(disordered)))
+        found["fifo_reorders"] = _check(*_count_and_first(reorders, ["peer", "index"], first))
+    else:
+        found["fifo_reorders"] = _check(0, [], note="implied by the order check")
+    lap("fifo_s")
+    return disordered, index_dirty
+
+
+def _divergence_check(messages, peers: list[str], order: str, disordered: list[str],
+                      index_dirty: list[str], first: int, found: dict) -> None:
+    """Each pair of peers' first divergence into ``found["divergence"]``.
+
+    Two peers whose records both strictly increase by the order's key list their common events in
+    the same order, so only pairs with a disordered peer can diverge -- as long as the key is the
+    same in every copy, which for a sequencer's seq is a check of its own. Pairs with a dirty peer
+    (index faults, duplicates) or unequal sets are ranked exactly; the others by index."""
+    from analysis import checks
+
+    seq_conflicts = order == checks.SEQUENCER and found["conflicting_copies"]["count"] > 0
+    all_pairs = [(a, b) for i, a in enumerate(peers) for b in peers[i + 1:]]
+    suspect = [] if order == checks.CAUSAL else [
+        (a, b) for a, b in all_pairs if a in disordered or b in disordered or seq_conflicts]
+    divergences: list[dict] = []
+    exact: list[tuple[str, str]] = []
+    if suspect:
+        diffs = [r.asDict() for r in checks.set_differences(messages, peers).collect()]  # <= P^2
+        dirty = set(index_dirty)
+        if found["duplicates"]["count"]:
+            dirty |= {r.peer for r in checks.duplicates(messages).select("peer").distinct()
+                      .limit(MAX_PEERS).collect()}
+        unequal = {tuple(sorted((d["peer_a"], d["peer_b"]))) for d in diffs}
+        exact = [(a, b) for a, b in suspect if a in dirty or b in dirty or (a, b) in unequal]
+        fast_skip = [p for p in all_pairs if p not in suspect or p in exact]
+        found_rows = checks.divergences_by_index(messages, fast_skip).collect()
+        if exact:
+            found_rows += checks.divergences_by_rank(messages, exact).collect()
+        divergences = sorted((r.asDict(recursive=True) for r in found_rows),
+                             key=lambda d: (d["position"], d["peer_a"], d["peer_b"]))
+    found["divergence"] = _check(
+        len(divergences), divergences[:max(first, 10)],
+        pairs=len(peers) * (len(peers) - 1) // 2, compared=len(suspect), ranked_exactly=len(exact),
+        **({"note": "causal: no total order to compare; see the causal check"}
+           if order == checks.CAUSAL else {}))
 
 if __name__ == "__main__":
     sys.exit(main())
