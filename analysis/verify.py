@@ -1,18 +1,21 @@
 """Verify TOM peers' output files with Spark: ``spark-submit analysis/verify.py PATH... [options]``.
 
-Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). Two paths
-(docs/verifier.md):
+Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). The module reads
+as the pipeline (docs/verifier.md), section by section:
 
-* the fast path (Lamport runs): one scan parses every line into narrow rows and one aggregate makes
-  the run summary (per file split, peer, view and latency bin: counts, order marks, message
-  fingerprints), from which a healthy run is proven on the driver; a small local input
-  (:data:`SMALL_INPUT_BYTES`) has its narrow rows collected and summarised in Python instead
-  (:func:`analysis.fold.run_summary`, the same rows), so it runs one Spark job and no shuffle;
-* the exact path (anything the fast path cannot settle, and the other orders): every line parsed
-  once into a cached frame, the event table built with one shuffle by event key (cached), the order
-  checks with one shuffle by peer. Handout runs (docs/output-format.md, "Handout output files")
-  always take it: the course tools' text outputs are parsed into the same rows as JSON Lines
-  (:func:`analysis.schema.parse_handout_lines`) and checked in the handout's order.
+* read: the inputs, and the order their first lines name (:func:`peek_order`, a hint);
+* narrow -> summary -> facts: one scan parses every line into narrow rows with that order's marks,
+  and one aggregate makes the run summary (per file split, peer, view and latency bin: counts,
+  order marks, message fingerprints); a small local input (:data:`SMALL_INPUT_BYTES`) has its
+  narrow rows collected and summarised in Python instead (:func:`analysis.fold.run_summary`, the
+  same rows), so it runs one Spark job and no shuffle; the facts are folded from the summary;
+* decision: the one-pass proof settles a healthy run (or unusable input) from the facts;
+* the exact checks, where it cannot decide: every line parsed once into a cached frame, the event
+  table built with one shuffle by event key (cached), the order checks with one shuffle by peer.
+  Handout runs (docs/output-format.md, "Handout output files") always take it: the course tools'
+  text outputs are parsed into the same rows as JSON Lines
+  (:func:`analysis.schema.parse_handout_lines`) and checked in the handout's order;
+* report parts: each check as ``count``, ``first`` rows and notes; ``proof`` says which settled it.
 
 Only bounded results reach the driver: counts, the first few violations of each check, per-pair and
 per-peer figures, a histogram and the first messages for the picture. Exit status: 0 verified,
@@ -150,21 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     return result["exit_code"]
 
 
-def _rows(df, n: int) -> list[dict]:
-    return [r.asDict(recursive=True) for r in df.limit(n).collect()]
-
-
-def _count_and_first(df, order: list[str], n: int) -> tuple[int, list[dict]]:
-    """Count a violation frame and take its first ``n`` rows by ``order``, computing it once."""
-    from pyspark import StorageLevel
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        count = df.count()
-        first = _rows(df.orderBy(*order), n) if count else []
-    finally:
-        df.unpersist()
-    return count, first
-
+# --------------------------------------------------------------------------- the pipeline
 
 def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
     """Run every check on ``paths``; return the JSON-ready report (see docs/verifier.md).
@@ -195,9 +184,10 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
         return result
     if resolved.skipped:
         result["skipped"] = resolved.skipped
-    if resolved.texts:  # the fast path reads JSON Lines only, and proves the Lamport order only
-        result["fast_path"] = ("handout text outputs: exact checks run (the one-pass proof is "
-                               "Lamport's, over JSON Lines)")
+    if resolved.texts:  # the one-pass proof reads JSON Lines of TOM's orders only
+        result["fast_path"] = ("handout text outputs: exact checks run (the one-pass proof reads "
+                               "JSON Lines of TOM's orders)")
+        result["proof"] = "exact checks"
         _verify_exact(spark, resolved.files, first, result, lap, texts=resolved.texts)
         return result
 
@@ -225,6 +215,8 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
         _verify_exact(spark, resolved.files, first, result, lap)
     return result
 
+
+# --------------------------------------------------------------------------- read
 
 PEEK_BYTES = 1 << 16
 
@@ -259,33 +251,143 @@ def peek_order(files: list[str]) -> str | None:
     return seen.pop() if len(seen) == 1 and None not in seen else None
 
 
-def _not_in_order(order: str) -> dict[str, dict]:
-    """The checks an order does not use, reported as 0 with the reason."""
-    from analysis.schema import HANDOUT
-
-    out = {}
-    if order == "lamport":
-        out["numbering"] = {"count": 0, "first": [], "note": "the Lamport order numbers nothing"}
-    if order == HANDOUT:
-        out["numbering"] = {"count": 0, "first": [], "note": "the handout's order numbers nothing"}
-    if order != "causal":
-        out["causal"] = {"count": 0, "first": [], "note": f"a {order} run: no vector timestamps"}
-    return out
+def _given_name(files: list[str]):
+    """Spark's name of an input file (``_metadata.file_path``: URI-encoded, ``a%20b``) -> the name
+    it was given as (``a b``), so that reports and second reads use the input's own name."""
+    from urllib.parse import unquote
+    given = {unquote(f): f for f in files}
+    return lambda name: given.get(unquote(name), name) if name is not None else None
 
 
-def _no_blank_lines(spark, files: list[str], blocks: list[dict]) -> bool:
-    """True if every split of ``files`` has as many text lines as JSON rows (the JSON reader skips
-    blank lines, which would shift line numbers). A text scan of those files, no parsing."""
+def input_bytes(files: list[str]) -> int | None:
+    """Total size of ``files`` if every one is a local file, else None."""
+    import os
+
     from analysis import schema
-    counted = schema.read_lines(spark, files).groupBy("file", "block_start").count().collect()
-    rows = {(b["file"], b["block_start"]): b["lines"] for b in blocks}
-    rename = _given_name(files)
-    return all(rows.get((rename(r.file), r.block_start)) == r["count"] for r in counted)
+    total = 0
+    for f in files:
+        if schema.is_remote_uri(f):
+            return None
+        try:
+            total += os.path.getsize(schema.local_path(f))
+        except OSError:
+            return None
+    return total
 
+
+# --------------------------------------------------------------------------- narrow -> summary -> facts
+
+SMALL_INPUT_BYTES = 16 << 20
+"""Local inputs of at most this many bytes in all are summarised on the driver: Spark reads and
+parses them, its narrow rows are collected and :func:`analysis.fold.run_summary` computes the run
+summary in Python. At this size the Spark summary's cost is the cold start of its window and
+aggregate (seconds whatever the size, docs/verifier.md), not its work; the driver holds about
+1 KB per row meanwhile (measured: at 16 MB, 76,000 rows, 4 s faster and 76 MB more; at 32 MB no
+faster). Remote or unsized inputs, and larger ones, are summarised in Spark."""
+
+SMALL_INPUT_ROWS = 250_000
+"""At most this many narrow rows are collected for the driver's summary; a small input with more
+(very short lines) is summarised in Spark."""
+
+
+def _summary_on_driver(spark, narrow, files: list[str], first: int,
+                       order: str = "lamport") -> list[dict] | None:
+    """The run summary of a small input (:data:`SMALL_INPUT_BYTES`), computed by
+    :func:`analysis.fold.run_summary` from its collected narrow rows in one Spark job; None if the
+    input is not small, holds more than :data:`SMALL_INPUT_ROWS` rows or a row the fold cannot bin."""
+    from analysis import fold, schema
+
+    size = input_bytes(files)
+    if size is None or size > SMALL_INPUT_BYTES:
+        return None
+    columns = [schema.pid_port(narrow["pid"]).alias("port") if c == "port" else c
+               for c in fold.SUMMARY_INPUT]
+    # A limit is collected by a take: by default one partition first, then more, one job each.
+    conf = "spark.sql.limit.initialNumPartitions"
+    previous = spark.conf.get(conf, None)
+    spark.conf.set(conf, str(1 << 20))
+    try:
+        got = narrow.select(*columns).limit(SMALL_INPUT_ROWS + 1).collect()  # the one scan job
+    finally:
+        spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
+    if len(got) > SMALL_INPUT_ROWS:
+        return None
+    got.reverse()
+    rows = []
+    while got:  # each Row freed as its dict is made: the driver never holds both lists whole
+        rows.append(got.pop().asDict(recursive=True))
+    try:
+        return fold.run_summary(rows, bad_kept=first, order=order)
+    except fold.UnfoldableInput:
+        return None
+
+
+def _summary_in_spark(spark, narrow, files: list[str], first: int, result: dict,
+                      order: str = "lamport"):
+    """``(summary, its rows)``: the fast path's summary computed in Spark, persisted, and its first
+    :data:`FOLD_ROWS` + 1 rows collected (one job); ``(None, None)`` if ``order``'s marks cannot be
+    computed here (the sequencer and causal orders are checked in the scan only).
+
+    The order check runs in the scan (no shuffle, :func:`analysis.checks.order_marks_in_scan`) when
+    the JVM function is registered, every file is local (its size known) and there are at least as
+    many files as cores (whole files per task keep every core busy); its result stands if each
+    peer's records are in one file, else the summary is computed again with the window.
+    ``result["order_check"]`` says which ran and why.
+    """
+    from pyspark import StorageLevel
+
+    from analysis import checks, fold, order_mark
+
+    def summarise(marks):
+        summary = checks.run_summary(narrow, bad_kept=first, marks=marks)
+        summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
+        return summary, [r.asDict(recursive=True) for r in summary.limit(FOLD_ROWS + 1).collect()]
+
+    sizes = [input_bytes([f]) for f in files]
+    cores = spark.sparkContext.defaultParallelism if getattr(spark, "_jvm", None) is not None else 0
+    why = order_mark.register(spark)
+    if why is None and None in sizes:
+        why = "a remote input (file sizes unknown): the order check uses the window"
+    if why is None and len(files) < cores:
+        why = f"{len(files)} files for {cores} cores: the order check uses the window (it splits files)"
+    if why is None:
+        with order_mark.whole_files(spark, max(sizes)):
+            summary, rows = summarise(lambda df: checks.order_marks_in_scan(df, order))
+        facts = fold.SummaryFold(rows) if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary)
+        if all(len(held) == 1 for held in facts.files_of_peers().values()):
+            result["order_check"] = "in the scan (no shuffle)"
+            return summary, rows
+        summary.unpersist()
+        why = "a peer's records in several files: the order check ran again as a window"
+    if order != checks.LAMPORT:
+        result["order_check"] = f"none ({why}; the {order} order's one-pass proof needs the scan)"
+        return None, None
+    result["order_check"] = f"window ({why})"
+    return summarise(checks.order_marks)
 
 FOLD_ROWS = 50_000
 """A run summary with at most this many rows is collected once and folded on the driver
 (:class:`analysis.fold.SummaryFold`); a larger one (many views times latency bins) is queried in Spark."""
+
+
+def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, order: str):
+    """``(the persisted Spark summary or None, the facts of the summary or None)``: the summary of
+    the narrow rows with ``order``'s marks, computed on the driver for a small input, else in Spark
+    (:func:`_summary_in_spark`; None facts if it cannot mark ``order``); its facts folded on the
+    driver (:class:`analysis.fold.SummaryFold`) unless it has over :data:`FOLD_ROWS` rows (then
+    queried in Spark, :class:`_SparkSummaryFacts`: the same methods)."""
+    from analysis import fold
+
+    rename = _given_name(files)
+    summary = None
+    rows = _summary_on_driver(spark, narrow, files, first, order)
+    if rows is None:
+        summary, rows = _summary_in_spark(spark, narrow, files, first, result, order)
+        if rows is None:
+            return None, None
+    if summary is not None and len(rows) > FOLD_ROWS:
+        return summary, _SparkSummaryFacts(summary, rename)
+    return summary, fold.SummaryFold([dict(r, file=rename(r["file"])) for r in rows])
 
 
 class _SparkSummaryFacts:
@@ -357,73 +459,7 @@ class _SparkSummaryFacts:
         return messages, False, partial
 
 
-def _given_name(files: list[str]):
-    """Spark's name of an input file (``_metadata.file_path``: URI-encoded, ``a%20b``) -> the name
-    it was given as (``a b``), so that reports and second reads use the input's own name."""
-    from urllib.parse import unquote
-    given = {unquote(f): f for f in files}
-    return lambda name: given.get(unquote(name), name) if name is not None else None
-
-
-SMALL_INPUT_BYTES = 16 << 20
-"""Local inputs of at most this many bytes in all are summarised on the driver: Spark reads and
-parses them, its narrow rows are collected and :func:`analysis.fold.run_summary` computes the run
-summary in Python. At this size the Spark summary's cost is the cold start of its window and
-aggregate (seconds whatever the size, docs/verifier.md), not its work; the driver holds about
-1 KB per row meanwhile (measured: at 16 MB, 76,000 rows, 4 s faster and 76 MB more; at 32 MB no
-faster). Remote or unsized inputs, and larger ones, are summarised in Spark."""
-
-SMALL_INPUT_ROWS = 250_000
-"""At most this many narrow rows are collected for the driver's summary; a small input with more
-(very short lines) is summarised in Spark."""
-
-
-def input_bytes(files: list[str]) -> int | None:
-    """Total size of ``files`` if every one is a local file, else None."""
-    import os
-
-    from analysis import schema
-    total = 0
-    for f in files:
-        if schema.is_remote_uri(f):
-            return None
-        try:
-            total += os.path.getsize(schema.local_path(f))
-        except OSError:
-            return None
-    return total
-
-
-def _summary_on_driver(spark, narrow, files: list[str], first: int,
-                       order: str = "lamport") -> list[dict] | None:
-    """The run summary of a small input (:data:`SMALL_INPUT_BYTES`), computed by
-    :func:`analysis.fold.run_summary` from its collected narrow rows in one Spark job; None if the
-    input is not small, holds more than :data:`SMALL_INPUT_ROWS` rows or a row the fold cannot bin."""
-    from analysis import fold, schema
-
-    size = input_bytes(files)
-    if size is None or size > SMALL_INPUT_BYTES:
-        return None
-    columns = [schema.pid_port(narrow["pid"]).alias("port") if c == "port" else c
-               for c in fold.SUMMARY_INPUT]
-    # A limit is collected by a take: by default one partition first, then more, one job each.
-    conf = "spark.sql.limit.initialNumPartitions"
-    previous = spark.conf.get(conf, None)
-    spark.conf.set(conf, str(1 << 20))
-    try:
-        got = narrow.select(*columns).limit(SMALL_INPUT_ROWS + 1).collect()  # the one scan job
-    finally:
-        spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
-    if len(got) > SMALL_INPUT_ROWS:
-        return None
-    got.reverse()
-    rows = []
-    while got:  # each Row freed as its dict is made: the driver never holds both lists whole
-        rows.append(got.pop().asDict(recursive=True))
-    try:
-        return fold.run_summary(rows, bad_kept=first, order=order)
-    except fold.UnfoldableInput:
-        return None
+# --------------------------------------------------------------------------- decision: the one-pass proof
 
 
 def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: str = "lamport") -> bool:
@@ -433,85 +469,126 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: 
     on the driver; else the order is checked in the scan, or by one shuffle of narrow rows for the
     Lamport order, :func:`_summary_in_spark`); everything else collected is bounded by splits,
     peers, views, latency bins."""
-    from analysis import checks, fold, membership, run_order, schema
+    from analysis import schema
 
     narrow = schema.narrow_records(schema.read_records(spark, files))
-    rename = _given_name(files)
-    summary = None
-    rows = _summary_on_driver(spark, narrow, files, first, order)
-    if rows is None:
-        summary, rows = _summary_in_spark(spark, narrow, files, first, result, order)
-        if rows is None:
-            return False
+    summary, facts = _summary_facts(spark, narrow, files, first, result, order)
+    if facts is None:
+        return False
     try:
-        facts = (fold.SummaryFold([dict(r, file=rename(r["file"])) for r in rows])
-                 if len(rows) <= FOLD_ROWS or summary is None else _SparkSummaryFacts(summary, rename))
-        del rows
-        blocks = facts.blocks()
-        lap("scan_s")
-        summaries, offsets = schema.file_summaries(blocks, files)
-        with_bad = [s.path for s in summaries if s.bad_lines]
-        if with_bad and not _no_blank_lines(spark, with_bad, blocks):
-            return False
-        bad = [{"file": schema.display_path(r["file"]),
-                "line": schema.line_number(offsets, r["file"], r["block_start"], r["row"]),
-                "problem": r["problem"], "excerpt": r["excerpt"]}
-               for r in facts.bad_rows(first)]
-        _put_files(result, summaries, bad)
-        n_records = sum(s.records for s in summaries)
-        if n_records == 0:
-            result["problems"] = ["no readable record in the input"]
-            return True
-        peer_rows = facts.peers()
-        if len(peer_rows) > MAX_PEERS:
-            result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
-            return True
-        chosen = run_order.decide(facts.claims())
-        if chosen.problem:
-            result["problems"] = [chosen.problem]
-            return True
-        result["order"] = chosen.order
-        if chosen.order != order:  # the marks are those of another order
-            return False
-        lap("lines_s")
-        if any(p["disorder"] or p["index_faults"] for p in peer_rows):
-            return False
-        peers = sorted(p["peer"] for p in peer_rows)
-        view_rows = facts.view_members()[:MAX_PEERS]
-        if any(v["variants"] > 1 for v in view_rows):
-            return False
-        messages, mismatched, partial = facts.messages_and_faults(peers)
-        if mismatched or (partial and order != checks.LAMPORT):  # a prefix is Lamport's
-            return False
-        if not _crashed_hold_prefixes(spark, facts, partial):
-            return False
-        lap("fingerprints_s")
-
-        bins = facts.latency_bins()
-        per_peer, overall = fold.latency_stats(peer_rows, bins)
-        low, high = _histogram_range(overall)
-        early = facts.early()
-        result["latency"] = {
-            "overall": overall, "per_peer": per_peer,
-            "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
-                          "counts": fold.histogram(bins, low, high, HISTOGRAM_BINS)}}
-        result["diagram"] = fold.diagram(early, DIAGRAM_MESSAGES)
-        lap("latency_picture_s")
-
-        found = _proven_checks(order, len(peers))
-        result["counts"] = {"records": n_records, "peers": len(peers),
-                            "events": messages + len(view_rows), "messages": messages,
-                            "views": len(view_rows)}
-        result["peers"] = peers
-        result["views"] = view_rows[:50]
-        result["rejoins"] = membership.rejoins(view_rows)
-        result["checks"] = found
-        result["verdict"], result["exit_code"] = "VERIFIED", EXIT_VERIFIED
-        result["fast_path"] = "conclusive"
-        return True
+        return _one_pass(spark, facts, files, first, result, lap, order)
     finally:
         if summary is not None:
             summary.unpersist()
+
+
+def _one_pass(spark, facts, files: list[str], first: int, result: dict, lap, order: str) -> bool:
+    """The decision of the one-pass proof from the summary's ``facts`` (docs/verifier.md, "The fast
+    path"): True once ``result`` holds the outcome -- unusable input, or VERIFIED when no peer has
+    an order mark, no view has two member lists, every view's fingerprints match and every crashed
+    member holds a prefix of its last view -- and False when the exact checks must decide."""
+    from analysis import checks, run_order, schema
+
+    blocks = facts.blocks()
+    lap("scan_s")
+    summaries, offsets = schema.file_summaries(blocks, files)
+    with_bad = [s.path for s in summaries if s.bad_lines]
+    if with_bad and not _no_blank_lines(spark, with_bad, blocks):
+        return False
+    bad = [{"file": schema.display_path(r["file"]),
+            "line": schema.line_number(offsets, r["file"], r["block_start"], r["row"]),
+            "problem": r["problem"], "excerpt": r["excerpt"]}
+           for r in facts.bad_rows(first)]
+    _put_files(result, summaries, bad)
+    n_records = sum(s.records for s in summaries)
+    if n_records == 0:
+        result["problems"] = ["no readable record in the input"]
+        return True
+    peer_rows = facts.peers()
+    if len(peer_rows) > MAX_PEERS:
+        result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
+        return True
+    chosen = run_order.decide(facts.claims())
+    if chosen.problem:
+        result["problems"] = [chosen.problem]
+        return True
+    result["order"] = chosen.order
+    if chosen.order != order:  # the marks are those of another order
+        return False
+    lap("lines_s")
+    if any(p["disorder"] or p["index_faults"] for p in peer_rows):
+        return False
+    view_rows = facts.view_members()[:MAX_PEERS]
+    if any(v["variants"] > 1 for v in view_rows):
+        return False
+    peers = sorted(p["peer"] for p in peer_rows)
+    messages, mismatched, partial = facts.messages_and_faults(peers)
+    if mismatched or (partial and order != checks.LAMPORT):  # a prefix is Lamport's
+        return False
+    if not _crashed_hold_prefixes(spark, facts, partial):
+        return False
+    lap("fingerprints_s")
+    _proven_report(facts, peer_rows, view_rows, messages, n_records, order, result)
+    lap("latency_picture_s")
+    return True
+
+
+def _no_blank_lines(spark, files: list[str], blocks: list[dict]) -> bool:
+    """True if every split of ``files`` has as many text lines as JSON rows (the JSON reader skips
+    blank lines, which would shift line numbers). A text scan of those files, no parsing."""
+    from analysis import schema
+    counted = schema.read_lines(spark, files).groupBy("file", "block_start").count().collect()
+    rows = {(b["file"], b["block_start"]): b["lines"] for b in blocks}
+    rename = _given_name(files)
+    return all(rows.get((rename(r.file), r.block_start)) == r["count"] for r in counted)
+
+
+def _crashed_hold_prefixes(spark, facts, partial: list[dict]) -> bool:
+    """True if every crashed member that holds fewer messages of its last view than the view's
+    required recipients holds exactly a prefix of them (docs/verifier.md, "Crashed peers").
+
+    ``partial``: rows of :func:`analysis.checks.crash_prefixes`. One small job per such (peer,
+    view), reading only the files of that peer and of one required recipient: a run without a crash
+    reads nothing more.
+    """
+    from analysis import checks, schema
+
+    if not partial:
+        return True
+    files_of = facts.files_of_peers()
+    for c in partial:
+        files = sorted(set(files_of.get(c["peer"], []) + files_of.get(c["ref_peer"], [])))
+        narrow = schema.narrow_records(schema.read_records(spark, files))
+        got = checks.prefix_fingerprint(narrow, c["view"], c["peer"], c["ref_peer"]).first().asDict()
+        if any(got[f] != c[f] for f in checks.FINGERPRINT):
+            return False
+    return True
+
+
+def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages: int,
+                   n_records: int, order: str, result: dict) -> None:
+    """A run the one pass proved, into ``result``: VERIFIED, every check at 0 with how it was
+    settled, the counts, latency figures and picture from the summary's facts."""
+    from analysis import fold, membership
+
+    bins = facts.latency_bins()
+    per_peer, overall = fold.latency_stats(peer_rows, bins)
+    low, high = _histogram_range(overall)
+    result["latency"] = {
+        "overall": overall, "per_peer": per_peer,
+        "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
+                      "counts": fold.histogram(bins, low, high, HISTOGRAM_BINS)}}
+    result["diagram"] = fold.diagram(facts.early(), DIAGRAM_MESSAGES)
+    peers = sorted(p["peer"] for p in peer_rows)
+    result["counts"] = {"records": n_records, "peers": len(peers),
+                        "events": messages + len(view_rows), "messages": messages,
+                        "views": len(view_rows)}
+    result["peers"] = peers
+    result["views"] = view_rows[:50]
+    result["rejoins"] = membership.rejoins(view_rows)
+    result["checks"] = _proven_checks(order, len(peers))
+    result["verdict"], result["exit_code"] = "VERIFIED", EXIT_VERIFIED
+    result["fast_path"] = "conclusive"
 
 
 def _proven_checks(order: str, n_peers: int) -> dict[str, dict]:
@@ -545,144 +622,21 @@ def _proven_checks(order: str, n_peers: int) -> dict[str, dict]:
     return found
 
 
-def _summary_in_spark(spark, narrow, files: list[str], first: int, result: dict,
-                      order: str = "lamport"):
-    """``(summary, its rows)``: the fast path's summary computed in Spark, persisted, and its first
-    :data:`FOLD_ROWS` + 1 rows collected (one job); ``(None, None)`` if ``order``'s marks cannot be
-    computed here (the sequencer and causal orders are checked in the scan only).
+def _not_in_order(order: str) -> dict[str, dict]:
+    """The checks an order does not use, reported as 0 with the reason."""
+    from analysis.schema import HANDOUT
 
-    The order check runs in the scan (no shuffle, :func:`analysis.checks.order_marks_in_scan`) when
-    the JVM function is registered, every file is local (its size known) and there are at least as
-    many files as cores (whole files per task keep every core busy); its result stands if each
-    peer's records are in one file, else the summary is computed again with the window.
-    ``result["order_check"]`` says which ran and why.
-    """
-    from pyspark import StorageLevel
-
-    from analysis import checks, fold, order_mark
-
-    def summarise(marks):
-        summary = checks.run_summary(narrow, bad_kept=first, marks=marks)
-        summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
-        return summary, [r.asDict(recursive=True) for r in summary.limit(FOLD_ROWS + 1).collect()]
-
-    sizes = [input_bytes([f]) for f in files]
-    cores = spark.sparkContext.defaultParallelism if getattr(spark, "_jvm", None) is not None else 0
-    why = order_mark.register(spark)
-    if why is None and None in sizes:
-        why = "a remote input (file sizes unknown): the order check uses the window"
-    if why is None and len(files) < cores:
-        why = f"{len(files)} files for {cores} cores: the order check uses the window (it splits files)"
-    if why is None:
-        with order_mark.whole_files(spark, max(sizes)):
-            summary, rows = summarise(lambda df: checks.order_marks_in_scan(df, order))
-        facts = fold.SummaryFold(rows) if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary)
-        if all(len(held) == 1 for held in facts.files_of_peers().values()):
-            result["order_check"] = "in the scan (no shuffle)"
-            return summary, rows
-        summary.unpersist()
-        why = "a peer's records in several files: the order check ran again as a window"
-    if order != checks.LAMPORT:
-        result["order_check"] = f"none ({why}; the {order} order's one-pass proof needs the scan)"
-        return None, None
-    result["order_check"] = f"window ({why})"
-    return summarise(checks.order_marks)
+    out = {}
+    if order == "lamport":
+        out["numbering"] = {"count": 0, "first": [], "note": "the Lamport order numbers nothing"}
+    if order == HANDOUT:
+        out["numbering"] = {"count": 0, "first": [], "note": "the handout's order numbers nothing"}
+    if order != "causal":
+        out["causal"] = {"count": 0, "first": [], "note": f"a {order} run: no vector timestamps"}
+    return out
 
 
-def _crashed_hold_prefixes(spark, facts, partial: list[dict]) -> bool:
-    """True if every crashed member that holds fewer messages of its last view than the view's
-    required recipients holds exactly a prefix of them (docs/verifier.md, "Crashed peers").
-
-    ``partial``: rows of :func:`analysis.checks.crash_prefixes`. One small job per such (peer,
-    view), reading only the files of that peer and of one required recipient: a run without a crash
-    reads nothing more.
-    """
-    from analysis import checks, schema
-
-    if not partial:
-        return True
-    files_of = facts.files_of_peers()
-    for c in partial:
-        files = sorted(set(files_of.get(c["peer"], []) + files_of.get(c["ref_peer"], [])))
-        narrow = schema.narrow_records(schema.read_records(spark, files))
-        got = checks.prefix_fingerprint(narrow, c["view"], c["peer"], c["ref_peer"]).first().asDict()
-        if any(got[f] != c[f] for f in checks.FINGERPRINT):
-            return False
-    return True
-
-
-def _put_files(result: dict, summaries, bad: list[dict]) -> None:
-    from analysis import schema
-    result["file_summaries"] = [
-        {"path": schema.display_path(s.path), "lines": s.lines, "records": s.records,
-         "bad_lines": s.bad_lines, "torn_last_line": s.torn_last_line} for s in summaries]
-    result["bad_lines"] = {"count": sum(s.bad_lines for s in summaries), "first": bad}
-
-
-def _histogram_range(overall: dict) -> tuple[float, float]:
-    low = min(0.0, overall.get("min") or 0.0)
-    high = overall.get("p99") or overall.get("max") or 0.0
-    return low, (high * 1.25 if high > 0 else (overall.get("max") or 1.0))
-
-
-def _causal_check(spark, records, files: list[str], first: int, found: dict) -> None:
-    """The causal check (analysis/causal.py) into ``found["causal"]``: its count, and its first
-    violations with the message and the predecessor it overtook named by ``(clock, pid)`` and text,
-    read back from the input (one more scan, only when something is wrong)."""
-    from analysis import causal, schema
-
-    count, rows = _count_and_first(causal.causal_violations(records),
-                                   ["peer", "index", "member"], first)
-    if rows:
-        named = [r.asDict() for r in causal.named_messages(schema.read_records(spark, files), rows)
-                 .collect()]  # at most 2 x first rows
-        rows = causal.describe(rows, named)
-    found["causal"] = {"count": count, "first": rows}
-
-
-def _parsed_inputs(spark, files: list[str], texts: list[str]):
-    """The parsed rows (:func:`analysis.schema.parse_lines`' columns) of JSON Lines ``files`` and
-    handout text outputs ``texts``: one frame, a union of the two readers' rows."""
-    from analysis import schema
-
-    parts = []
-    if files:
-        parts.append(schema.parse_lines(schema.read_lines(spark, files)))
-    if texts:
-        parts.append(schema.parse_handout_lines(schema.read_lines(spark, texts)))
-    parsed = parts[0]
-    for more in parts[1:]:
-        parsed = parsed.unionByName(more)
-    return parsed
-
-
-def _handout_facts(records, messages, departed: set[str], n_messages: int, rename) -> dict:
-    """``peer_files`` (each peer's files) and ``incomplete`` (the peers whose files are a strict
-    prefix of the common order: fewer messages than the run, no departure) of a handout run.
-    Small: a row per peer, or per (peer, file)."""
-    from analysis import checks, schema
-
-    peer_files: dict[str, list[str]] = {}
-    for r in records.select("peer", "file").distinct().limit(MAX_PEERS * 4).collect():
-        peer_files.setdefault(r.peer, []).append(schema.display_path(rename(r.file)))
-    held = {r.peer: r.messages for r in checks.messages_per_peer(messages).collect()}
-    incomplete = [{"peer": p, "files": sorted(peer_files.get(p, [])), "messages": k, "of": n_messages}
-                  for p, k in sorted(held.items()) if k < n_messages and p not in departed]
-    return {"peer_files": {p: sorted(f) for p, f in sorted(peer_files.items())},
-            "incomplete": incomplete}
-
-
-def _departure(row: dict, rename, offsets) -> dict:
-    """A row of :func:`analysis.checks.departures` as the report shows it: the file and its line."""
-    from analysis import schema
-
-    file = rename(row["file"])
-    return {"peer": row["peer"], "file": schema.display_path(file),
-            "line": schema.line_number(offsets, file, row["block_start"], row["row"]),
-            "index": row["index"], "has": {"clock": row["clock"], "from": row["pid"]},
-            "expected": (None if row["expected_clock"] is None else
-                         {"clock": row["expected_clock"], "from": row["expected_pid"]}),
-            "as_in": row["as_in"]}
+# --------------------------------------------------------------------------- the exact checks
 
 
 def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
@@ -756,6 +710,22 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
         if messages is not None:
             messages.unpersist()
         parsed.unpersist()
+
+
+def _parsed_inputs(spark, files: list[str], texts: list[str]):
+    """The parsed rows (:func:`analysis.schema.parse_lines`' columns) of JSON Lines ``files`` and
+    handout text outputs ``texts``: one frame, a union of the two readers' rows."""
+    from analysis import schema
+
+    parts = []
+    if files:
+        parts.append(schema.parse_lines(schema.read_lines(spark, files)))
+    if texts:
+        parts.append(schema.parse_handout_lines(schema.read_lines(spark, texts)))
+    parsed = parts[0]
+    for more in parts[1:]:
+        parsed = parsed.unionByName(more)
+    return parsed
 
 
 def _exact_lines(parsed, files: list[str], first: int, rename, result: dict) -> tuple[dict, int]:
@@ -875,9 +845,19 @@ def _exact_event_checks(spark, records, messages, views, view_rows: list[dict], 
         lap("causal_s")
 
 
-def _check(count: int, first: list[dict], **extra) -> dict:
-    """A check's entry in the report: its count, its first rows and anything it adds."""
-    return {"count": count, "first": first, **extra}
+def _causal_check(spark, records, files: list[str], first: int, found: dict) -> None:
+    """The causal check (analysis/causal.py) into ``found["causal"]``: its count, and its first
+    violations with the message and the predecessor it overtook named by ``(clock, pid)`` and text,
+    read back from the input (one more scan, only when something is wrong)."""
+    from analysis import causal, schema
+
+    count, rows = _count_and_first(causal.causal_violations(records),
+                                   ["peer", "index", "member"], first)
+    if rows:
+        named = [r.asDict() for r in causal.named_messages(schema.read_records(spark, files), rows)
+                 .collect()]  # at most 2 x first rows
+        rows = causal.describe(rows, named)
+    found["causal"] = {"count": count, "first": rows}
 
 
 def _common_order(records, messages, totals: dict, rename, offsets, first: int, found: dict,
@@ -893,6 +873,35 @@ def _common_order(records, messages, totals: dict, rename, offsets, first: int, 
         note="every message sorted by (clock, from as written); each file must be a prefix of it")
     result.update(_handout_facts(records, messages, {r["peer"] for r in departed},
                                  totals["messages"], rename))
+
+
+def _handout_facts(records, messages, departed: set[str], n_messages: int, rename) -> dict:
+    """``peer_files`` (each peer's files) and ``incomplete`` (the peers whose files are a strict
+    prefix of the common order: fewer messages than the run, no departure) of a handout run.
+    Small: a row per peer, or per (peer, file)."""
+    from analysis import checks, schema
+
+    peer_files: dict[str, list[str]] = {}
+    for r in records.select("peer", "file").distinct().limit(MAX_PEERS * 4).collect():
+        peer_files.setdefault(r.peer, []).append(schema.display_path(rename(r.file)))
+    held = {r.peer: r.messages for r in checks.messages_per_peer(messages).collect()}
+    incomplete = [{"peer": p, "files": sorted(peer_files.get(p, [])), "messages": k, "of": n_messages}
+                  for p, k in sorted(held.items()) if k < n_messages and p not in departed]
+    return {"peer_files": {p: sorted(f) for p, f in sorted(peer_files.items())},
+            "incomplete": incomplete}
+
+
+def _departure(row: dict, rename, offsets) -> dict:
+    """A row of :func:`analysis.checks.departures` as the report shows it: the file and its line."""
+    from analysis import schema
+
+    file = rename(row["file"])
+    return {"peer": row["peer"], "file": schema.display_path(file),
+            "line": schema.line_number(offsets, file, row["block_start"], row["row"]),
+            "index": row["index"], "has": {"clock": row["clock"], "from": row["pid"]},
+            "expected": (None if row["expected_clock"] is None else
+                         {"clock": row["expected_clock"], "from": row["expected_pid"]}),
+            "as_in": row["as_in"]}
 
 
 def _exact_order_checks(records, order: str, first: int, found: dict, lap) -> tuple[list, list]:
@@ -962,6 +971,45 @@ def _divergence_check(messages, peers: list[str], order: str, disordered: list[s
         pairs=len(peers) * (len(peers) - 1) // 2, compared=len(suspect), ranked_exactly=len(exact),
         **({"note": "causal: no total order to compare; see the causal check"}
            if order == checks.CAUSAL else {}))
+
+
+# --------------------------------------------------------------------------- report parts
+
+
+def _check(count: int, first: list[dict], **extra) -> dict:
+    """A check's entry in the report: its count, its first rows and anything it adds."""
+    return {"count": count, "first": first, **extra}
+
+
+def _count_and_first(df, order: list[str], n: int) -> tuple[int, list[dict]]:
+    """Count a violation frame and take its first ``n`` rows by ``order``, computing it once."""
+    from pyspark import StorageLevel
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        count = df.count()
+        first = _rows(df.orderBy(*order), n) if count else []
+    finally:
+        df.unpersist()
+    return count, first
+
+
+def _rows(df, n: int) -> list[dict]:
+    return [r.asDict(recursive=True) for r in df.limit(n).collect()]
+
+
+def _put_files(result: dict, summaries, bad: list[dict]) -> None:
+    from analysis import schema
+    result["file_summaries"] = [
+        {"path": schema.display_path(s.path), "lines": s.lines, "records": s.records,
+         "bad_lines": s.bad_lines, "torn_last_line": s.torn_last_line} for s in summaries]
+    result["bad_lines"] = {"count": sum(s.bad_lines for s in summaries), "first": bad}
+
+
+def _histogram_range(overall: dict) -> tuple[float, float]:
+    low = min(0.0, overall.get("min") or 0.0)
+    high = overall.get("p99") or overall.get("max") or 0.0
+    return low, (high * 1.25 if high > 0 else (overall.get("max") or 1.0))
+
 
 if __name__ == "__main__":
     sys.exit(main())
