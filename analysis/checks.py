@@ -625,7 +625,7 @@ def order_marks(narrow: DataFrame) -> DataFrame:
     )
 
 
-def order_marks_in_scan(narrow: DataFrame) -> DataFrame:
+def order_marks_in_scan(narrow: DataFrame, order: str = LAMPORT) -> DataFrame:
     """:func:`order_marks` with no shuffle: each good row compared with the previous good row its
     task read from the same file, by the JVM function ``tom_order_mark`` (:mod:`analysis.order_mark`,
     whose source states when a row is left unmarked).
@@ -636,11 +636,17 @@ def order_marks_in_scan(narrow: DataFrame) -> DataFrame:
     (:func:`analysis.order_mark.whole_files`). Equal to :func:`order_marks` on an unmarked run only if
     each peer's records are in one file: the caller checks that. A mark only sends the run to the
     exact checks.
-    """
-    from analysis.order_mark import DISORDER, FUNCTION
 
-    mark = F.call_function(FUNCTION, "file", "block_start", "peer", F.col("problem").isNull(),
-                           "index", "clock", "pid")
+    ``order`` picks the function: the Lamport order's key, or the sequencer's ``(view, seq)`` and
+    the causal order's running counts (each with its origins' clocks increasing, so no message
+    twice at a peer: ``OrderMark.java``). Only the Lamport marks have a window twin
+    (:func:`order_marks`).
+    """
+    from analysis.order_mark import DISORDER, FUNCTIONS
+
+    row = ["file", "block_start", "peer", F.col("problem").isNull(), "index", "clock", "pid"]
+    numbered = {SEQUENCER: ["kind", "view", "seq"], CAUSAL: ["kind", "view", "vc"]}
+    mark = F.call_function(FUNCTIONS[order], *row, *numbered.get(order, []))
     marked = narrow.select("*", mark.alias("_mark"))
     return marked.select(
         *narrow.columns,

@@ -211,6 +211,18 @@ class SummaryFold:
                 out[r["peer"]].append(r["file"])
         return out
 
+    def messages_and_faults(self, peers: list[str]) -> tuple[int, bool, list[dict]]:
+        """``(messages, mismatched, crash prefixes to check)``: the run's distinct messages (per
+        view, the most any peer holds) if no view's fingerprints mismatch
+        (:func:`fingerprint_mismatches`), with :func:`crash_prefixes`; else ``(0, True, [])``."""
+        fingerprints, views = self.view_fingerprints(), self.view_members()
+        if fingerprint_mismatches(fingerprints, views, peers):
+            return 0, True, []
+        best: dict = {}
+        for f in fingerprints:
+            best[f["view"]] = max(best.get(f["view"], 0), f["messages"])
+        return sum(best.values()), False, crash_prefixes(fingerprints, views, peers)
+
 
 def _fingerprint_roles(fingerprints: list[dict], views: list[dict], peers: list[str]) -> list[dict]:
     """As :func:`checks._fingerprint_roles` (``required``, ``holders``, ``variants``,
@@ -274,7 +286,7 @@ def crash_prefixes(fingerprints: list[dict], views: list[dict], peers: list[str]
 
 SUMMARY_INPUT = ("file", "block_start", "row", "problem", "excerpt", "kind", "index", "peer", "clock",
                  "pid", "port", "view", "latency", "content_hash", "content_hash2", "members",
-                 "removed", "early", "claim")
+                 "removed", "early", "claim", "seq", "vc")
 """The columns :func:`run_summary` reads: those of :func:`analysis.schema.narrow_records` plus
 ``port`` (:func:`analysis.schema.pid_port` of ``pid``, taken from Spark so that its parse of a port
 is the only one)."""
@@ -295,9 +307,79 @@ def _after(r: dict, prev: dict) -> bool:
     return r["port"] > prev["port"]
 
 
-def order_marks(rows: list[dict]) -> tuple[set, set]:
-    """The ``row`` ids :func:`checks.order_marks` marks ``disorder`` and ``index_fault``: per peer,
-    good rows in ``(index, row)`` order, each against the one before it."""
+class _SequencerRule:
+    """The sequencer order's marks of one peer's good rows in index order (as ``OrderMark.java``'s
+    ``Sequencer``): ``(view, seq)`` strictly increasing; each origin's messages by rising clock."""
+
+    def __init__(self) -> None:
+        self.last_clock: dict[str, int] = {}
+
+    def fault(self, r: dict, prev: dict | None) -> bool:
+        if r["view"] is None or r["seq"] is None:
+            return True
+        bad = prev is not None and (prev["view"] is None or prev["seq"] is None
+                                    or (r["view"], r["seq"]) <= (prev["view"], prev["seq"]))
+        if r["kind"] == "message":
+            last = self.last_clock.get(r["pid"])
+            self.last_clock[r["pid"]] = r["clock"]
+            bad = bad or (last is not None and r["clock"] <= last)
+        return bad
+
+
+class _CausalRule:
+    """The causal order's marks of one peer's good rows in index order (as ``OrderMark.java``'s
+    ``Causal``): views never go back and a view record is above the view before it; per view, with
+    ``n[q]`` the number of q's messages delivered so far, a message's own number ``vc[pid]`` is
+    ``n[pid] + 1`` and ``n[q] >= vc[q]`` for every other q in its ``vc``; each origin's messages by
+    rising clock."""
+
+    def __init__(self) -> None:
+        self.last_clock: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
+        self.view = None
+
+    def fault(self, r: dict, prev: dict | None) -> bool:
+        view = r["view"]
+        if view is None:
+            return True
+        bad = self.view is not None and (view < self.view or (r["kind"] == "view" and view <= self.view))
+        if view != self.view:
+            self.counts, self.view = {}, view
+        if r["kind"] == "view":
+            return bad
+        last = self.last_clock.get(r["pid"])
+        self.last_clock[r["pid"]] = r["clock"]
+        bad = bad or (last is not None and r["clock"] <= last)
+        vc = r["vc"]
+        if vc is None:
+            return True
+        bad = bad or r["pid"] not in vc
+        own = self.counts.get(r["pid"], 0)
+        for q, count in vc.items():
+            if count is None:
+                bad = True
+            elif q == r["pid"]:
+                bad = bad or count != own + 1
+            else:
+                bad = bad or self.counts.get(q, 0) < count
+        self.counts[r["pid"]] = own + 1
+        return bad
+
+
+class _LamportRule:
+    """The Lamport order's marks: ``(clock, host byte-wise, port)`` strictly increasing."""
+
+    def fault(self, r: dict, prev: dict | None) -> bool:
+        return prev is not None and not _after(r, prev)
+
+
+_RULES = {"lamport": _LamportRule, "sequencer": _SequencerRule, "causal": _CausalRule}
+
+
+def order_marks(rows: list[dict], order: str = "lamport") -> tuple[set, set]:
+    """The ``row`` ids marked ``disorder`` and ``index_fault``: per peer, good rows in ``(index,
+    row)`` order, each against the one before it, by the rule of ``order`` (Lamport: as
+    :func:`checks.order_marks`; sequencer and causal: as :func:`checks.order_marks_in_scan`)."""
     by_peer: dict = {}
     for r in rows:
         if r["problem"] is None:
@@ -305,9 +387,10 @@ def order_marks(rows: list[dict]) -> tuple[set, set]:
     disorder, index_fault = set(), set()
     for good in by_peer.values():
         good.sort(key=lambda r: (r["index"], r["row"]))
+        rule = _RULES[order]()
         prev = None
         for r in good:
-            if prev is not None and not _after(r, prev):
+            if rule.fault(r, prev):
                 disorder.add(r["row"])
             if (prev["index"] if prev is not None else 0) + 1 != r["index"]:
                 index_fault.add(r["row"])
@@ -324,9 +407,10 @@ def _nulls_last(values: list) -> list:
     return sorted(values, key=lambda v: (v is None, v if v is not None else ""))
 
 
-def run_summary(rows: list[dict], bad_kept: int = 5) -> list[dict]:
+def run_summary(rows: list[dict], bad_kept: int = 5, order: str = "lamport") -> list[dict]:
     """The rows of :func:`analysis.checks.run_summary` over the narrow rows ``rows`` (dicts with
-    :data:`SUMMARY_INPUT`), one per ``(file, block_start, peer, view, lat_bin)``, with every column.
+    :data:`SUMMARY_INPUT`), one per ``(file, block_start, peer, view, lat_bin)``, with every column;
+    its order marks by the rule of ``order`` (:func:`order_marks`).
 
     Lists hold what Spark's hold, in an order of their own (every reader of them ignores it: the
     fold dedups ``member_lists`` and sorts ``claims`` and ``early``); ``bad`` is sorted by row, as
@@ -335,7 +419,7 @@ def run_summary(rows: list[dict], bad_kept: int = 5) -> list[dict]:
     one (a handout-wire record: no ``sent_at``) is in bin None and adds to no latency figure, as in
     Spark.
     """
-    disorder, index_fault = order_marks(rows)
+    disorder, index_fault = order_marks(rows, order)
     groups: dict[tuple, dict] = {}
     for r in rows:
         good = r["problem"] is None

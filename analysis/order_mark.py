@@ -33,6 +33,10 @@ from pathlib import Path
 SOURCE = Path(__file__).parent / "java" / "OrderMark.java"
 CLASS = "tom.analysis.OrderMark"
 FUNCTION = "tom_order_mark"
+FUNCTIONS = {"lamport": FUNCTION, "sequencer": "tom_order_mark_sequencer",
+             "causal": "tom_order_mark_causal"}
+"""The function of each order (``OrderMark.java``: the class and its nested ``Sequencer`` and
+``Causal``)."""
 DISORDER, INDEX_FAULT, PEER_CHANGE = 1, 2, 4
 """The mark's bits, as ``OrderMark.java`` sets them."""
 
@@ -105,7 +109,7 @@ def _build(timeout: float) -> tuple[Path | None, str | None]:
 
 
 def register(spark) -> str | None:
-    """Register :data:`FUNCTION` in ``spark``; None if it is usable, else why not."""
+    """Register :data:`FUNCTIONS` in ``spark``; None if they are usable, else why not."""
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
         return "a Spark Connect session: the order check uses the window"

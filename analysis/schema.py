@@ -360,11 +360,16 @@ def order_claim() -> Column:
 def order_fields() -> list[Column]:
     """``claim``, ``seq`` (a sequencer view record's is 0) and ``vc`` of a record; ``seq``/``vc``
     null in v1 records (ignored there) and where the record's order does not use them."""
+    claim, seq, vc = _order_values()
+    return [claim.alias("claim"), seq.alias("seq"), vc.alias("vc")]
+
+
+def _order_values() -> tuple[Column, Column, Column]:
+    """:func:`order_fields`, not named (to use inside other expressions)."""
     v2 = F.col("v") == 2
     seq = F.when(v2 & (order_claim() == "sequencer"),
                  F.when(F.col("kind") == "view", F.lit(0)).otherwise(F.col("seq")))
-    return [order_claim().alias("claim"), seq.cast("long").alias("seq"),
-            F.when(v2, F.col("vc")).alias("vc")]
+    return order_claim(), seq.cast("long"), F.when(v2, F.col("vc"))
 
 
 def removed_of_view() -> Column:
@@ -482,9 +487,11 @@ def narrow_records(read: DataFrame) -> DataFrame:
     """The narrow per-row frame of the fast path, from :func:`read_records`.
 
     Columns: ``file, block_start, row, problem, excerpt, kind, index, peer, clock, pid, view,
-    latency, content_hash, content_hash2, members, removed, early, claim`` (``claim``: the order a
-    good record names, :func:`order_claim`). ``content_hash``/``content_hash2`` are xxhash64
-    and murmur3 of ``(clock, pid, kind, sent_at, text)``: what copies of one message must agree on.
+    latency, content_hash, content_hash2, members, removed, early, claim, seq, vc`` (``claim``, ``seq``
+    and ``vc`` as :func:`order_fields`; ``claim`` null on a bad row). ``content_hash``/``content_hash2``
+    are xxhash64 and murmur3 of ``(clock, pid, kind, sent_at, text, seq, vc)``: what copies of one
+    message must agree on (``seq`` and ``vc`` are null in a Lamport run, and a null leaves these
+    hashes unchanged, so a Lamport run's hashes are those of its first five fields).
     ``latency`` is null for views; ``members``/``removed`` only for views; ``early`` (``sent_at, delivered_at``)
     only for the first :data:`EARLY_INDEX` records of a peer, for the picture. The text is hashed,
     never kept.
@@ -492,7 +499,9 @@ def narrow_records(read: DataFrame) -> DataFrame:
     corrupt = F.col(CORRUPT)
     problem = record_problem(F.lit(False), corrupt.isNotNull() & F.try_parse_json(corrupt).isNull())
     raw = F.coalesce(corrupt, F.to_json(F.struct(*[f.name for f in RECORD_SCHEMA.fields])))
-    content = [F.col(c) for c in ("clock", "pid", "kind", "sent_at", "text")]
+    claim, seq, vc = _order_values()
+    content = [F.col(c) for c in ("clock", "pid", "kind", "sent_at", "text")] + [
+        seq, F.array_sort(F.map_entries(vc))]
     is_view = F.col("kind") == "view"
     return read.select(
         "file", "block_start", "row",
@@ -505,7 +514,8 @@ def narrow_records(read: DataFrame) -> DataFrame:
         F.when(is_view, F.col("members")).alias("members"),
         removed_of_view().alias("removed"),
         F.when(F.col("index") <= EARLY_INDEX, F.struct("sent_at", "delivered_at")).alias("early"),
-        F.when(problem.isNull(), order_claim()).alias("claim"),
+        F.when(problem.isNull(), claim).alias("claim"),
+        seq.alias("seq"), vc.alias("vc"),
     )
 
 

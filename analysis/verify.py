@@ -1,18 +1,21 @@
 """Verify TOM peers' output files with Spark: ``spark-submit analysis/verify.py PATH... [options]``.
 
-Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). Two paths
-(docs/verifier.md):
+Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). The module reads
+as the pipeline (docs/verifier.md), section by section:
 
-* the fast path (Lamport runs): one scan parses every line into narrow rows and one aggregate makes
-  the run summary (per file split, peer, view and latency bin: counts, order marks, message
-  fingerprints), from which a healthy run is proven on the driver; a small local input
-  (:data:`SMALL_INPUT_BYTES`) has its narrow rows collected and summarised in Python instead
-  (:func:`analysis.fold.run_summary`, the same rows), so it runs one Spark job and no shuffle;
-* the exact path (anything the fast path cannot settle, and the other orders): every line parsed
-  once into a cached frame, the event table built with one shuffle by event key (cached), the order
-  checks with one shuffle by peer. Handout runs (docs/output-format.md, "Handout output files")
-  always take it: the course tools' text outputs are parsed into the same rows as JSON Lines
-  (:func:`analysis.schema.parse_handout_lines`) and checked in the handout's order.
+* read: the inputs, and the order their first lines name (:func:`peek_order`, a hint);
+* narrow -> summary -> facts: one scan parses every line into narrow rows with that order's marks,
+  and one aggregate makes the run summary (per file split, peer, view and latency bin: counts,
+  order marks, message fingerprints); a small local input (:data:`SMALL_INPUT_BYTES`) has its
+  narrow rows collected and summarised in Python instead (:func:`analysis.fold.run_summary`, the
+  same rows), so it runs one Spark job and no shuffle; the facts are folded from the summary;
+* decision: the one-pass proof settles a healthy run (or unusable input) from the facts;
+* the exact checks, where it cannot decide: every line parsed once into a cached frame, the event
+  table built with one shuffle by event key (cached), the order checks with one shuffle by peer.
+  Handout runs (docs/output-format.md, "Handout output files") always take it: the course tools'
+  text outputs are parsed into the same rows as JSON Lines
+  (:func:`analysis.schema.parse_handout_lines`) and checked in the handout's order;
+* report parts: each check as ``count``, ``first`` rows and notes; ``proof`` says which settled it.
 
 Only bounded results reach the driver: counts, the first few violations of each check, per-pair and
 per-peer figures, a histogram and the first messages for the picture. Exit status: 0 verified,
@@ -150,21 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     return result["exit_code"]
 
 
-def _rows(df, n: int) -> list[dict]:
-    return [r.asDict(recursive=True) for r in df.limit(n).collect()]
-
-
-def _count_and_first(df, order: list[str], n: int) -> tuple[int, list[dict]]:
-    """Count a violation frame and take its first ``n`` rows by ``order``, computing it once."""
-    from pyspark import StorageLevel
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        count = df.count()
-        first = _rows(df.orderBy(*order), n) if count else []
-    finally:
-        df.unpersist()
-    return count, first
-
+# --------------------------------------------------------------------------- the pipeline
 
 def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
     """Run every check on ``paths``; return the JSON-ready report (see docs/verifier.md).
@@ -195,9 +184,10 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
         return result
     if resolved.skipped:
         result["skipped"] = resolved.skipped
-    if resolved.texts:  # the fast path reads JSON Lines only, and proves the Lamport order only
-        result["fast_path"] = ("handout text outputs: exact checks run (the one-pass proof is "
-                               "Lamport's, over JSON Lines)")
+    if resolved.texts:  # the one-pass proof reads JSON Lines of TOM's orders only
+        result["fast_path"] = ("handout text outputs: exact checks run (the one-pass proof reads "
+                               "JSON Lines of TOM's orders)")
+        result["proof"] = "exact checks"
         _verify_exact(spark, resolved.files, first, result, lap, texts=resolved.texts)
         return result
 
@@ -207,19 +197,26 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
     previous = spark.conf.get(conf, None)
     spark.conf.set(conf, "65536")
     peeked = peek_order(resolved.files)
-    try:
-        settled = peeked in (None, "lamport") and _verify_fast(spark, resolved.files, first, result, lap)
+    try:  # the one-pass proof of the order the first lines name (Lamport's if they do not agree)
+        settled = peeked != schema.HANDOUT and _verify_fast(spark, resolved.files, first, result, lap,
+                                                            order=peeked or "lamport")
     finally:
         spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
-    if peeked not in (None, "lamport"):
+    if peeked == schema.HANDOUT:
         result["order"] = peeked  # the exact path decides it again from every record
-    if not settled:
+    if settled:
+        result["proof"] = "one pass"
+    else:
         order = result.get("order", "lamport")
-        result["fast_path"] = ("not conclusive: exact checks run" if order == "lamport" else
-                               f"{order} order: exact checks run (the one-pass proof is Lamport's)")
+        result["fast_path"] = ("not conclusive: exact checks run" if order != schema.HANDOUT else
+                               f"{order} order: exact checks run (the one-pass proof reads JSON Lines "
+                               "of TOM's orders)")
+        result["proof"] = "exact checks"
         _verify_exact(spark, resolved.files, first, result, lap)
     return result
 
+
+# --------------------------------------------------------------------------- read
 
 PEEK_BYTES = 1 << 16
 
@@ -254,38 +251,149 @@ def peek_order(files: list[str]) -> str | None:
     return seen.pop() if len(seen) == 1 and None not in seen else None
 
 
-def _not_in_order(order: str) -> dict[str, dict]:
-    """The checks an order does not use, reported as 0 with the reason."""
-    from analysis.schema import HANDOUT
-
-    out = {}
-    if order == "lamport":
-        out["numbering"] = {"count": 0, "first": [], "note": "the Lamport order numbers nothing"}
-    if order == HANDOUT:
-        out["numbering"] = {"count": 0, "first": [], "note": "the handout's order numbers nothing"}
-    if order != "causal":
-        out["causal"] = {"count": 0, "first": [], "note": f"a {order} run: no vector timestamps"}
-    return out
+def _given_name(files: list[str]):
+    """Spark's name of an input file (``_metadata.file_path``: URI-encoded, ``a%20b``) -> the name
+    it was given as (``a b``), so that reports and second reads use the input's own name."""
+    from urllib.parse import unquote
+    given = {unquote(f): f for f in files}
+    return lambda name: given.get(unquote(name), name) if name is not None else None
 
 
-def _no_blank_lines(spark, files: list[str], blocks: list[dict]) -> bool:
-    """True if every split of ``files`` has as many text lines as JSON rows (the JSON reader skips
-    blank lines, which would shift line numbers). A text scan of those files, no parsing."""
+def input_bytes(files: list[str]) -> int | None:
+    """Total size of ``files`` if every one is a local file, else None."""
+    import os
+
     from analysis import schema
-    counted = schema.read_lines(spark, files).groupBy("file", "block_start").count().collect()
-    rows = {(b["file"], b["block_start"]): b["lines"] for b in blocks}
-    rename = _given_name(files)
-    return all(rows.get((rename(r.file), r.block_start)) == r["count"] for r in counted)
+    total = 0
+    for f in files:
+        if schema.is_remote_uri(f):
+            return None
+        try:
+            total += os.path.getsize(schema.local_path(f))
+        except OSError:
+            return None
+    return total
 
+
+# --------------------------------------------------------------------------- narrow -> summary -> facts
+
+SMALL_INPUT_BYTES = 16 << 20
+"""Local inputs of at most this many bytes in all are summarised on the driver: Spark reads and
+parses them, its narrow rows are collected and :func:`analysis.fold.run_summary` computes the run
+summary in Python. At this size the Spark summary's cost is the cold start of its window and
+aggregate (seconds whatever the size, docs/verifier.md), not its work; the driver holds about
+1 KB per row meanwhile (measured: at 16 MB, 76,000 rows, 4 s faster and 76 MB more; at 32 MB no
+faster). Remote or unsized inputs, and larger ones, are summarised in Spark."""
+
+SMALL_INPUT_ROWS = 250_000
+"""At most this many narrow rows are collected for the driver's summary; a small input with more
+(very short lines) is summarised in Spark."""
+
+
+def _summary_on_driver(spark, narrow, files: list[str], first: int,
+                       order: str = "lamport") -> list[dict] | None:
+    """The run summary of a small input (:data:`SMALL_INPUT_BYTES`), computed by
+    :func:`analysis.fold.run_summary` from its collected narrow rows in one Spark job; None if the
+    input is not small, holds more than :data:`SMALL_INPUT_ROWS` rows or a row the fold cannot bin."""
+    from analysis import fold, schema
+
+    size = input_bytes(files)
+    if size is None or size > SMALL_INPUT_BYTES:
+        return None
+    columns = [schema.pid_port(narrow["pid"]).alias("port") if c == "port" else c
+               for c in fold.SUMMARY_INPUT]
+    # A limit is collected by a take: by default one partition first, then more, one job each.
+    conf = "spark.sql.limit.initialNumPartitions"
+    previous = spark.conf.get(conf, None)
+    spark.conf.set(conf, str(1 << 20))
+    try:
+        got = narrow.select(*columns).limit(SMALL_INPUT_ROWS + 1).collect()  # the one scan job
+    finally:
+        spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
+    if len(got) > SMALL_INPUT_ROWS:
+        return None
+    got.reverse()
+    rows = []
+    while got:  # each Row freed as its dict is made: the driver never holds both lists whole
+        rows.append(got.pop().asDict(recursive=True))
+    try:
+        return fold.run_summary(rows, bad_kept=first, order=order)
+    except fold.UnfoldableInput:
+        return None
+
+
+def _summary_in_spark(spark, narrow, files: list[str], first: int, result: dict,
+                      order: str = "lamport"):
+    """``(summary, its rows)``: the fast path's summary computed in Spark, persisted, and its first
+    :data:`FOLD_ROWS` + 1 rows collected (one job); ``(None, None)`` if ``order``'s marks cannot be
+    computed here (the sequencer and causal orders are checked in the scan only).
+
+    The order check runs in the scan (no shuffle, :func:`analysis.checks.order_marks_in_scan`) when
+    the JVM function is registered, every file is local (its size known) and there are at least as
+    many files as cores (whole files per task keep every core busy); its result stands if each
+    peer's records are in one file, else the summary is computed again with the window.
+    ``result["order_check"]`` says which ran and why.
+    """
+    from pyspark import StorageLevel
+
+    from analysis import checks, fold, order_mark
+
+    def summarise(marks):
+        summary = checks.run_summary(narrow, bad_kept=first, marks=marks)
+        summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
+        return summary, [r.asDict(recursive=True) for r in summary.limit(FOLD_ROWS + 1).collect()]
+
+    sizes = [input_bytes([f]) for f in files]
+    cores = spark.sparkContext.defaultParallelism if getattr(spark, "_jvm", None) is not None else 0
+    why = order_mark.register(spark)
+    if why is None and None in sizes:
+        why = "a remote input (file sizes unknown): the order check uses the window"
+    if why is None and len(files) < cores:
+        why = f"{len(files)} files for {cores} cores: the order check uses the window (it splits files)"
+    if why is None:
+        with order_mark.whole_files(spark, max(sizes)):
+            summary, rows = summarise(lambda df: checks.order_marks_in_scan(df, order))
+        facts = fold.SummaryFold(rows) if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary)
+        if all(len(held) == 1 for held in facts.files_of_peers().values()):
+            result["order_check"] = "in the scan (no shuffle)"
+            return summary, rows
+        summary.unpersist()
+        why = "a peer's records in several files: the order check ran again as a window"
+    if order != checks.LAMPORT:
+        result["order_check"] = f"none ({why}; the {order} order's one-pass proof needs the scan)"
+        return None, None
+    result["order_check"] = f"window ({why})"
+    return summarise(checks.order_marks)
 
 FOLD_ROWS = 50_000
 """A run summary with at most this many rows is collected once and folded on the driver
 (:class:`analysis.fold.SummaryFold`); a larger one (many views times latency bins) is queried in Spark."""
 
 
+def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, order: str):
+    """``(the persisted Spark summary or None, the facts of the summary or None)``: the summary of
+    the narrow rows with ``order``'s marks, computed on the driver for a small input, else in Spark
+    (:func:`_summary_in_spark`; None facts if it cannot mark ``order``); its facts folded on the
+    driver (:class:`analysis.fold.SummaryFold`) unless it has over :data:`FOLD_ROWS` rows (then
+    queried in Spark, :class:`_SparkSummaryFacts`: the same methods)."""
+    from analysis import fold
+
+    rename = _given_name(files)
+    summary = None
+    rows = _summary_on_driver(spark, narrow, files, first, order)
+    if rows is None:
+        summary, rows = _summary_in_spark(spark, narrow, files, first, result, order)
+        if rows is None:
+            return None, None
+    if summary is not None and len(rows) > FOLD_ROWS:
+        return summary, _SparkSummaryFacts(summary, rename)
+    return summary, fold.SummaryFold([dict(r, file=rename(r["file"])) for r in rows])
+
+
 class _SparkSummaryFacts:
     """The facts of a persisted run summary, each computed by a Spark job (the twin of
-    :class:`analysis.fold.SummaryFold`, for summaries too large to collect)."""
+    :class:`analysis.fold.SummaryFold`, for summaries too large to collect: the same methods, so
+    the fast path reads either without asking which)."""
 
     def __init__(self, summary, rename=lambda file: file) -> None:
         self.summary = summary
@@ -351,219 +459,88 @@ class _SparkSummaryFacts:
         return messages, False, partial
 
 
-def _given_name(files: list[str]):
-    """Spark's name of an input file (``_metadata.file_path``: URI-encoded, ``a%20b``) -> the name
-    it was given as (``a b``), so that reports and second reads use the input's own name."""
-    from urllib.parse import unquote
-    given = {unquote(f): f for f in files}
-    return lambda name: given.get(unquote(name), name) if name is not None else None
+# --------------------------------------------------------------------------- decision: the one-pass proof
 
 
-def _fold_messages_and_faults(facts, peers: list[str]) -> tuple[int, bool, list[dict]]:
-    from analysis import fold
-    fingerprints, views = facts.view_fingerprints(), facts.view_members()
-    if fold.fingerprint_mismatches(fingerprints, views, peers):
-        return 0, True, []
-    best: dict = {}
-    for f in fingerprints:
-        best[f["view"]] = max(best.get(f["view"], 0), f["messages"])
-    return sum(best.values()), False, fold.crash_prefixes(fingerprints, views, peers)
-
-
-SMALL_INPUT_BYTES = 16 << 20
-"""Local inputs of at most this many bytes in all are summarised on the driver: Spark reads and
-parses them, its narrow rows are collected and :func:`analysis.fold.run_summary` computes the run
-summary in Python. At this size the Spark summary's cost is the cold start of its window and
-aggregate (seconds whatever the size, docs/verifier.md), not its work; the driver holds about
-1 KB per row meanwhile (measured: at 16 MB, 76,000 rows, 4 s faster and 76 MB more; at 32 MB no
-faster). Remote or unsized inputs, and larger ones, are summarised in Spark."""
-
-SMALL_INPUT_ROWS = 250_000
-"""At most this many narrow rows are collected for the driver's summary; a small input with more
-(very short lines) is summarised in Spark."""
-
-
-def input_bytes(files: list[str]) -> int | None:
-    """Total size of ``files`` if every one is a local file, else None."""
-    import os
-
-    from analysis import schema
-    total = 0
-    for f in files:
-        if schema.is_remote_uri(f):
-            return None
-        try:
-            total += os.path.getsize(schema.local_path(f))
-        except OSError:
-            return None
-    return total
-
-
-def _summary_on_driver(spark, narrow, files: list[str], first: int) -> list[dict] | None:
-    """The run summary of a small input (:data:`SMALL_INPUT_BYTES`), computed by
-    :func:`analysis.fold.run_summary` from its collected narrow rows in one Spark job; None if the
-    input is not small, holds more than :data:`SMALL_INPUT_ROWS` rows or a row the fold cannot bin."""
-    from analysis import fold, schema
-
-    size = input_bytes(files)
-    if size is None or size > SMALL_INPUT_BYTES:
-        return None
-    columns = [schema.pid_port(narrow["pid"]).alias("port") if c == "port" else c
-               for c in fold.SUMMARY_INPUT]
-    # A limit is collected by a take: by default one partition first, then more, one job each.
-    conf = "spark.sql.limit.initialNumPartitions"
-    previous = spark.conf.get(conf, None)
-    spark.conf.set(conf, str(1 << 20))
-    try:
-        got = narrow.select(*columns).limit(SMALL_INPUT_ROWS + 1).collect()  # the one scan job
-    finally:
-        spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
-    if len(got) > SMALL_INPUT_ROWS:
-        return None
-    got.reverse()
-    rows = []
-    while got:  # each Row freed as its dict is made: the driver never holds both lists whole
-        rows.append(got.pop().asDict(recursive=True))
-    try:
-        return fold.run_summary(rows, bad_kept=first)
-    except fold.UnfoldableInput:
-        return None
-
-
-def _verify_fast(spark, files: list[str], first: int, result: dict, lap) -> bool:
-    """The one-pass proof of a healthy run (docs/verifier.md): fill ``result`` and return True if it
-    settles the outcome, False if the exact checks must run. One scan of the input (a small input:
-    its summary is computed on the driver; else the order is checked in the scan, or by one shuffle
-    of narrow rows, :func:`_summary_in_spark`); everything else collected is bounded by splits,
+def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: str = "lamport") -> bool:
+    """The one-pass proof that a run of ``order`` is healthy (docs/verifier.md): fill ``result`` and
+    return True if it settles the outcome, False if the exact checks must run (also when the run
+    turns out to use another order). One scan of the input (a small input: its summary is computed
+    on the driver; else the order is checked in the scan, or by one shuffle of narrow rows for the
+    Lamport order, :func:`_summary_in_spark`); everything else collected is bounded by splits,
     peers, views, latency bins."""
-    from analysis import checks, fold, membership, run_order, schema
+    from analysis import schema
 
     narrow = schema.narrow_records(schema.read_records(spark, files))
-    rename = _given_name(files)
-    summary = None
-    rows = _summary_on_driver(spark, narrow, files, first)
-    if rows is None:
-        summary, rows = _summary_in_spark(spark, narrow, files, first, result)
+    summary, facts = _summary_facts(spark, narrow, files, first, result, order)
+    if facts is None:
+        return False
     try:
-        facts = (fold.SummaryFold([dict(r, file=rename(r["file"])) for r in rows])
-                 if len(rows) <= FOLD_ROWS or summary is None else _SparkSummaryFacts(summary, rename))
-        del rows
-        blocks = facts.blocks()
-        lap("scan_s")
-        summaries, offsets = schema.file_summaries(blocks, files)
-        with_bad = [s.path for s in summaries if s.bad_lines]
-        if with_bad and not _no_blank_lines(spark, with_bad, blocks):
-            return False
-        bad = [{"file": schema.display_path(r["file"]),
-                "line": schema.line_number(offsets, r["file"], r["block_start"], r["row"]),
-                "problem": r["problem"], "excerpt": r["excerpt"]}
-               for r in facts.bad_rows(first)]
-        _put_files(result, summaries, bad)
-        n_records = sum(s.records for s in summaries)
-        if n_records == 0:
-            result["problems"] = ["no readable record in the input"]
-            return True
-        peer_rows = facts.peers()
-        if len(peer_rows) > MAX_PEERS:
-            result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
-            return True
-        chosen = run_order.decide(facts.claims())
-        if chosen.problem:
-            result["problems"] = [chosen.problem]
-            return True
-        result["order"] = chosen.order
-        if chosen.order != checks.LAMPORT:  # the one-pass proof is the Lamport order's
-            return False
-        lap("lines_s")
-        if any(p["disorder"] or p["index_faults"] for p in peer_rows):
-            return False
-        peers = sorted(p["peer"] for p in peer_rows)
-        view_rows = facts.view_members()[:MAX_PEERS]
-        if any(v["variants"] > 1 for v in view_rows):
-            return False
-        if isinstance(facts, fold.SummaryFold):
-            messages, mismatched, partial = _fold_messages_and_faults(facts, peers)
-        else:
-            messages, mismatched, partial = facts.messages_and_faults(peers)
-        if mismatched or not _crashed_hold_prefixes(spark, facts, partial):
-            return False
-        lap("fingerprints_s")
-
-        bins = facts.latency_bins()
-        per_peer, overall = fold.latency_stats(peer_rows, bins)
-        low, high = _histogram_range(overall)
-        early = facts.early()
-        result["latency"] = {
-            "overall": overall, "per_peer": per_peer,
-            "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
-                          "counts": fold.histogram(bins, low, high, HISTOGRAM_BINS)}}
-        result["diagram"] = fold.diagram(early, DIAGRAM_MESSAGES)
-        lap("latency_picture_s")
-
-        implied = "implied: every peer's keys strictly increase and every view's recipients " \
-                  "hold the same messages (fingerprints)"
-        found = {name: {"count": 0, "first": [], "note": implied} for name in
-                 ("order", "duplicates", "fifo_reorders", "fifo_gaps", "agreement",
-                  "conflicting_copies", "view_conflicts")}
-        found["order"]["note"] = "checked in one pass (index 1..n, keys strictly increasing)"
-        found["agreement"]["note"] = "checked by per-view fingerprints of the expected recipients " \
-                                    "(crashed members: a prefix of their last view)"
-        found["divergence"] = {"count": 0, "first": [], "note": implied,
-                               "pairs": len(peers) * (len(peers) - 1) // 2, "compared": 0,
-                               "ranked_exactly": 0}
-        found.update(_not_in_order(checks.LAMPORT))
-        result["counts"] = {"records": n_records, "peers": len(peers),
-                            "events": messages + len(view_rows), "messages": messages,
-                            "views": len(view_rows)}
-        result["peers"] = peers
-        result["views"] = view_rows[:50]
-        result["rejoins"] = membership.rejoins(view_rows)
-        result["checks"] = found
-        result["verdict"], result["exit_code"] = "VERIFIED", EXIT_VERIFIED
-        result["fast_path"] = "conclusive"
-        return True
+        return _one_pass(spark, facts, files, first, result, lap, order)
     finally:
         if summary is not None:
             summary.unpersist()
 
 
-def _summary_in_spark(spark, narrow, files: list[str], first: int, result: dict):
-    """``(summary, its rows)``: the fast path's summary computed in Spark, persisted, and its first
-    :data:`FOLD_ROWS` + 1 rows collected (one job).
+def _one_pass(spark, facts, files: list[str], first: int, result: dict, lap, order: str) -> bool:
+    """The decision of the one-pass proof from the summary's ``facts`` (docs/verifier.md, "The fast
+    path"): True once ``result`` holds the outcome -- unusable input, or VERIFIED when no peer has
+    an order mark, no view has two member lists, every view's fingerprints match and every crashed
+    member holds a prefix of its last view -- and False when the exact checks must decide."""
+    from analysis import checks, run_order, schema
 
-    The order check runs in the scan (no shuffle, :func:`analysis.checks.order_marks_in_scan`) when
-    the JVM function is registered, every file is local (its size known) and there are at least as
-    many files as cores (whole files per task keep every core busy); its result stands if each
-    peer's records are in one file, else the summary is computed again with the window.
-    ``result["order_check"]`` says which ran and why.
-    """
-    from pyspark import StorageLevel
+    blocks = facts.blocks()
+    lap("scan_s")
+    summaries, offsets = schema.file_summaries(blocks, files)
+    with_bad = [s.path for s in summaries if s.bad_lines]
+    if with_bad and not _no_blank_lines(spark, with_bad, blocks):
+        return False
+    bad = [{"file": schema.display_path(r["file"]),
+            "line": schema.line_number(offsets, r["file"], r["block_start"], r["row"]),
+            "problem": r["problem"], "excerpt": r["excerpt"]}
+           for r in facts.bad_rows(first)]
+    _put_files(result, summaries, bad)
+    n_records = sum(s.records for s in summaries)
+    if n_records == 0:
+        result["problems"] = ["no readable record in the input"]
+        return True
+    peer_rows = facts.peers()
+    if len(peer_rows) > MAX_PEERS:
+        result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
+        return True
+    chosen = run_order.decide(facts.claims())
+    if chosen.problem:
+        result["problems"] = [chosen.problem]
+        return True
+    result["order"] = chosen.order
+    if chosen.order != order:  # the marks are those of another order
+        return False
+    lap("lines_s")
+    if any(p["disorder"] or p["index_faults"] for p in peer_rows):
+        return False
+    view_rows = facts.view_members()[:MAX_PEERS]
+    if any(v["variants"] > 1 for v in view_rows):
+        return False
+    peers = sorted(p["peer"] for p in peer_rows)
+    messages, mismatched, partial = facts.messages_and_faults(peers)
+    if mismatched or (partial and order != checks.LAMPORT):  # a prefix is Lamport's
+        return False
+    if not _crashed_hold_prefixes(spark, facts, partial):
+        return False
+    lap("fingerprints_s")
+    _proven_report(facts, peer_rows, view_rows, messages, n_records, order, result)
+    lap("latency_picture_s")
+    return True
 
-    from analysis import checks, fold, order_mark
 
-    def summarise(marks):
-        summary = checks.run_summary(narrow, bad_kept=first, marks=marks)
-        summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
-        return summary, [r.asDict(recursive=True) for r in summary.limit(FOLD_ROWS + 1).collect()]
-
-    sizes = [input_bytes([f]) for f in files]
-    cores = spark.sparkContext.defaultParallelism if getattr(spark, "_jvm", None) is not None else 0
-    why = order_mark.register(spark)
-    if why is None and None in sizes:
-        why = "a remote input (file sizes unknown): the order check uses the window"
-    if why is None and len(files) < cores:
-        why = f"{len(files)} files for {cores} cores: the order check uses the window (it splits files)"
-    if why is None:
-        with order_mark.whole_files(spark, max(sizes)):
-            summary, rows = summarise(checks.order_marks_in_scan)
-        facts = fold.SummaryFold(rows) if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary)
-        if all(len(held) == 1 for held in facts.files_of_peers().values()):
-            result["order_check"] = "in the scan (no shuffle)"
-            return summary, rows
-        summary.unpersist()
-        why = "a peer's records in several files: the order check ran again as a window"
-    result["order_check"] = f"window ({why})"
-    return summarise(checks.order_marks)
+def _no_blank_lines(spark, files: list[str], blocks: list[dict]) -> bool:
+    """True if every split of ``files`` has as many text lines as JSON rows (the JSON reader skips
+    blank lines, which would shift line numbers). A text scan of those files, no parsing."""
+    from analysis import schema
+    counted = schema.read_lines(spark, files).groupBy("file", "block_start").count().collect()
+    rows = {(b["file"], b["block_start"]): b["lines"] for b in blocks}
+    rename = _given_name(files)
+    return all(rows.get((rename(r.file), r.block_start)) == r["count"] for r in counted)
 
 
 def _crashed_hold_prefixes(spark, facts, partial: list[dict]) -> bool:
@@ -588,18 +565,284 @@ def _crashed_hold_prefixes(spark, facts, partial: list[dict]) -> bool:
     return True
 
 
-def _put_files(result: dict, summaries, bad: list[dict]) -> None:
+def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages: int,
+                   n_records: int, order: str, result: dict) -> None:
+    """A run the one pass proved, into ``result``: VERIFIED, every check at 0 with how it was
+    settled, the counts, latency figures and picture from the summary's facts."""
+    from analysis import fold, membership
+
+    bins = facts.latency_bins()
+    per_peer, overall = fold.latency_stats(peer_rows, bins)
+    low, high = _histogram_range(overall)
+    result["latency"] = {
+        "overall": overall, "per_peer": per_peer,
+        "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
+                      "counts": fold.histogram(bins, low, high, HISTOGRAM_BINS)}}
+    result["diagram"] = fold.diagram(facts.early(), DIAGRAM_MESSAGES)
+    peers = sorted(p["peer"] for p in peer_rows)
+    result["counts"] = {"records": n_records, "peers": len(peers),
+                        "events": messages + len(view_rows), "messages": messages,
+                        "views": len(view_rows)}
+    result["peers"] = peers
+    result["views"] = view_rows[:50]
+    result["rejoins"] = membership.rejoins(view_rows)
+    result["checks"] = _proven_checks(order, len(peers))
+    result["verdict"], result["exit_code"] = "VERIFIED", EXIT_VERIFIED
+    result["fast_path"] = "conclusive"
+
+
+def _proven_checks(order: str, n_peers: int) -> dict[str, dict]:
+    """The checks of a run of ``order`` the one-pass proof settled, each at 0 with how."""
+    from analysis import checks
+
+    implied = "implied: every peer's keys strictly increase and every view's recipients " \
+              "hold the same messages (fingerprints)"
+    in_one_pass = {checks.LAMPORT: "index 1..n, keys strictly increasing",
+                   checks.SEQUENCER: "index 1..n, (view, seq) strictly increasing, each origin's "
+                                     "clocks increasing",
+                   checks.CAUSAL: "index 1..n, views in order, each origin's clocks increasing"}
+    found = {name: {"count": 0, "first": [], "note": implied} for name in
+             ("order", "duplicates", "fifo_reorders", "fifo_gaps", "agreement",
+              "conflicting_copies", "view_conflicts")}
+    found["order"]["note"] = f"checked in one pass ({in_one_pass[order]})"
+    found["agreement"]["note"] = "checked by per-view fingerprints of the expected recipients " + (
+        "(crashed members: a prefix of their last view)" if order == checks.LAMPORT else
+        "(crashed members: all of their last view)")
+    found["divergence"] = {"count": 0, "first": [], "note": implied,
+                           "pairs": n_peers * (n_peers - 1) // 2, "compared": 0, "ranked_exactly": 0}
+    found.update(_not_in_order(order))
+    if order in (checks.SEQUENCER, checks.CAUSAL):
+        found["numbering"] = {"count": 0, "first": [], "note": implied}
+    if order == checks.CAUSAL:
+        found["causal"] = {"count": 0, "first": [], "note": "checked in one pass (per view, each "
+                           "message after its vc's counts of every member's messages)"}
+        found["fifo_reorders"]["note"] = ("causal: an origin's messages out of order are caught by "
+                                          "the causal check (its own vc count)")
+        found["divergence"]["note"] = "causal: no total order to compare; see the causal check"
+    return found
+
+
+def _not_in_order(order: str) -> dict[str, dict]:
+    """The checks an order does not use, reported as 0 with the reason."""
+    from analysis.schema import HANDOUT
+
+    out = {}
+    if order == "lamport":
+        out["numbering"] = {"count": 0, "first": [], "note": "the Lamport order numbers nothing"}
+    if order == HANDOUT:
+        out["numbering"] = {"count": 0, "first": [], "note": "the handout's order numbers nothing"}
+    if order != "causal":
+        out["causal"] = {"count": 0, "first": [], "note": f"a {order} run: no vector timestamps"}
+    return out
+
+
+# --------------------------------------------------------------------------- the exact checks
+
+
+def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
+                  texts: list[str] = ()) -> None:
+    """Every check computed exactly (event table, order, pairwise divergences): fills ``result``.
+
+    Run when the fast path could not prove the run healthy (or for handout text outputs
+    ``texts``, which only this path reads); reads the input again as text. The stages: parse
+    (cached), the lines' report, the run's order and peers, the event table (cached), the checks
+    on it, the order checks per peer, the pairwise order, the latency and picture.
+    """
+    from pyspark import StorageLevel
+
+    from analysis import checks, membership, schema
+
+    texts = list(texts)
+    parsed = _parsed_inputs(spark, files, texts).persist(StorageLevel.MEMORY_AND_DISK)
+    messages = None
+    try:
+        rename = _given_name(files + texts)
+        offsets, n_records = _exact_lines(parsed, files + texts, first, rename, result)
+        lap("parse_s")
+        if n_records == 0:
+            result["problems"] = ["no readable record in the input"]
+            return
+        records = schema.good_records(parsed)
+        run = _exact_run(records, rename, result)
+        if run is None:
+            return
+        order, peers, per_peer, overall, lat = run
+        lap("peer_stats_s")
+
+        views = checks.view_members(records)
+        compared, unsettled = _compared_records(records, views, order)
+        messages = checks.event_table(compared).persist(StorageLevel.MEMORY_AND_DISK)
+        totals = _event_totals(messages)
+        lap("event_table_s")
+
+        found: dict[str, dict] = {}
+        view_rows = [r.asDict(recursive=True) for r in views.orderBy("view").limit(MAX_PEERS).collect()]
+        _exact_event_checks(spark, records, messages, views, view_rows, peers, order, unsettled,
+                            files, first, found, lap)
+        if order == checks.HANDOUT:
+            _common_order(records, messages, totals, rename, offsets, first, found, result)
+            lap("common_order_s")
+        disordered, index_dirty = _exact_order_checks(records, order, first, found, lap)
+        _divergence_check(messages, peers, order, disordered, index_dirty, first, found)
+        lap("divergence_s")
+
+        low, high = _histogram_range(overall)
+        hist = {r.bin: r["count"] for r in
+                checks.latency_histogram(lat, low, high, HISTOGRAM_BINS).collect()}
+        diagram = ([] if order == checks.HANDOUT else  # no send times to draw from
+                   _rows(checks.first_events(messages, DIAGRAM_MESSAGES), DIAGRAM_MESSAGES))
+        lap("latency_picture_s")
+
+        result["counts"] = {"records": n_records, "peers": len(peers), **totals}
+        result["peers"] = peers
+        result["views"] = view_rows[:50]
+        result["rejoins"] = membership.rejoins(view_rows)
+        result["checks"] = found
+        result["latency"] = {
+            "overall": overall, "per_peer": per_peer,
+            "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
+                          "counts": [hist.get(i, 0) for i in range(HISTOGRAM_BINS + 1)]}}
+        result["diagram"] = diagram
+        violated = any(c["count"] for c in found.values())
+        result["verdict"] = "VIOLATED" if violated else "VERIFIED"
+        result["exit_code"] = EXIT_VIOLATED if violated else EXIT_VERIFIED
+    finally:
+        if messages is not None:
+            messages.unpersist()
+        parsed.unpersist()
+
+
+def _parsed_inputs(spark, files: list[str], texts: list[str]):
+    """The parsed rows (:func:`analysis.schema.parse_lines`' columns) of JSON Lines ``files`` and
+    handout text outputs ``texts``: one frame, a union of the two readers' rows."""
     from analysis import schema
-    result["file_summaries"] = [
-        {"path": schema.display_path(s.path), "lines": s.lines, "records": s.records,
-         "bad_lines": s.bad_lines, "torn_last_line": s.torn_last_line} for s in summaries]
-    result["bad_lines"] = {"count": sum(s.bad_lines for s in summaries), "first": bad}
+
+    parts = []
+    if files:
+        parts.append(schema.parse_lines(schema.read_lines(spark, files)))
+    if texts:
+        parts.append(schema.parse_handout_lines(schema.read_lines(spark, texts)))
+    parsed = parts[0]
+    for more in parts[1:]:
+        parsed = parsed.unionByName(more)
+    return parsed
 
 
-def _histogram_range(overall: dict) -> tuple[float, float]:
-    low = min(0.0, overall.get("min") or 0.0)
-    high = overall.get("p99") or overall.get("max") or 0.0
-    return low, (high * 1.25 if high > 0 else (overall.get("max") or 1.0))
+def _exact_lines(parsed, files: list[str], first: int, rename, result: dict) -> tuple[dict, int]:
+    """The lines' part of the report (per-file counts, the first bad lines) into ``result``;
+    ``(line offsets per split, number of good records)``. One row per split and ``first`` bad rows
+    are collected."""
+    from analysis import schema
+
+    blocks = [dict(r.asDict(), file=rename(r.file)) for r in schema.block_stats(parsed).collect()]
+    summaries, offsets = schema.file_summaries(blocks, files)
+    bad = [{"file": schema.display_path(rename(r.file)),
+            "line": schema.line_number(offsets, rename(r.file), r.block_start, r.row),
+            "problem": r.problem, "excerpt": r.excerpt}
+           for r in schema.bad_lines(parsed).orderBy("file", "row").limit(first).collect()]
+    _put_files(result, summaries, bad)
+    return offsets, sum(s.records for s in summaries)
+
+
+def _exact_run(records, rename, result: dict):
+    """The run's order (from every record's claim) and peers with their latency figures:
+    ``(order, peers, per_peer, overall, latencies frame)``; None (with ``result["problems"]``) if
+    the files disagree about the order or there are more than :data:`MAX_PEERS` peers."""
+    from analysis import checks, run_order
+
+    claims = {rename(r.file): r.claims for r in run_order.claims_by_file(records).collect()}
+    chosen = run_order.decide(claims)
+    if chosen.problem:
+        result["problems"] = [chosen.problem]
+        result.pop("order", None)  # the first lines' hint, if any, was wrong
+        return None
+    order = result["order"] = chosen.order
+    lat = checks.latencies(records)
+    stats = checks.latency_summary(lat).collect()  # peers + 1 rows
+    per_peer = sorted((r.asDict() for r in stats if r.peer is not None), key=lambda r: r["peer"])
+    if len(per_peer) > MAX_PEERS:
+        result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
+        return None
+    overall = next((r.asDict() for r in stats if r.peer is None), {})
+    return order, [r["peer"] for r in per_peer], per_peer, overall, lat
+
+
+def _compared_records(records, views, order: str):
+    """``(records the event table is built from, unsettled (view, peer) rows)``: in a sequencer run,
+    a failed member's messages of a view whose sequencer failed too are left out
+    (:func:`analysis.checks.unsettled_views`); everything otherwise."""
+    from pyspark.sql import functions as F
+
+    from analysis import checks
+
+    if order != checks.SEQUENCER:
+        return records, []
+    unsettled = [r.asDict() for r in checks.unsettled_views(views).limit(MAX_PEERS).collect()]
+    if not unsettled:
+        return records, []
+    mark = F.broadcast(checks.unsettled_views(views).withColumn("_unsettled", F.lit(True)))
+    compared = (records.join(mark, ["view", "peer"], "left")
+                .filter(~(F.coalesce("_unsettled", F.lit(False)) & (F.col("kind") == "message")))
+                .drop("_unsettled"))
+    return compared, unsettled
+
+
+def _event_totals(messages) -> dict:
+    """``events, messages, views`` of the event table (one job)."""
+    from pyspark.sql import functions as F
+
+    return messages.agg(
+        F.count(F.lit(1)).alias("events"),
+        F.count_if(F.col("kind") == "message").alias("messages"),
+        F.count_if(F.col("kind") == "view").alias("views"),
+    ).first().asDict()
+
+
+def _exact_event_checks(spark, records, messages, views, view_rows: list[dict], peers: list[str],
+                        order: str, unsettled: list[dict], files: list[str], first: int,
+                        found: dict, lap) -> None:
+    """The checks on the event table into ``found``: duplicates, conflicting copies, view
+    conflicts, agreement and FIFO gaps, numbering and the causal check (the orders that use them)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from analysis import checks
+
+    found["duplicates"] = _check(*_count_and_first(checks.duplicates(messages), ["peer", "index"], first))
+    found["conflicting_copies"] = _check(*_count_and_first(
+        checks.conflicting_copies(messages), list(checks.ORDER_KEY[:1]) + ["pid"], first))
+    view_conflicts = [v for v in view_rows if v["variants"] > 1]
+    found["view_conflicts"] = _check(len(view_conflicts), view_conflicts[:first])
+    agree = checks.agreement(checks.expected_recipients(messages, views, peers, order)) \
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        n_agree = agree.count()
+        missing_total = agree.agg(F.sum(F.size("missing"))).first()[0] or 0 if n_agree else 0
+        found["agreement"] = _check(
+            n_agree, _rows(agree.orderBy("clock", "pid"), first) if n_agree else [],
+            missing_deliveries=missing_total,
+            **({"note": "not compared (their view's sequencer failed too, so its numbers "
+                        "were settled without them): " + ", ".join(
+                            f"{u['peer']} in view {u['view']}" for u in unsettled[:10])}
+               if unsettled else {}))
+        lap("agreement_s")
+        if missing_total:
+            gaps = checks.fifo_gaps(records, checks.missing_deliveries(agree))
+            found["fifo_gaps"] = _check(*_count_and_first(gaps, ["peer", "origin", "after_clock"], first))
+        else:
+            found["fifo_gaps"] = _check(0, [], note="nothing missing, so no gap")
+        if order == checks.HANDOUT:
+            found["agreement"]["note"] = ("a file cut short owes nothing after its last message "
+                                          "(listed as incomplete)")
+    finally:
+        agree.unpersist()
+    found.update(_not_in_order(order))
+    if order in (checks.SEQUENCER, checks.CAUSAL):
+        found["numbering"] = _check(*_count_and_first(checks.number_conflicts(messages, order),
+                                                      ["view", "origin", "number"], first))
+    if order == checks.CAUSAL:
+        _causal_check(spark, records, files, first, found)
+        lap("causal_s")
 
 
 def _causal_check(spark, records, files: list[str], first: int, found: dict) -> None:
@@ -617,20 +860,19 @@ def _causal_check(spark, records, files: list[str], first: int, found: dict) -> 
     found["causal"] = {"count": count, "first": rows}
 
 
-def _parsed_inputs(spark, files: list[str], texts: list[str]):
-    """The parsed rows (:func:`analysis.schema.parse_lines`' columns) of JSON Lines ``files`` and
-    handout text outputs ``texts``: one frame, a union of the two readers' rows."""
-    from analysis import schema
+def _common_order(records, messages, totals: dict, rename, offsets, first: int, found: dict,
+                  result: dict) -> None:
+    """A handout run's common order check (each file a prefix of every message sorted by
+    ``(clock, from)``) into ``found``, and its peers' files and incomplete files into ``result``."""
+    from analysis import checks
 
-    parts = []
-    if files:
-        parts.append(schema.parse_lines(schema.read_lines(spark, files)))
-    if texts:
-        parts.append(schema.parse_handout_lines(schema.read_lines(spark, texts)))
-    parsed = parts[0]
-    for more in parts[1:]:
-        parsed = parsed.unionByName(more)
-    return parsed
+    departed = [r.asDict() for r in checks.departures(records, messages)
+                .orderBy("index", "peer").limit(MAX_PEERS).collect()]
+    found["common_order"] = _check(
+        len(departed), [_departure(r, rename, offsets) for r in departed[:first]],
+        note="every message sorted by (clock, from as written); each file must be a prefix of it")
+    result.update(_handout_facts(records, messages, {r["peer"] for r in departed},
+                                 totals["messages"], rename))
 
 
 def _handout_facts(records, messages, departed: set[str], n_messages: int, rename) -> dict:
@@ -662,206 +904,111 @@ def _departure(row: dict, rename, offsets) -> dict:
             "as_in": row["as_in"]}
 
 
-def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
-                  texts: list[str] = ()) -> None:
-    """Every check computed exactly (event table, order, pairwise divergences): fills ``result``.
-
-    Run when the fast path could not prove the run healthy (or for handout text outputs
-    ``texts``, which only this path reads); reads the input again as text.
-    """
+def _exact_order_checks(records, order: str, first: int, found: dict, lap) -> tuple[list, list]:
+    """The order per peer and FIFO order into ``found``; ``(disordered peers, peers with an index
+    fault)``. FIFO order holds at every peer whose total order holds, so only the others are
+    checked for it."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from analysis import checks, membership, run_order, schema
+    from analysis import checks
 
-    texts = list(texts)
-    parsed = _parsed_inputs(spark, files, texts).persist(StorageLevel.MEMORY_AND_DISK)
-    messages = None
+    ordered = checks.order_violations(records, order).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        rename = _given_name(files + texts)
-        blocks = [dict(r.asDict(), file=rename(r.file))
-                  for r in schema.block_stats(parsed).collect()]  # one row per split
-        summaries, offsets = schema.file_summaries(blocks, files + texts)
-        bad = []
-        for r in schema.bad_lines(parsed).orderBy("file", "row").limit(first).collect():
-            bad.append({"file": schema.display_path(rename(r.file)),
-                        "line": schema.line_number(offsets, rename(r.file), r.block_start, r.row),
-                        "problem": r.problem, "excerpt": r.excerpt})
-        _put_files(result, summaries, bad)
-        lap("parse_s")
-        n_records = sum(s.records for s in summaries)
-        if n_records == 0:
-            result["problems"] = ["no readable record in the input"]
-            return
-
-        records = schema.good_records(parsed)
-        claims = {rename(r.file): r.claims for r in run_order.claims_by_file(records).collect()}
-        chosen = run_order.decide(claims)
-        if chosen.problem:
-            result["problems"] = [chosen.problem]
-            result.pop("order", None)  # the first lines' hint, if any, was wrong
-            return
-        order = result["order"] = chosen.order
-        lat = checks.latencies(records)
-        stats = checks.latency_summary(lat).collect()  # peers + 1 rows
-        per_peer = sorted((r.asDict() for r in stats if r.peer is not None), key=lambda r: r["peer"])
-        if len(per_peer) > MAX_PEERS:
-            result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
-            return
-        peers = [r["peer"] for r in per_peer]
-        overall = next((r.asDict() for r in stats if r.peer is None), {})
-        lap("peer_stats_s")
-
-        views = checks.view_members(records)
-        compared = records
-        unsettled: list[dict] = []
-        if order == checks.SEQUENCER:  # members whose last view's numbers died with its sequencer
-            unsettled = [r.asDict() for r in checks.unsettled_views(views).limit(MAX_PEERS).collect()]
-            if unsettled:
-                mark = F.broadcast(checks.unsettled_views(views).withColumn("_unsettled", F.lit(True)))
-                compared = (records.join(mark, ["view", "peer"], "left")
-                            .filter(~(F.coalesce("_unsettled", F.lit(False))
-                                      & (F.col("kind") == "message")))
-                            .drop("_unsettled"))
-        messages = checks.event_table(compared).persist(StorageLevel.MEMORY_AND_DISK)
-        totals = messages.agg(
-            F.count(F.lit(1)).alias("events"),
-            F.count_if(F.col("kind") == "message").alias("messages"),
-            F.count_if(F.col("kind") == "view").alias("views"),
-        ).first().asDict()
-        lap("event_table_s")
-
-        found: dict[str, dict] = {}
-
-        def record(name: str, count: int, rows: list[dict], **extra) -> None:
-            found[name] = {"count": count, "first": rows, **extra}
-
-        record("duplicates", *_count_and_first(checks.duplicates(messages),
-                                               ["peer", "index"], first))
-        record("conflicting_copies", *_count_and_first(checks.conflicting_copies(messages),
-                                                       list(checks.ORDER_KEY[:1]) + ["pid"], first))
-        view_rows = [r.asDict(recursive=True) for r in views.orderBy("view").limit(MAX_PEERS).collect()]
-        view_conflicts = [v for v in view_rows if v["variants"] > 1]
-        record("view_conflicts", len(view_conflicts), view_conflicts[:first])
-        agree = checks.agreement(checks.expected_recipients(messages, views, peers, order)) \
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            n_agree = agree.count()
-            missing_total = agree.agg(F.sum(F.size("missing"))).first()[0] or 0 if n_agree else 0
-            record("agreement", n_agree,
-                   _rows(agree.orderBy("clock", "pid"), first) if n_agree else [],
-                   missing_deliveries=missing_total,
-                   **({"note": "not compared (their view's sequencer failed too, so its numbers "
-                               "were settled without them): " + ", ".join(
-                                   f"{u['peer']} in view {u['view']}" for u in unsettled[:10])}
-                      if unsettled else {}))
-            lap("agreement_s")
-            if missing_total:
-                gaps = checks.fifo_gaps(records, checks.missing_deliveries(agree))
-                record("fifo_gaps", *_count_and_first(gaps, ["peer", "origin", "after_clock"], first))
-            else:
-                record("fifo_gaps", 0, [], note="nothing missing, so no gap")
-            if order == checks.HANDOUT:
-                found["agreement"]["note"] = ("a file cut short owes nothing after its last message "
-                                              "(listed as incomplete)")
-        finally:
-            agree.unpersist()
-        if order == checks.HANDOUT:  # per file, where it stops being a prefix of the common order
-            departed = [r.asDict() for r in checks.departures(records, messages)
-                        .orderBy("index", "peer").limit(MAX_PEERS).collect()]
-            record("common_order", len(departed),
-                   [_departure(r, rename, offsets) for r in departed[:first]],
-                   note="every message sorted by (clock, from as written); each file must be a "
-                        "prefix of it")
-            result.update(_handout_facts(records, messages, {r["peer"] for r in departed},
-                                         totals["messages"], rename))
-            lap("common_order_s")
-
-        found.update(_not_in_order(order))
-        if order in (checks.SEQUENCER, checks.CAUSAL):
-            record("numbering", *_count_and_first(checks.number_conflicts(messages, order),
-                                                  ["view", "origin", "number"], first))
-        if order == checks.CAUSAL:
-            _causal_check(spark, records, files, first, found)
-            lap("causal_s")
-
-        ordered = checks.order_violations(records, order).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            n_order = ordered.count()
-            record("order", n_order, _rows(ordered.orderBy("peer", "index"), first) if n_order else [])
-            disordered = [r.peer for r in ordered.filter(F.col("problem").contains("not after"))
-                          .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
-            index_dirty = [r.peer for r in ordered.filter(F.col("problem").contains("index"))
-                           .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
-        finally:
-            ordered.unpersist()
-        lap("order_s")
-        if order == checks.CAUSAL:
-            record("fifo_reorders", 0, [], note="causal: an origin's messages out of order are "
-                                                "caught by the causal check (its own vc count)")
-        elif disordered:  # FIFO holds at every peer whose total order holds: check only the others
-            reorders = checks.fifo_reorders(records.filter(F.col("peer").isin(disordered)))
-            record("fifo_reorders", *_count_and_first(reorders, ["peer", "index"], first))
-        else:
-            record("fifo_reorders", 0, [], note="implied by the order check")
-        lap("fifo_s")
-
-        # Two peers whose records are both strictly increasing by the order's key list their common
-        # events in the same order, so only pairs with a disordered peer can diverge -- as long as
-        # the key is the same in every copy, which for a sequencer's seq is a check of its own.
-        seq_conflicts = order == checks.SEQUENCER and found["conflicting_copies"]["count"] > 0
-        suspect = [] if order == checks.CAUSAL else [
-            (a, b) for i, a in enumerate(peers) for b in peers[i + 1:]
-            if a in disordered or b in disordered or seq_conflicts]
-        divergences: list[dict] = []
-        exact: list[tuple[str, str]] = []
-        if suspect:
-            diffs = [r.asDict() for r in checks.set_differences(messages, peers).collect()]  # <= P^2
-            dirty = set(index_dirty)
-            if found["duplicates"]["count"]:
-                dirty |= {r.peer for r in checks.duplicates(messages).select("peer").distinct()
-                          .limit(MAX_PEERS).collect()}
-            unequal = {tuple(sorted((d["peer_a"], d["peer_b"]))) for d in diffs}
-            exact = [(a, b) for a, b in suspect if a in dirty or b in dirty or (a, b) in unequal]
-            fast_skip = [p for p in ((a, b) for i, a in enumerate(peers) for b in peers[i + 1:])
-                         if p not in suspect or p in exact]
-            found_rows = checks.divergences_by_index(messages, fast_skip).collect()
-            if exact:
-                found_rows += checks.divergences_by_rank(messages, exact).collect()
-            divergences = sorted((r.asDict(recursive=True) for r in found_rows),
-                                 key=lambda d: (d["position"], d["peer_a"], d["peer_b"]))
-        record("divergence", len(divergences), divergences[:max(first, 10)],
-               pairs=len(peers) * (len(peers) - 1) // 2, compared=len(suspect),
-               ranked_exactly=len(exact),
-               **({"note": "causal: no total order to compare; see the causal check"}
-                  if order == checks.CAUSAL else {}))
-        lap("divergence_s")
-
-        low, high = _histogram_range(overall)
-        hist = {r.bin: r["count"] for r in
-                checks.latency_histogram(lat, low, high, HISTOGRAM_BINS).collect()}
-        diagram = ([] if order == checks.HANDOUT else  # no send times to draw from
-                   _rows(checks.first_events(messages, DIAGRAM_MESSAGES), DIAGRAM_MESSAGES))
-        lap("latency_picture_s")
-
-        result["counts"] = {"records": n_records, "peers": len(peers), **totals}
-        result["peers"] = peers
-        result["views"] = view_rows[:50]
-        result["rejoins"] = membership.rejoins(view_rows)
-        result["checks"] = found
-        result["latency"] = {
-            "overall": overall, "per_peer": per_peer,
-            "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
-                          "counts": [hist.get(i, 0) for i in range(HISTOGRAM_BINS + 1)]}}
-        result["diagram"] = diagram
-        violated = any(c["count"] for c in found.values())
-        result["verdict"] = "VIOLATED" if violated else "VERIFIED"
-        result["exit_code"] = EXIT_VIOLATED if violated else EXIT_VERIFIED
-        return
+        n_order = ordered.count()
+        found["order"] = _check(n_order, _rows(ordered.orderBy("peer", "index"), first) if n_order else [])
+        disordered = [r.peer for r in ordered.filter(F.col("problem").contains("not after"))
+                      .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
+        index_dirty = [r.peer for r in ordered.filter(F.col("problem").contains("index"))
+                       .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
     finally:
-        if messages is not None:
-            messages.unpersist()
-        parsed.unpersist()
+        ordered.unpersist()
+    lap("order_s")
+    if order == checks.CAUSAL:
+        found["fifo_reorders"] = _check(0, [], note="causal: an origin's messages out of order are "
+                                                    "caught by the causal check (its own vc count)")
+    elif disordered:
+        reorders = checks.fifo_reorders(records.filter(F.col("peer").isin(disordered)))
+        found["fifo_reorders"] = _check(*_count_and_first(reorders, ["peer", "index"], first))
+    else:
+        found["fifo_reorders"] = _check(0, [], note="implied by the order check")
+    lap("fifo_s")
+    return disordered, index_dirty
+
+
+def _divergence_check(messages, peers: list[str], order: str, disordered: list[str],
+                      index_dirty: list[str], first: int, found: dict) -> None:
+    """Each pair of peers' first divergence into ``found["divergence"]``.
+
+    Two peers whose records both strictly increase by the order's key list their common events in
+    the same order, so only pairs with a disordered peer can diverge -- as long as the key is the
+    same in every copy, which for a sequencer's seq is a check of its own. Pairs with a dirty peer
+    (index faults, duplicates) or unequal sets are ranked exactly; the others by index."""
+    from analysis import checks
+
+    seq_conflicts = order == checks.SEQUENCER and found["conflicting_copies"]["count"] > 0
+    all_pairs = [(a, b) for i, a in enumerate(peers) for b in peers[i + 1:]]
+    suspect = [] if order == checks.CAUSAL else [
+        (a, b) for a, b in all_pairs if a in disordered or b in disordered or seq_conflicts]
+    divergences: list[dict] = []
+    exact: list[tuple[str, str]] = []
+    if suspect:
+        diffs = [r.asDict() for r in checks.set_differences(messages, peers).collect()]  # <= P^2
+        dirty = set(index_dirty)
+        if found["duplicates"]["count"]:
+            dirty |= {r.peer for r in checks.duplicates(messages).select("peer").distinct()
+                      .limit(MAX_PEERS).collect()}
+        unequal = {tuple(sorted((d["peer_a"], d["peer_b"]))) for d in diffs}
+        exact = [(a, b) for a, b in suspect if a in dirty or b in dirty or (a, b) in unequal]
+        fast_skip = [p for p in all_pairs if p not in suspect or p in exact]
+        found_rows = checks.divergences_by_index(messages, fast_skip).collect()
+        if exact:
+            found_rows += checks.divergences_by_rank(messages, exact).collect()
+        divergences = sorted((r.asDict(recursive=True) for r in found_rows),
+                             key=lambda d: (d["position"], d["peer_a"], d["peer_b"]))
+    found["divergence"] = _check(
+        len(divergences), divergences[:max(first, 10)],
+        pairs=len(peers) * (len(peers) - 1) // 2, compared=len(suspect), ranked_exactly=len(exact),
+        **({"note": "causal: no total order to compare; see the causal check"}
+           if order == checks.CAUSAL else {}))
+
+
+# --------------------------------------------------------------------------- report parts
+
+
+def _check(count: int, first: list[dict], **extra) -> dict:
+    """A check's entry in the report: its count, its first rows and anything it adds."""
+    return {"count": count, "first": first, **extra}
+
+
+def _count_and_first(df, order: list[str], n: int) -> tuple[int, list[dict]]:
+    """Count a violation frame and take its first ``n`` rows by ``order``, computing it once."""
+    from pyspark import StorageLevel
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        count = df.count()
+        first = _rows(df.orderBy(*order), n) if count else []
+    finally:
+        df.unpersist()
+    return count, first
+
+
+def _rows(df, n: int) -> list[dict]:
+    return [r.asDict(recursive=True) for r in df.limit(n).collect()]
+
+
+def _put_files(result: dict, summaries, bad: list[dict]) -> None:
+    from analysis import schema
+    result["file_summaries"] = [
+        {"path": schema.display_path(s.path), "lines": s.lines, "records": s.records,
+         "bad_lines": s.bad_lines, "torn_last_line": s.torn_last_line} for s in summaries]
+    result["bad_lines"] = {"count": sum(s.bad_lines for s in summaries), "first": bad}
+
+
+def _histogram_range(overall: dict) -> tuple[float, float]:
+    low = min(0.0, overall.get("min") or 0.0)
+    high = overall.get("p99") or overall.get("max") or 0.0
+    return low, (high * 1.25 if high > 0 else (overall.get("max") or 1.0))
 
 
 if __name__ == "__main__":

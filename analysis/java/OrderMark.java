@@ -1,8 +1,10 @@
 package tom.analysis;
 
 import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
 
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.api.java.UDF10;
 import org.apache.spark.sql.api.java.UDF7;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
@@ -28,6 +30,10 @@ import org.apache.spark.sql.types.DataTypes;
  *
  * <p>The mark's bits: {@link #DISORDER}, {@link #INDEX_FAULT} (also: a file's first good row not in
  * its first split), {@link #PEER_CHANGE}.
+ *
+ * <p>The sequencer and causal orders have their own functions, {@link Sequencer} and {@link Causal}
+ * (registered as {@code tom_order_mark_sequencer} and {@code tom_order_mark_causal}), with the same
+ * evaluation, the same index and peer marks, and {@link #DISORDER} for their own order rules.
  */
 public final class OrderMark implements UDF7<String, Long, String, Boolean, Long, Long, String, Integer> {
     private static final long serialVersionUID = 1L;
@@ -36,47 +42,32 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
     public static final int INDEX_FAULT = 2;
     public static final int PEER_CHANGE = 4;
 
-    /** Registers {@link #NAME} (non-deterministic: never reordered, merged or evaluated twice). */
+    /** Registers {@link #NAME} and the numbered orders' functions (non-deterministic: never
+     * reordered, merged or evaluated twice). */
     public static void register(SparkSession spark) {
         spark.udf().register(NAME, functions.udf(new OrderMark(), DataTypes.IntegerType).asNondeterministic());
+        spark.udf().register(Sequencer.NAME,
+                functions.udf(new Sequencer(), DataTypes.IntegerType).asNondeterministic());
+        spark.udf().register(Causal.NAME,
+                functions.udf(new Causal(), DataTypes.IntegerType).asNondeterministic());
     }
 
-    private String file;
-    private boolean seen;
-    private String peer;
-    private long index;
+    private final Cursor cursor = new Cursor();
     private long clock;
     private String pid;
 
     @Override
     public Integer call(String file, Long blockStart, String peer, Boolean good, Long index, Long clock,
                         String pid) {
-        if (!file.equals(this.file)) {
-            this.file = file;
-            this.seen = false;
-        }
+        cursor.fileChanged(file);
         if (good == null || !good) {
             return 0;
         }
-        int mark = 0;
-        if (!seen) {
-            if (index != 1L || blockStart != 0L) {
-                mark |= INDEX_FAULT;
-            }
-        } else {
-            if (!peer.equals(this.peer)) {
-                mark |= PEER_CHANGE;
-            }
-            if (index != this.index + 1) {
-                mark |= INDEX_FAULT;
-            }
-            if (!after(clock, pid)) {
-                mark |= DISORDER;
-            }
+        boolean seen = cursor.seen();
+        int mark = cursor.step(blockStart, peer, index);
+        if (seen && !after(clock, pid)) {
+            mark |= DISORDER;
         }
-        this.seen = true;
-        this.peer = peer;
-        this.index = index;
         this.clock = clock;
         this.pid = pid;
         return mark;
@@ -131,5 +122,178 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
             v = v * 10 + (ch - '0');
         }
         return v > Integer.MAX_VALUE ? -1 : v;
+    }
+
+    /**
+     * The index and peer marks every order shares: one task's previous good row of the current file.
+     * {@link #step} returns {@link #INDEX_FAULT} and {@link #PEER_CHANGE} bits of a good row against
+     * the previous one (its file's first good row: index 1 in the first split) and remembers it;
+     * {@link #fileChanged} says whether the row starts a new file (then the per-file state is reset).
+     */
+    private static final class Cursor implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        private String file;
+        private boolean seen;
+        private String peer;
+        private long index;
+
+        boolean fileChanged(String file) {
+            if (file.equals(this.file)) {
+                return false;
+            }
+            this.file = file;
+            this.seen = false;
+            return true;
+        }
+
+        boolean seen() {
+            return seen;
+        }
+
+        int step(long blockStart, String peer, long index) {
+            int mark = 0;
+            if (!seen) {
+                if (index != 1L || blockStart != 0L) {
+                    mark |= INDEX_FAULT;
+                }
+            } else {
+                if (!peer.equals(this.peer)) {
+                    mark |= PEER_CHANGE;
+                }
+                if (index != this.index + 1) {
+                    mark |= INDEX_FAULT;
+                }
+            }
+            seen = true;
+            this.peer = peer;
+            this.index = index;
+            return mark;
+        }
+    }
+
+    /**
+     * The sequencer order: {@code tom_order_mark_sequencer(file, block_start, peer, good, index, clock,
+     * pid, kind, view, seq)}. Besides the index and peer marks, {@link #DISORDER} unless the key
+     * {@code (view, seq)} (a view record's seq is 0) is above the previous good row's, and for a
+     * message unless its clock is above the clock of the last message of the same origin this task
+     * read from the file (each origin's messages in the order it sent them: so no message is
+     * delivered twice). A null view or seq is marked.
+     */
+    public static final class Sequencer
+            implements UDF10<String, Long, String, Boolean, Long, Long, String, String, Long, Long, Integer> {
+        private static final long serialVersionUID = 1L;
+        public static final String NAME = "tom_order_mark_sequencer";
+        private final Cursor cursor = new Cursor();
+        private final HashMap<String, Long> lastClock = new HashMap<>();
+        private long view;
+        private long seq;
+
+        @Override
+        public Integer call(String file, Long blockStart, String peer, Boolean good, Long index, Long clock,
+                            String pid, String kind, Long view, Long seq) {
+            if (cursor.fileChanged(file)) {
+                lastClock.clear();
+            }
+            if (good == null || !good) {
+                return 0;
+            }
+            boolean seen = cursor.seen();
+            int mark = cursor.step(blockStart, peer, index);
+            if (view == null || seq == null) {
+                return mark | DISORDER;
+            }
+            if (seen && (view < this.view || (view == this.view && seq <= this.seq))) {
+                mark |= DISORDER;
+            }
+            this.view = view;
+            this.seq = seq;
+            if ("message".equals(kind)) {
+                Long last = lastClock.put(pid, clock);
+                if (last != null && clock <= last) {
+                    mark |= DISORDER;
+                }
+            }
+            return mark;
+        }
+    }
+
+    /**
+     * The causal order: {@code tom_order_mark_causal(file, block_start, peer, good, index, clock, pid,
+     * kind, view, vc)}. Besides the index and peer marks, {@link #DISORDER} for a record whose view is
+     * below the previous good row's, a view record whose view is not above it, and a message m that
+     * breaks the running counts of its view: with {@code n[q]} the number of q's messages of the view
+     * this task read before m from the file, m's own number {@code vc[pid]} must be
+     * {@code n[pid] + 1} (an origin's messages in the order it numbered them), and for every q in
+     * {@code vc}, {@code n[q] >= vc[q]} (q other than m's origin): m comes after the messages that
+     * happened before it (analysis/causal.py). Also marked: a message whose clock is not above the
+     * last message of its origin in the file, and a message without a vc or without its own count.
+     */
+    public static final class Causal implements
+            UDF10<String, Long, String, Boolean, Long, Long, String, String, Long, scala.collection.Map<String, Object>, Integer> {
+        private static final long serialVersionUID = 1L;
+        public static final String NAME = "tom_order_mark_causal";
+        private final Cursor cursor = new Cursor();
+        private final HashMap<String, Long> lastClock = new HashMap<>();
+        private final HashMap<String, Long> counts = new HashMap<>();
+        private Long view;
+
+        @Override
+        public Integer call(String file, Long blockStart, String peer, Boolean good, Long index, Long clock,
+                            String pid, String kind, Long view, scala.collection.Map<String, Object> vc) {
+            if (cursor.fileChanged(file)) {
+                lastClock.clear();
+                counts.clear();
+                this.view = null;
+            }
+            if (good == null || !good) {
+                return 0;
+            }
+            int mark = cursor.step(blockStart, peer, index);
+            if (view == null) {
+                return mark | DISORDER;
+            }
+            boolean isView = "view".equals(kind);
+            if (this.view != null && (view < this.view || (isView && view <= this.view))) {
+                mark |= DISORDER;
+            }
+            if (this.view == null || !this.view.equals(view)) {
+                counts.clear();
+                this.view = view;
+            }
+            if (isView) {
+                return mark;
+            }
+            Long last = lastClock.put(pid, clock);
+            if (last != null && clock <= last) {
+                mark |= DISORDER;
+            }
+            if (vc == null) {
+                return mark | DISORDER;
+            }
+            long own = counts.getOrDefault(pid, 0L);
+            boolean numbered = false;
+            scala.collection.Iterator<scala.Tuple2<String, Object>> entries = vc.iterator();
+            while (entries.hasNext()) {
+                scala.Tuple2<String, Object> e = entries.next();
+                if (e._2() == null) {
+                    mark |= DISORDER;
+                    continue;
+                }
+                long count = ((Number) e._2()).longValue();
+                if (e._1().equals(pid)) {
+                    numbered = true;
+                    if (count != own + 1) {
+                        mark |= DISORDER;
+                    }
+                } else if (counts.getOrDefault(e._1(), 0L) < count) {
+                    mark |= DISORDER;
+                }
+            }
+            if (!numbered) {
+                mark |= DISORDER;
+            }
+            counts.put(pid, own + 1);
+            return mark;
+        }
     }
 }

@@ -225,8 +225,7 @@ def test_driver_fold_equals_its_spark_twin(spark, summarize, case):
     # the fold's own test; the cases added for the driver's summary compare the two folds, in Python)
     reference = verify._SparkSummaryFacts(s) if case in FOLD_CASES else fold.SummaryFold(spark_rows)
     peers = sorted(p["peer"] for p in reference.peers())
-    want = (reference.messages_and_faults(peers) if case in FOLD_CASES
-            else verify._fold_messages_and_faults(reference, peers))
+    want = reference.messages_and_faults(peers)
     for folded in (fold.SummaryFold(spark_rows), fold.SummaryFold(driver_rows)):
         assert _canon(folded.blocks()) == _canon(reference.blocks())
         assert folded.bad_rows(3) == reference.bad_rows(3)
@@ -237,7 +236,7 @@ def test_driver_fold_equals_its_spark_twin(spark, summarize, case):
         assert folded.claims() == reference.claims()
         assert {p: sorted(f) for p, f in folded.files_of_peers().items()} == \
             {p: sorted(f) for p, f in reference.files_of_peers().items()}
-        got = verify._fold_messages_and_faults(folded, peers)
+        got = folded.messages_and_faults(peers)
         assert got[:2] == want[:2] and _canon(got[2]) == _canon(want[2])
 
 
