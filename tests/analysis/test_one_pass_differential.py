@@ -17,7 +17,7 @@ from tests.analysis.test_orders import renumber, v2
 pytestmark = pytest.mark.spark
 ORDERS = ("lamport", "sequencer", "causal")
 TAMPERS = ("swap", "drop", "duplicate", "text", "number")
-SEEDS = (1, 2)
+SEEDS = (1,)  # (each case is a Spark verify: the suite keeps one seed per order and fault)
 
 
 def _pid_key(pid: str) -> tuple:
