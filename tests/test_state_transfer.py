@@ -109,3 +109,36 @@ def test_a_transfer_cut_by_the_sender_s_crash_restarts_from_another_member(monke
     finally:
         for d in first + [late]:
             d.close()
+
+
+class NoSnapshot(tom.Replicated):
+    def __init__(self, neighbors, me, **options):
+        super().__init__(neighbors, me, **options)
+        self.n = 0
+
+    @tom.replicated
+    def bump(self) -> int:
+        self.n += 1
+        return self.n
+
+
+def test_a_sender_that_cannot_snapshot_goes_on_and_the_joiner_fails_in_one_line(caplog):
+    """An object without snapshot(): the member chosen to send says so in one line and goes on serving
+    the group; the joiner gets that reason as its one error line and applies nothing."""
+    members = sorted((f"127.0.0.1:{p}" for p in free_ports(3)), key=lambda m: int(m.rsplit(":", 1)[1]))
+    first = started([NoSnapshot(members, me, **FAST) for me in members[:2]])
+    late = NoSnapshot(members, members[2], **FAST)
+    try:
+        wait_until(lambda: all(len(o.members) == 2 for o in first))
+        first[0].bump()
+        with caplog.at_level(logging.ERROR, logger="tom.replicated"):
+            late.start()
+            wait_until(lambda: late.failed is not None)
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and r.name == "tom.replicated"]
+        assert any("no snapshot()" in e and members[0] in e for e in errors), errors
+        assert late.n == 0 and not late.admitted.is_set()
+        assert first[1].bump() == 2 and first[0].bump() == 3  # the sender still serves the group
+        wait_until(lambda: first[0].n == first[1].n == 3)
+    finally:
+        for o in first + [late]:
+            o.close()

@@ -279,9 +279,14 @@ class Replicated:
     def _do(self, action: SendState | Restore | None) -> None:
         """Carry out what the state transfer decided."""
         if isinstance(action, SendState):
-            with self.lock:
-                chunks = self._codec.chunks({"state": self.snapshot(), "awaiting": self._transfer.awaiting},
-                                            CHUNK_BYTES)
+            try:
+                with self.lock:
+                    taken = {"state": self.snapshot(), "awaiting": self._transfer.awaiting}
+                    chunks = self._codec.chunks(taken, CHUNK_BYTES)
+            except Exception as e:  # noqa: BLE001 - the joiner hears why, this member goes on
+                why = f"{self._me} could not take a snapshot: {type(e).__name__}: {e}"
+                log.error("%s; %s will not be admitted with the state", why, action.joiner)
+                chunks = self._codec.chunks({"error": why}, CHUNK_BYTES)
             assert self._member is not None
             log.info("sending the state of view %d to %s: %d bytes", action.view, action.joiner,
                      sum(map(len, chunks)))
@@ -319,6 +324,8 @@ class Replicated:
         size = len(data)  # (the codec empties a bytearray as it reads it)
         try:
             taken = self._codec.loads(data)
+            if "error" in taken:
+                raise RuntimeError(taken["error"])
             with self.lock:
                 self.restore(taken["state"])
             awaiting = dict(taken["awaiting"])
