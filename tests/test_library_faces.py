@@ -160,3 +160,19 @@ def test_the_batteries_counter_dict_and_locks():
     finally:
         for lk in locks:
             lk.close()
+
+
+def test_a_callback_that_raises_stops_the_member_with_one_error_line(caplog):
+    import logging
+
+    group = members(1)
+
+    def bad(event):
+        raise ValueError("the program's bug")
+
+    with caplog.at_level(logging.ERROR, logger="tom.group_thread"):
+        with tom.GroupThread(group, group[0], on_event=bad, static=True, **FAST) as g:
+            g.send("hello")
+            assert g.get(timeout=30) is None  # the member stopped: the iteration ends
+    lines = [r.getMessage() for r in caplog.records if r.name == "tom.group_thread"]
+    assert len(lines) == 1 and "ValueError: the program's bug" in lines[0] and group[0] in lines[0]

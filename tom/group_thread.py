@@ -25,6 +25,7 @@ Invariants (besides `tom.library`'s):
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import queue
 import threading
@@ -38,6 +39,8 @@ from .errors import UsageError
 from .library import Group, GroupEvent, Sent, open_group
 
 __all__ = ["AsyncioGroup", "GroupThread"]
+
+log = logging.getLogger("tom.group_thread")
 
 _END = object()  # queued after the last event: the member has stopped
 
@@ -76,17 +79,19 @@ class GroupThread:
                 group.on_direct = self._on_direct
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
-                    self._started.set()
+                    self._posted, posted = trio.open_memory_channel(math.inf)  # (bounded by the callers: post)
                     nursery.start_soon(self._pump, group, nursery.cancel_scope)
-                    self._posted, posted = trio.open_memory_channel(math.inf)  # (bounded by the callers: below)
                     nursery.start_soon(self._send_posted, group, posted)
+                    self._started.set()  # (last: the caller's thread may use all of the above at once)
                     await self._stop.wait()
                     nursery.cancel_scope.cancel()
-        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread, or said
+            while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+                e = e.exceptions[0]  # (the nurseries' groups: what went wrong is inside)
             if not self._started.is_set():
-                self._error = e
+                self._error = e  # raised by __init__
             elif not isinstance(e, (trio.Cancelled, KeyboardInterrupt)):
-                self._error = e
+                log.error("the member %s stopped: %s: %s", me, type(e).__name__, e)
         finally:
             self._queue.put(_END)
             if self._on_end is not None:
