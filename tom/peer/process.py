@@ -245,31 +245,28 @@ class Peer:
 
     async def _send_one(self, text: str):
         """Multicast ``text`` through the processor; what became of it (see `SendTexts.on_sent`)."""
-        done, box = trio.Event(), []
-
-        def on_sent(result) -> None:
-            box.append(result)
-            done.set()
-
-        await self._in.send(SendTexts([text], on_sent))
-        await done.wait()
-        return box[0]
+        return await self._answer(lambda on_sent: SendTexts([text], on_sent))
 
     async def send_direct(self, dest: str, text: str) -> None:
         """Send ``text`` to member ``dest`` alone, through the processor (`Core.direct`); UsageError if
         refused (``dest`` is not a neighbor, this peer itself, or the text is too long)."""
         if dest not in self.links:
             raise UsageError(f"{dest} is not one of this peer's neighbors")
+        refused = await self._answer(lambda on_sent: SendDirect(dest, text, on_sent))
+        if isinstance(refused, UsageError):
+            raise refused
+
+    async def _answer(self, event: Callable[[Callable[[object], None]], SendTexts | SendDirect]) -> object:
+        """Hand the processor ``event(on_sent)`` and wait for what its step says through ``on_sent``."""
         done, box = trio.Event(), []
 
-        def on_sent(result) -> None:
+        def on_sent(result: object) -> None:
             box.append(result)
             done.set()
 
-        await self._in.send(SendDirect(dest, text, on_sent))
+        await self._in.send(event(on_sent))
         await done.wait()
-        if box[0] is not None:
-            raise box[0]
+        return box[0]
 
     async def leave(self) -> None:
         """Leave the group and wait (bounded) until the leave is delivered; then stop."""
