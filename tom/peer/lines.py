@@ -49,6 +49,7 @@ def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
             view["seq"] = 0  # a view record sorts before the view's first message, (view, 0)
         return view
     assert type(d) is Delivery
+    raw = d.text.startswith(BYTES_PREFIX)  # bytes from the library: their base64, and what it is
     message: dict = {
         "v": SCHEMA_VERSION,
         "kind": "message",
@@ -56,14 +57,12 @@ def record(d: Delivery | ViewDelivery, peer: str, delivered_at: float) -> dict:
         "peer": peer,
         "clock": d.clock,
         "pid": d.pid,
-        "text": d.text,
-        **({"encoding": "base64"} if d.text.startswith(BYTES_PREFIX) else {}),
+        "text": d.text[len(BYTES_PREFIX):] if raw else d.text,
+        **({"encoding": "base64"} if raw else {}),
         "sent_at": d.sent_at,
         "delivered_at": round(delivered_at, 6),
         "view": d.view,
     }
-    if "encoding" in message:
-        message["text"] = d.text[len(BYTES_PREFIX):]
     if d.seq is not None:
         message["seq"] = d.seq
     if d.vc is not None:
