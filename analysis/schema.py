@@ -132,9 +132,19 @@ def first_content_line(path: str) -> tuple[int, str] | None:
     return None
 
 
+TRACE_SUFFIX = ".trace.jsonl"
+"""The name `scripts/launch` and `scripts/demo` give a peer's frame trace (``tom peer --trace``)."""
+
+
+def is_trace_header(line: str) -> bool:
+    """Whether ``line`` is the first line of a frame trace (``{"trace": 1, "peer": ...}``)."""
+    return line.lstrip().startswith('{"trace":')
+
+
 def output_kind(name: str, first: tuple[int, str] | None, named: bool) -> str | None:
-    """What an input file is: ``"jsonl"``, ``"handout"`` (a course tool's text output) or None (no
-    output file: skipped).
+    """What an input file is: ``"jsonl"``, ``"handout"`` (a course tool's text output), ``"trace"``
+    (a peer's frame trace: never an output, by its name or its first line) or None (no output file:
+    skipped).
 
     ``*.jsonl`` is JSON Lines whatever it holds; any other name is a text output if its first
     non-blank line (``first``, from :func:`first_content_line`) starts as a handout frame. A file
@@ -142,6 +152,8 @@ def output_kind(name: str, first: tuple[int, str] | None, named: bool) -> str | 
     were text outputs, when it is empty or its first line starts with ``{`` (torn lines included);
     a folder's other files are not outputs, so logs beside the outputs are never read as peers.
     """
+    if name.endswith(TRACE_SUFFIX) or (first is not None and is_trace_header(first[1])):
+        return "trace"
     if name.endswith(".jsonl"):
         return "jsonl"
     if first is not None and _HANDOUT_START.match(first[1]):
@@ -176,7 +188,7 @@ def _resolve_local(given: str) -> ResolvedInputs | None:
     for path, named in candidates:
         shown = os.path.abspath(path)
         try:
-            first = None if path.endswith(".jsonl") else first_content_line(path)
+            first = first_content_line(path)
         except OSError as exc:
             if named:
                 found.skipped.append(f"skipped {shown}: cannot read it ({exc.strerror})")
@@ -186,6 +198,9 @@ def _resolve_local(given: str) -> ResolvedInputs | None:
             found.files.append("file:" + shown)
         elif kind == "handout":
             found.texts.append("file:" + shown)
+        elif kind == "trace":
+            if named:
+                found.skipped.append(f"skipped {shown}: a frame trace (tom peer --trace), not an output file")
         elif named:
             number, line = first  # type: ignore[misc]  # None is "jsonl" when named
             found.skipped.append(f"skipped {shown}: line {number} is neither a TOM record nor a "

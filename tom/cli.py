@@ -55,6 +55,17 @@ def _seconds(low: float, high: float):
     return parse
 
 
+def _count(low: int, high: int):
+    """An argparse type: a whole number between ``low`` and ``high``."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number between {low} and {high}, got {text!r}")
+        return int(text)
+
+    return parse
+
+
 def _http_address(text: str) -> tuple[str, int]:
     """``--http [HOST:]PORT`` -> (host, port); loopback when no host is given; ``[v6]:PORT`` too."""
     host, sep, port = text.rpartition(":")
@@ -142,6 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--api-token-file", type=Path, metavar="FILE",
                       help="with --http: require 'Authorization: Bearer <token>' with the token kept in FILE "
                            "(created, 0600, if missing); with --keys DIR the default is DIR/api-token")
+    peer.add_argument("--ring", type=_count(0, 1_000_000), default=4000, metavar="EVENTS",
+                      help="with --http: events of the recent past kept for a dashboard opened late "
+                           "(frames, deliveries, views; default 4000, 0: none)")
+    peer.add_argument("--trace", type=Path, metavar="FILE",
+                      help="record every frame written and read, with its link, incarnations, number and time "
+                           "(JSON Lines, appended; for tom replay)")
+    peer.add_argument("--trace-limit", type=_count(1, 1_000_000), default=512, metavar="MiB",
+                      help="with --trace: stop recording past this size (default 512 MiB)")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")
 
     keys = sub.add_parser("keys", help="create a closed group's credentials",
@@ -231,7 +250,8 @@ def run_peer(args: argparse.Namespace) -> int:
     peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
                            args.static, args.heartbeat, args.timeout, jitter=args.jitter, keys=args.keys,
                            http=args.http, api_token=api_token_file(args), order=args.order,
-                           quorum=args.quorum, last_man_standing=args.last_man_standing))
+                           quorum=args.quorum, last_man_standing=args.last_man_standing, ring=args.ring,
+                           trace=args.trace, trace_limit=args.trace_limit * 1024 * 1024))
 
     def late_signal(signum, frame) -> None:
         # a SIGINT/SIGTERM while the peer is not listening for one: before it started, stop at once;
@@ -263,6 +283,7 @@ def run_handout(args: argparse.Namespace, host: str, name: str | None, interacti
                (args.order != "lamport", f"--order {args.order} (the handout's wire runs the lamport order)"),
                (args.jitter > 0, "--jitter (it would reorder frames; --delay keeps the order)"),
                (args.http is not None, "--http (the dashboard and API are TOM's wire's)"),
+               (args.trace is not None, "--trace (it records TOM's links)"),
                (args.api_token_file is not None, "--api-token-file"),
                (args.static and args.dynamic, "--static together with --dynamic")]
     for bad, what in refused:

@@ -107,3 +107,18 @@ def test_remote_uris_are_listed_by_spark(spark, tmp_path):
     assert [f.rsplit("/", 1)[1] for f in schema._resolve_remote(spark, uri + "/notes.txt")] == ["notes.txt"]
     assert schema._resolve_remote(spark, uri + "/nope") is None
     assert schema._resolve_remote(spark, uri + "/*.csv") is None
+
+
+def test_frame_traces_beside_the_outputs_are_never_read_as_peers(tmp_path):
+    """A run folder of scripts/launch holds each peer's output and its frame trace (``tom peer --trace``):
+    a folder lists the outputs only, a trace being known by its name or, whatever its name, by its
+    first line; a trace named on the command line is skipped with one line saying what it is."""
+    (tmp_path / "7001.jsonl").write_text('{"event":"deliver"}\n')
+    header = '{"trace":1,"peer":"127.0.0.1:7001","incarnation":1,"order":"lamport","t":1.0}\n'
+    (tmp_path / "7001.trace.jsonl").write_text(header)
+    (tmp_path / "renamed.jsonl").write_text(header)
+    found = schema.resolve_inputs(None, [str(tmp_path)])
+    assert found.files == [f"file:{tmp_path / '7001.jsonl'}"] and found.skipped == []
+    named = schema.resolve_inputs(None, [str(tmp_path / "renamed.jsonl")])
+    assert named.files == [] and named.skipped == [
+        f"skipped {tmp_path / 'renamed.jsonl'}: a frame trace (tom peer --trace), not an output file"]

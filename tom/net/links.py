@@ -24,6 +24,7 @@ import trio
 
 from ..codec.frames import MAX_FRAME_BYTES, OVER_LONG, FrameError, Received, encode_frame
 from ..peer.pathtrace import TRACE
+from .frametrace import FrameTrace
 from .tlsstream import TlsSocketStream
 
 log = logging.getLogger("tom.net.links")
@@ -57,6 +58,7 @@ class Link:
         self._wake = trio.Event()
         self._last_release = float("-inf")
         self._writing = False  # the writer is inside a write (nothing else may write then)
+        self.trace: FrameTrace | None = None  # --trace: every frame written and read is recorded
 
     # -- buffer --------------------------------------------------------------------------------
 
@@ -98,6 +100,8 @@ class Link:
                 return False
         else:
             return False
+        if self.trace is not None:
+            self.trace.sent(self.pid, self.incarnation, self.confirmed + self.unacked_frames + 1, data)
         self.unacked.append((data, n))  # written (in part or whole), as the writer counts them
         self.unacked_frames += n
         self.frames_out += n
@@ -145,12 +149,16 @@ class Link:
             self.unacked_frames = 0
         self.stream, self.state = stream, "up"
         self.mismatch = None
+        if self.trace is not None:
+            self.trace.connected(self.pid, self.incarnation, neighbor_has)
         self._wake.set()
 
     def detach(self, stream: trio.abc.Stream) -> bool:
         """Forget ``stream`` if it is still the connection; return whether it was."""
         if self.stream is stream:
             self.stream, self.state = None, "down"
+            if self.trace is not None:
+                self.trace.disconnected(self.pid)
             return True
         return False
 
@@ -206,6 +214,8 @@ class Link:
                 chunks.append(data)
                 size += len(data)
                 if n:
+                    if self.trace is not None:
+                        self.trace.sent(self.pid, self.incarnation, self.confirmed + self.unacked_frames + 1, data)
                     unacked.append((data, n))
                     self.unacked_frames += n
                     self.frames_out += n

@@ -71,6 +71,8 @@ async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
             if lines is None:
                 closed = True
                 break
+            if link.trace is not None and lines:
+                link.trace.received(src, link.incarnation, link.received + 1, lines)
             frames, taken, received, fault = decode_lines(lines)
             for count in received:
                 link.on_received(count)

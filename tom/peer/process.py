@@ -23,6 +23,7 @@ from ..core.notices import Notice
 from .events import LeaveGroup, SendDirect, SendTexts
 from ..errors import ConfigError, OutputError, UsageError
 from ..net.keys import load_group_keys
+from ..net.frametrace import FrameTrace
 from ..net.links import MAX_BACKOFF, Link
 from ..net.listener import listener, open_listener
 from ..codec.neighbors import load_neighbors
@@ -66,6 +67,9 @@ class PeerConfig:
     order: str = "lamport"  # the group's delivery order (`tom.core.ORDERS`); every member runs the same
     quorum: str = "majority"  # `tom.core.QUORUMS`: wait for a primary component, or go on regardless
     last_man_standing: bool = False  # a group may shrink below a majority of the neighbors file
+    ring: int = 4000  # --ring: events of the recent past the dashboard's feed keeps (`tom.web.eventfeed`)
+    trace: Path | None = None  # --trace: every frame written and read goes to this file (`tom.net.frametrace`)
+    trace_limit: int = 512 * 1024 * 1024  # --trace-limit, in bytes
     embedded: bool = False  # run inside another program (`tom.library`): no signal handlers, no prints
     # on stdout, the process's garbage collector left as it is
 
@@ -131,6 +135,7 @@ class Peer:
             self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order, quorum=cfg.quorum,
                                      expected=self.neighbors, last_man_standing=cfg.last_man_standing)
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
+        self.trace = self._open_trace() if cfg.trace is not None else None
         self.output: OutputFile | NoOutput = OutputFile(cfg.output, self.me) if cfg.output is not None else NoOutput()
         self.on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None
         self.on_stop: Callable[[], None] | None = None  # called once the peer has stopped
@@ -151,7 +156,7 @@ class Peer:
         try:
             listeners = await open_listener(cfg.host, cfg.port)
         except BaseException:
-            self.output.close()
+            self._close_files()
             raise
         http = None
         if cfg.http is not None:
@@ -160,7 +165,7 @@ class Peer:
             except BaseException:
                 for lst in listeners:
                     await lst.aclose()
-                self.output.close()
+                self._close_files()
                 raise
         self.core.now = self.core.started_at = trio.current_time()
         try:
@@ -179,6 +184,8 @@ class Peer:
                 if http is not None:
                     nursery.start_soon(*http)
                 nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)
+                if self.trace is not None:
+                    nursery.start_soon(self._flush_trace)
                 mode = "static group" if cfg.static else "joining the group"
                 mode += f", {cfg.order} order"
                 mode += ", secured: mutual TLS" if self.keys else ", not secured"
@@ -206,7 +213,7 @@ class Peer:
                     log.info("end of input: leaving the group")
                 await self.leave()
         finally:
-            self.output.close()
+            self._close_files()
             if self.on_stop is not None:
                 self.on_stop()
             if TRACE is not None:
@@ -218,6 +225,28 @@ class Peer:
                      st.get("released_behind_head", 0))
             log.info("sent on the links: %d frames, %d bytes", sum(link.frames_out for link in self.links.values()),
                      sum(link.bytes_out for link in self.links.values()))
+
+    def _close_files(self) -> None:
+        self.output.close()
+        if self.trace is not None:
+            self.trace.close()
+
+    def _open_trace(self) -> FrameTrace:
+        """The --trace file, opened for appending and given to every link; ConfigError if it cannot be."""
+        cfg = self.cfg
+        try:
+            trace = FrameTrace(cfg.trace, self.me, self.incarnation, cfg.order, cfg.trace_limit)  # type: ignore[arg-type]
+        except OSError as e:
+            raise ConfigError(f"cannot write the trace {cfg.trace}: {e.strerror or e}") from None
+        for link in self.links.values():
+            link.trace = trace
+        return trace
+
+    async def _flush_trace(self) -> None:
+        """Write the trace's buffer out twice a second (a peer killed at once loses half a second of it)."""
+        while self.trace is not None and self.trace.open:
+            await trio.sleep(0.5)
+            self.trace.flush()
 
     def _open_http(self):
         """Bind the --http socket (a ConfigError line if impossible) and build the app; return the
@@ -233,7 +262,7 @@ class Peer:
         self.http_url = f"http://{url_host(host)}:{sock.getsockname()[1]}/"
         core, links = self.core, self.links
         self.feed = EventFeed(self.me, lambda: snapshot.lamport(core), lambda: snapshot.counters(core), time.time,
-                              lambda: core.member_order)
+                              lambda: core.member_order, self.cfg.ring)
         handle = PeerHandle(self.me, lambda: snapshot.snapshot(core, links, trio.current_time()),
                             self._send_one, lambda: snapshot.backlog(core) > MAX_BACKLOG, self.feed, token)
         app = make_app(handle, host)

@@ -47,7 +47,7 @@ from starlette.staticfiles import StaticFiles
 from .apitoken import token_matches
 from ..build import describe
 from ..errors import ConfigError, UsageError
-from .eventfeed import LATENCY_BUCKETS, EventFeed, event_dicts
+from .eventfeed import LATENCY_BUCKETS, EventFeed, numbered_dicts
 from ..core import check_text
 from ..codec.frames import Message
 
@@ -84,6 +84,12 @@ def text_refusal(me: str, text: str) -> tuple[int, str] | None:
     except UsageError as e:
         return 413, str(e)
     return None
+
+
+def _sse(items: list[tuple[int, tuple]]) -> str:
+    """Numbered feed items as Server-Sent Events, one per event."""
+    return "".join(f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+                   for n, item in items for name, data in numbered_dicts(n, item))
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -234,11 +240,17 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
         if (refused := denied(request)) is not None:
             return refused
         frames = request.query_params.get("frames", "0").lower() in ("1", "true", "yes", "on")
+        recent = request.query_params.get("recent", "0").lower() in ("1", "true", "yes", "on")
+        # together, with no checkpoint between: the ring holds every item before the subscription
+        past = handle.feed.recent(frames) if recent else []
         sub = handle.feed.subscribe(frames)
 
         async def stream():
             try:
                 yield f"retry: 1000\n: events of {handle.me}{' with frames' if frames else ''}\n\n"
+                if recent:
+                    yield (_sse(past) if past else "") + "event: recent\ndata: {}\n\n"
+                    past.clear()
                 while True:
                     with trio.move_on_after(KEEPALIVE):
                         await sub.wait()
@@ -249,8 +261,7 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
                     if not items:
                         yield ": keep-alive\n\n"
                         continue
-                    yield "".join(f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
-                                  for item in items for name, data in event_dicts(item))
+                    yield _sse(items)
             finally:
                 handle.feed.unsubscribe(sub)
 

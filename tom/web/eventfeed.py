@@ -10,7 +10,12 @@ one ``is None`` test per event, so nothing costs. With one:
 * every subscriber has a bounded queue; one that falls behind by more than ``QUEUE_ITEMS`` steps is
   dropped with a ``lost`` mark instead of slowing the peer down (its client reconnects and re-reads
   the status). Items are appended in the processor's order, so each subscriber sees deliveries in
-  delivery order, and the frames of a step before its deliveries.
+  delivery order, and the frames of a step before its deliveries;
+* the recent past is kept in a ring (``--ring`` events, `RING_EVENTS` by default; 0: none) of the
+  same items, frames included (within the same budget), so that a page opened late starts from it:
+  `recent` and `subscribe` taken together (no checkpoint between) give every item exactly once.
+  Items are numbered in publication order (``n`` in each event), which lets a client that
+  reconnects skip what it already has.
 
 Items are tuples of plain objects (immutable frames, delivered records, wall time); turning them into
 JSON is the subscriber's job, off the processor's path (`event_dicts`).
@@ -37,6 +42,10 @@ in ``frames_skipped``. Deliveries are never skipped."""
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Upper bounds (seconds) of the send->deliver latency histogram; a last bucket is +Inf."""
 
+RING_EVENTS = 4000
+"""Events (a frame arrow, a delivery, a view...) the ring keeps by default: a few minutes of a class's
+group, a moment of a loaded one."""
+
 _WATCHED = (Message, Ack, Acks, Marks, Seq)  # the frames a live diagram draws
 
 
@@ -45,11 +54,11 @@ class Subscriber:
 
     def __init__(self, frames: bool) -> None:
         self.frames = frames
-        self.items: deque[tuple] = deque()
+        self.items: deque[tuple[int, tuple]] = deque()  # (number, item)
         self.lost = False
         self._wake = trio.Event()
 
-    def push(self, item: tuple) -> bool:
+    def push(self, item: tuple[int, tuple]) -> bool:
         """Queue ``item``; False (and marked lost) when the watcher is too far behind."""
         if len(self.items) >= QUEUE_ITEMS:
             self.lost = True
@@ -64,7 +73,7 @@ class Subscriber:
             self._wake = trio.Event()
             await self._wake.wait()
 
-    def take(self) -> list[tuple]:
+    def take(self) -> list[tuple[int, tuple]]:
         items = list(self.items)
         self.items.clear()
         return items
@@ -74,14 +83,19 @@ class EventFeed:
     """What the processor shows watchers, and the counters the metrics read."""
 
     def __init__(self, me: str, clock: Callable[[], int], counters: Callable[[], dict[str, int]],
-                 wall: Callable[[], float], members: Callable[[], tuple[str, ...]] = tuple) -> None:
+                 wall: Callable[[], float], members: Callable[[], tuple[str, ...]] = tuple,
+                 ring: int = RING_EVENTS) -> None:
         self.me = me
         self._members = members  # the view's members in pid order: what the positions of marks name
         self._clock = clock  # the core's Lamport time, for frame events
         self._counters = counters  # the core's counters (snapshot.counters)
         self._wall = wall
         self.subscribers: list[Subscriber] = []
-        self.frames_wanted = False
+        self.ring_limit = ring
+        self.ring: deque[tuple[int, int, tuple]] = deque()  # (number, events in it, item), oldest first
+        self.ring_events = 0  # the sum of the middle field over the ring
+        self.published = 0  # items numbered so far
+        self.frames_wanted = ring > 0
         self.frames_in: Counter[type] = Counter()
         self.frames_out: Counter[type] = Counter()
         self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
@@ -95,18 +109,34 @@ class EventFeed:
     def subscribe(self, frames: bool) -> Subscriber:
         sub = Subscriber(frames)
         self.subscribers.append(sub)
-        self.frames_wanted = any(s.frames for s in self.subscribers)
+        self._want()
         return sub
 
     def unsubscribe(self, sub: Subscriber) -> None:
         if sub in self.subscribers:
             self.subscribers.remove(sub)
-        self.frames_wanted = any(s.frames for s in self.subscribers)
+        self._want()
 
-    def _publish(self, item: tuple, frames_only: bool = False) -> None:
+    def _want(self) -> None:
+        self.frames_wanted = self.ring_limit > 0 or any(s.frames for s in self.subscribers)
+
+    def recent(self, frames: bool) -> list[tuple[int, tuple]]:
+        """The ring's items, oldest first, as ``(number, item)`` (frame items only if ``frames``)."""
+        return [(n, item) for n, _, item in self.ring if frames or item[0] not in ("in", "out")]
+
+    def _publish(self, item: tuple, frames_only: bool = False, size: int = 1) -> None:
+        """Number ``item`` (``size`` events), keep it in the ring and queue it for the subscribers."""
+        self.published += 1
+        numbered = (self.published, item)
+        if self.ring_limit:
+            ring = self.ring
+            ring.append((self.published, size, item))
+            self.ring_events += size
+            while self.ring_events > self.ring_limit and len(ring) > 1:
+                self.ring_events -= ring.popleft()[1]
         dropped = False
         for sub in self.subscribers:
-            if (sub.frames or not frames_only) and not sub.push(item):
+            if (sub.frames or not frames_only) and not sub.push(numbered):
                 dropped = True
         if dropped:
             for sub in [s for s in self.subscribers if s.lost]:
@@ -131,11 +161,11 @@ class EventFeed:
         if type(event) is FramesIn:
             frames = event.frames  # type: ignore[union-attr]
             self.frames_in.update(map(type, frames))
-            if self.frames_wanted:
+            if self.frames_wanted and self._frames_shown(len(frames)):
                 watched = [f for f in frames if type(f) in _WATCHED]
-                if watched and self._frames_shown(len(watched)):
+                if watched:
                     self._publish(("in", event.src, watched, self._clock(), self._wall(),  # type: ignore[union-attr]
-                                   self._members()), frames_only=True)
+                                   self._members()), True, len(watched))
 
     def step(self, sends: list[tuple[tuple[str, ...], Frame]], deliveries: list[Delivery | ViewDelivery],
              notices: Sequence[object], alarms: Sequence[Divergence] = ()) -> None:
@@ -143,10 +173,10 @@ class EventFeed:
         out = self.frames_out
         for dests, frame in sends:
             out[type(frame)] += len(dests)
-        if sends and self.frames_wanted:
+        if sends and self.frames_wanted and self._frames_shown(len(sends)):
             watched = [(d, f) for d, f in sends if type(f) in _WATCHED]
-            if watched and self._frames_shown(len(watched)):
-                self._publish(("out", watched, self._clock(), self._wall(), self._members()), frames_only=True)
+            if watched:
+                self._publish(("out", watched, self._clock(), self._wall(), self._members()), True, len(watched))
         if deliveries:
             wall = self._wall()
             counts, total = self.latency_counts, 0.0
@@ -161,12 +191,20 @@ class EventFeed:
             self.latency_sum += total
             released = self._counters()["released_behind_head"]
             behind, self._released_seen = released - self._released_seen, released
-            if self.subscribers:
-                self._publish(("deliver", deliveries, max(0, min(behind, len(deliveries) - 1)), wall))
+            if self.subscribers or self.ring_limit:
+                self._publish(("deliver", deliveries, max(0, min(behind, len(deliveries) - 1)), wall),
+                              size=len(deliveries))
         for notice in notices:
             self._publish(("notice", notice, self._wall()))
         for alarm in alarms:
             self._publish(("alarm", alarm, self._wall()))
+
+
+def numbered_dicts(n: int, item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
+    """`event_dicts` of item number ``n``, each event carrying that number as ``n``."""
+    for name, data in event_dicts(item):
+        data["n"] = n
+        yield name, data
 
 
 def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
