@@ -20,6 +20,7 @@ import html
 import json
 import re
 
+from ..codec.shiviz import SHIVIZ_REGEX, VectorClocks, shiviz_log
 from .explore import Found, replay
 from .world import Config, Event, Step
 
@@ -188,36 +189,41 @@ def run_transcript(text: str) -> list[tuple[str, list[str], list[str]]]:
 
 
 # -- ShiViz ---------------------------------------------------------------------------------------
-SHIVIZ_REGEX = r"(?<host>\S*) (?<clock>{.*})\n(?<event>.*)"
-
-
 def shiviz(config: Config, found: Found) -> str:
-    """GoVector's layout: the parsing regular expression, a blank line, then two lines an event —
-    ``host {"host": n, ...}`` and what happened. A step is one event at its peer; a delivered frame
-    merges the clock of the event that sent it (FIFO links: the k-th frame of a link is the k-th sent)."""
-    clocks: dict[str, dict[str, int]] = {}
-    links: dict[tuple[int, int], list[dict[str, int]]] = {}
-    lines = [SHIVIZ_REGEX, ""]
+    """The counterexample in ShiViz's format (`tom.codec.shiviz`, the writer `tom replay --shiviz` uses):
+    a step is one event at its peer; a delivered frame is the receive of the k-th frame sent on its
+    link (FIFO links)."""
+    clocks = VectorClocks()
+    sent: dict[tuple[int, int], int] = {}  # frames sent on a link so far
+    taken: dict[tuple[int, int], int] = {}  # frames delivered from it so far
+    out = []
     for step, events in zip(found.steps, found.events):
         for e in events:
             host = letter(e.peer)
-            clock = dict(clocks.get(host, {}))
             what = e.note or "step"
             if step.kind == "deliver" and e.peer == step.b and e.note.startswith("<- "):
-                queue = links.get((step.a, step.b))
-                sent = queue.pop(0) if queue else {}  # (a frame of the start: --found's first Joins)
-                for h, c in sent.items():
-                    clock[h] = max(clock.get(h, 0), c)
+                link = (step.a, step.b)
+                k = taken.get(link, 0)
+                taken[link] = k + 1
+                clock = clocks.receive(host, (link, k))  # (a frame of the start, --found's first Joins: none)
                 what = f"receive from {letter(step.a)}: {named(e.note.split(': ', 1)[1])}"
-            clock[host] = clock.get(host, 0) + 1
-            clocks[host] = clock
+            else:
+                clock = None
             for dests, _ in e.sends:
                 for d in dests:
-                    links.setdefault((e.peer, d), []).append(dict(clock))
+                    link = (e.peer, d)
+                    k = sent.get(link, 0)
+                    sent[link] = k + 1
+                    if clock is None:
+                        clock = clocks.send(host, (link, k))
+                    else:  # one event: the step's sends carry its clock
+                        clocks.sent[(link, k)] = clock
+            if clock is None:
+                clock = clocks.local(host)
             if e.deliveries:
                 what += "; delivers " + "; ".join(named(_letters_in(d)) for d in e.deliveries)
-            lines += [f"{host} {json.dumps(clock, sort_keys=True)}", what]
-    return "\n".join(lines) + "\n"
+            out.append((host, dict(clock), what))
+    return shiviz_log(out)
 
 
 # -- HTML -----------------------------------------------------------------------------------------
