@@ -174,6 +174,17 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("--force", action="store_true", help="start over: a new CA and new certificates for all")
     keys.add_argument("--days", type=int, default=825, help="validity of the peer certificates (default 825)")
 
+    replay = sub.add_parser("replay", help="draw a finished run again (its traces and outputs), or write it for ShiViz",
+                            description="Serve the dashboard over a finished run: the frame traces (tom peer --trace) "
+                                        "and output files of RUN_DIR (scripts/launch and scripts/demo keep them in "
+                                        "runs/<timestamp>/), with a time slider; no peer runs. With --shiviz, write "
+                                        "the run in ShiViz's input format instead.")
+    replay.add_argument("run", type=Path, metavar="RUN_DIR", help="the run's folder")
+    replay.add_argument("--shiviz", type=Path, metavar="OUT.log",
+                        help="write the run as a ShiViz log (vector clocks from the frames' send/receive pairs) and stop")
+    replay.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    replay.add_argument("--port", type=_count(0, 65535), default=0, help="port to serve on (default: any free one)")
+
     sub.add_parser("check", help="explore every interleaving of a small group on the real core", add_help=False)
     verify = sub.add_parser("verify", help="verify output files with Spark", add_help=False)
     verify.add_argument("args", nargs=argparse.REMAINDER)
@@ -321,6 +332,50 @@ def run_verify(argv: list[str]) -> int:
     return verify_main(argv)
 
 
+def run_replay(args: argparse.Namespace) -> int:
+    """``tom replay RUN_DIR [--shiviz OUT.log]``."""
+    from .replay.run import RunError, load_run
+
+    try:
+        run = load_run(args.run)
+    except (RunError, OSError) as e:
+        raise ConfigError(str(e) if isinstance(e, RunError) else f"{args.run}: {e.strerror or e}") from None
+    for problem in run.problems[:5]:
+        print(f"tom replay: {problem}", file=sys.stderr)
+    if len(run.problems) > 5:
+        print(f"tom replay: ... and {len(run.problems) - 5} more such lines", file=sys.stderr)
+    frames = sum(1 for e in run.events if hasattr(e, "line"))
+    if not run.traces:
+        print(f"tom replay: {args.run} holds no frame trace (tom peer --trace): deliveries only", file=sys.stderr)
+    if args.shiviz is not None:
+        from .codec.shiviz import shiviz_log
+        from .replay.feed import shiviz_events
+
+        try:
+            args.shiviz.write_text(shiviz_log(shiviz_events(run)), encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot write {args.shiviz}: {e.strerror or e}") from None
+        print(f"wrote {len(run.events)} events of {len(run.peers)} peers ({frames} frames) to {args.shiviz}: "
+              f"open it in ShiViz (its first line is the parsing regular expression)")
+        return 0
+    import trio
+
+    from .replay.server import make_replay_app
+    from .web.api import open_http_socket, serve_http, url_host
+
+    sock = open_http_socket(args.host, args.port)
+    url = f"http://{url_host(args.host)}:{sock.getsockname()[1]}/?replay"
+    app = make_replay_app(run, args.host)
+    print(f"Replaying {args.run}: {len(run.peers)} peers, {run.order} order, {frames} frames, "
+          f"{len(run.events) - frames} deliveries and views", flush=True)
+    print(f"Dashboard on {url}  (Ctrl-C stops)", flush=True)
+    try:
+        trio.run(serve_http, app, sock)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     whole_process = argv is None
     argv = sys.argv[1:] if argv is None else argv
@@ -344,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_keys(args)
         if args.command == "verify":
             return run_verify(args.args)
+        if args.command == "replay":
+            return run_replay(args)
     except TomError as e:
         print(f"tom: error: {e}", file=sys.stderr)
         return 2

@@ -232,13 +232,13 @@ def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
     elif kind == "in":
         _, src, frames, lamport, wall, members = item
         for f in frames:
-            for what, clock, pid, extra in _shown(f, members, src):
+            for what, clock, pid, extra in arrows(f, members, src):
                 yield "frame", {"dir": "in", "kind": what, "clock": clock, "pid": pid, "from": src,
                                 "lamport": lamport, "t": wall, **extra}
     elif kind == "out":
         _, sends, lamport, wall, members = item
         for dests, f in sends:
-            for what, clock, pid, extra in _shown(f, members, None):
+            for what, clock, pid, extra in arrows(f, members, None):
                 yield "frame", {"dir": "out", "kind": what, "clock": clock, "pid": pid, "to": list(dests),
                                 "lamport": lamport, "t": wall, **extra}
     elif kind == "notice":
@@ -252,7 +252,7 @@ def event_dicts(item: tuple) -> Iterator[tuple[str, dict[str, Any]]]:
 _NONE: dict[str, Any] = {}
 
 
-def _shown(frame: Frame, members: tuple[str, ...],
+def arrows(frame: Frame, members: tuple[str, ...],
            sender: str | None) -> Iterator[tuple[str, int, str, dict[str, Any]]]:
     """``(kind, clock, pid, extra fields)`` per arrow a diagram draws for ``frame``: a MESSAGE (with its
     ``text``), an ACK per clock of an ACK or ACKS, a SEQ per message a SEQ numbers (with its ``seq``),

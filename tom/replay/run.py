@@ -1,0 +1,257 @@
+"""A finished run, read back from its folder: every peer's frame trace (``tom peer --trace``) and output
+file, as one list of events in a causal order.
+
+What is read: the files of the folder (not its subfolders) whose first line is a trace header are
+traces; the ``*.jsonl`` files whose records are TOM's output records are outputs; anything else (logs,
+the neighbors file, keys) is left alone. A line that cannot be read is counted and named in
+``Run.problems`` (one line each, at most a few), never a traceback.
+
+Each wire line of a trace is one `FrameEvent` (a run of messages, one line, is one event). A receive
+pairs with a send by ``(sender, sender's incarnation, receiver, receiver's incarnation, frame number)``;
+a frame sent twice (again after a reconnect) pairs with the last send of it before the receive.
+`Run.events` lists frames and deliveries (`Delivered`, from the outputs) so that every receive comes
+after the send it pairs with, and each peer's events keep their own order: a causal order, whatever
+the hosts' clocks say (they are used only to interleave).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..codec.frames import Frame, FrameError, Messages, Received, decode_line
+
+PROBLEMS_SHOWN = 5
+
+
+@dataclass(frozen=True, slots=True)
+class FrameEvent:
+    """One wire line written (``dir`` "out") or read ("in") by ``peer`` on its link to ``link``."""
+
+    t: float
+    peer: str
+    dir: str
+    link: str
+    mine: int | None  # incarnations: the peer's, the link's other end's
+    theirs: int | None
+    n: int  # the frame's number on the link (per pair of incarnations)
+    line: str
+    frames: tuple[Frame, ...]  # what the line holds (a run: its messages)
+
+    @property
+    def key(self) -> tuple:
+        """What pairs a send with its receive."""
+        if self.dir == "out":
+            return (self.peer, self.mine, self.link, self.theirs, self.n)
+        return (self.link, self.theirs, self.peer, self.mine, self.n)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """One output record of ``peer``: a message or a view, delivered at ``t``."""
+
+    t: float
+    peer: str
+    record: dict[str, Any]
+
+
+@dataclass
+class Run:
+    folder: Path
+    peers: list[str]
+    order: str
+    events: list[FrameEvent | Delivered]  # a causal order (see the module's docstring)
+    pairs: dict[int, int]  # index of a receive in ``events`` -> index of its send
+    traces: list[Path] = field(default_factory=list)
+    outputs: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def start(self) -> float:
+        return min((e.t for e in self.events), default=0.0)
+
+    @property
+    def end(self) -> float:
+        return max((e.t for e in self.events), default=0.0)
+
+
+class RunError(Exception):
+    """A folder that holds no run (one line, for the user)."""
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.readline(65536).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _is_trace(first: str) -> bool:
+    return first.startswith('{"trace":')
+
+
+def _is_output(first: str) -> bool:
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and "peer" in record and "index" in record
+
+
+def _frames_of(line: str) -> tuple[Frame, ...] | None:
+    """The frames of one wire line; None for a RECEIVED line (link control, not counted)."""
+    frame = decode_line(line)
+    if type(frame) is Received:
+        return None
+    if type(frame) is Messages:
+        return tuple(frame.messages())
+    return (frame,)
+
+
+def read_trace(path: Path, problems: list[str]) -> tuple[str | None, str | None, list[FrameEvent]]:
+    """``(peer, order, frame events)`` of one trace file, in its order."""
+    peer = order = None
+    mine: int | None = None
+    events: list[FrameEvent] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                r = json.loads(raw)
+            except ValueError:
+                problems.append(f"{path}:{number}: not a trace record (a torn last line?)")
+                continue
+            if "trace" in r:
+                peer, order, mine = r.get("peer"), r.get("order"), r.get("incarnation")
+                continue
+            d = r.get("dir")
+            if d not in ("in", "out") or peer is None:
+                continue
+            inc = r.get("inc") or [mine, None]
+            n = int(r.get("n", 1))
+            for line in r.get("lines", ()):
+                try:
+                    frames = _frames_of(line)
+                except FrameError:
+                    if d == "in":
+                        break  # a link fault: nothing after it is counted (`decode_lines`)
+                    continue
+                if frames is None:
+                    continue
+                events.append(FrameEvent(float(r["t"]), peer, d, r["link"], inc[0], inc[1], n, line, frames))
+                n += 1
+    return peer, order, events
+
+
+def read_output(path: Path, problems: list[str]) -> list[Delivered]:
+    out: list[Delivered] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                r = json.loads(raw)
+                out.append(Delivered(float(r["delivered_at"]), r["peer"], r))
+            except (ValueError, KeyError, TypeError):
+                problems.append(f"{path}:{number}: not an output record")
+    return out
+
+
+def load_run(folder: Path) -> Run:
+    """Read ``folder``'s traces and outputs (see the module's docstring); RunError if it holds neither."""
+    if not folder.is_dir():
+        raise RunError(f"{folder}: not a folder (give a run folder, e.g. runs/<timestamp>/)")
+    problems: list[str] = []
+    traces, outputs = [], []
+    for path in sorted(folder.iterdir()):
+        if not path.is_file():
+            continue
+        first = _first_line(path)
+        if _is_trace(first):
+            traces.append(path)
+        elif path.suffix == ".jsonl" and _is_output(first):
+            outputs.append(path)
+    if not traces and not outputs:
+        raise RunError(f"{folder}: no frame trace (tom peer --trace) and no output file in it")
+    per_peer: dict[str, list[FrameEvent | Delivered]] = {}
+    orders = set()
+    for path in traces:
+        peer, order, events = read_trace(path, problems)
+        if peer is not None:
+            per_peer.setdefault(peer, []).extend(events)
+            orders.add(order)
+    for path in outputs:
+        for d in read_output(path, problems):
+            per_peer.setdefault(d.peer, []).append(d)
+            if d.record.get("kind") == "view" and d.record.get("order"):
+                orders.add(d.record["order"])
+    for peer, events in per_peer.items():  # a trace and an output: interleaved by the peer's own clock
+        events.sort(key=lambda e: e.t)
+    known = sorted(o for o in orders if o)
+    if len(known) > 1:
+        problems.append(f"the files disagree about the order: {', '.join(known)} (drawn as {known[0]})")
+    events, pairs = causal_merge(per_peer)
+    return Run(folder, sorted(per_peer), known[0] if known else "lamport", events, pairs, traces, outputs,
+               problems)
+
+
+def causal_merge(per_peer: dict[str, list[FrameEvent | Delivered]]) -> tuple[list[FrameEvent | Delivered], dict[int, int]]:
+    """All peers' events in one list: each peer's in its order, every receive after the send it pairs
+    with (the last send of its key at or before the receive's time, else the first), the rest by time.
+    Returns the list and, for each paired receive, the index of its send."""
+    sends: dict[tuple, list[tuple[float, str, int]]] = {}  # key -> (t, peer, position) of each send
+    for peer, events in per_peer.items():
+        for i, e in enumerate(events):
+            if type(e) is FrameEvent and e.dir == "out":
+                sends.setdefault(e.key, []).append((e.t, peer, i))
+    wanted: dict[tuple[str, int], tuple[str, int]] = {}  # (peer, position) of a receive -> its send's
+    for peer, events in per_peer.items():
+        for i, e in enumerate(events):
+            if type(e) is FrameEvent and e.dir == "in":
+                options = sends.get(e.key)
+                if options:
+                    k = bisect_right([t for t, _, _ in options], e.t) - 1
+                    _, sp, si = options[max(k, 0)]
+                    wanted[(peer, i)] = (sp, si)
+    done: dict[tuple[str, int], int] = {}  # (peer, position) -> index in the merged list
+    merged: list[FrameEvent | Delivered] = []
+    pairs: dict[int, int] = {}
+    at = {peer: 0 for peer in per_peer}
+    heap = [(events[0].t, peer) for peer, events in per_peer.items() if events]
+    heapq.heapify(heap)
+    waiting: dict[tuple[str, int], list[str]] = {}  # a send not merged yet -> peers whose head waits for it
+    total = sum(len(v) for v in per_peer.values())
+    while len(merged) < total:
+        if not heap:  # every head waits for a send that waits in turn: take the earliest as unpaired
+            blocked = min((per_peer[p][at[p]].t, p) for p in per_peer if at[p] < len(per_peer[p]))
+            peer = blocked[1]
+            wanted.pop((peer, at[peer]), None)
+            for ps in waiting.values():
+                if peer in ps:
+                    ps.remove(peer)
+            heap.append(blocked)
+        _, peer = heapq.heappop(heap)
+        i = at[peer]
+        send = wanted.get((peer, i))
+        if send is not None and send not in done:
+            waiting.setdefault(send, []).append(peer)
+            continue
+        done[(peer, i)] = len(merged)
+        if send is not None:
+            pairs[len(merged)] = done[send]
+        merged.append(per_peer[peer][i])
+        at[peer] = i + 1
+        if i + 1 < len(per_peer[peer]):
+            heapq.heappush(heap, (per_peer[peer][i + 1].t, peer))
+        for p in waiting.pop((peer, i), ()):
+            heapq.heappush(heap, (per_peer[p][at[p]].t, p))
+    return merged, pairs
+
+
+def frame_events(run: Run) -> Iterator[FrameEvent]:
+    return (e for e in run.events if type(e) is FrameEvent)
