@@ -7,6 +7,7 @@ One JSON Lines file per peer. The first line names the peer::
 then one line per batch of frames that went through a link, in the order the link saw them::
 
     {"t": WALL, "dir": "out"|"in", "link": PID, "inc": [MINE, THEIRS], "n": FIRST, "lines": [LINE, ...]}
+                                                       (an "out" also has "q": when the peer sent it)
     {"t": WALL, "dir": "up", "link": PID, "inc": [MINE, THEIRS], "has": COUNT}     (a connection, after RESUME)
     {"t": WALL, "dir": "down", "link": PID}                                          (it broke)
 
@@ -43,13 +44,16 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 class FrameTrace:
     """The open trace file of one peer (one incarnation)."""
 
-    def __init__(self, path: Path, peer: str, incarnation: int, order: str, limit: int = TRACE_LIMIT) -> None:
+    def __init__(self, path: Path, peer: str, incarnation: int, order: str, limit: int = TRACE_LIMIT,
+                 delay: float = 0.0) -> None:
         self.path = path
+        self.delay = delay  # the links' --delay: a frame is written that long after it was sent
         self.peer, self.incarnation = peer, incarnation
         self.limit = limit
         self.written = 0
         self._file: IO[str] | None = open(path, "a", encoding="utf-8", buffering=1 << 20)
-        self._put({"trace": 1, "peer": peer, "incarnation": incarnation, "order": order, "t": time.time()})
+        self._put({"trace": 1, "peer": peer, "incarnation": incarnation, "order": order, "delay": delay,
+                   "t": time.time()})
 
     @property
     def open(self) -> bool:
@@ -82,9 +86,14 @@ class FrameTrace:
         except OSError:
             pass
 
-    def sent(self, link: str, theirs: int | None, first: int, data: bytes) -> None:
-        """``data`` (whole frames, ``first`` the number of its first) was written to ``link``."""
-        self._put({"t": time.time(), "dir": "out", "link": link, "inc": [self.incarnation, theirs], "n": first,
+    def sent(self, link: str, theirs: int | None, first: int, data: bytes, late: float = 0.0) -> None:
+        """``data`` (whole frames, ``first`` the number of its first) was written to ``link``, ``late``
+        seconds after its release time; ``q`` is when the peer sent it (queued it on the link): the
+        release time less the link's ``--delay`` (for a frame sent again after a reconnect: when it was
+        queued again)."""
+        now = time.time()
+        self._put({"t": now, "q": now - max(late, 0.0) - self.delay, "dir": "out", "link": link,
+                   "inc": [self.incarnation, theirs], "n": first,
                    "lines": data.decode("utf-8", "backslashreplace").split("\n")[:-1]})
 
     def received(self, link: str, theirs: int | None, first: int, lines: list[str | bytes]) -> None:

@@ -74,12 +74,12 @@ class Link:
         self._last_release = release
         joined = b"".join(data)
         due = now is not None and release <= now
-        if due and not self.buffer and not self._writing and self._write_now(joined, len(data)):
+        if due and not self.buffer and not self._writing and self._write_now(joined, len(data), release):
             return
         self.buffer.append((release, joined, len(data)))
         self._wake.set()
 
-    def _write_now(self, data: bytes, n: int) -> bool:
+    def _write_now(self, data: bytes, n: int, release: float = 0.0) -> bool:
         """Write ``data`` (``n`` frames) straight to the connection's socket, without waiting: a plain
         TCP socket (non-blocking) or TLS on one (`TlsSocketStream.send_nowait`); what a plain socket
         does not take at once is queued first for the writer. False (nothing written) for other
@@ -101,7 +101,8 @@ class Link:
         else:
             return False
         if self.trace is not None:
-            self.trace.sent(self.pid, self.incarnation, self.confirmed + self.unacked_frames + 1, data)
+            self.trace.sent(self.pid, self.incarnation, self.confirmed + self.unacked_frames + 1, data,
+                            trio.current_time() - release)
         self.unacked.append((data, n))  # written (in part or whole), as the writer counts them
         self.unacked_frames += n
         self.frames_out += n
@@ -210,12 +211,13 @@ class Link:
             now = trio.current_time()
             chunks, size = [], 0
             while buffer and size < WRITE_BATCH_BYTES and buffer[0][0] <= now:
-                _, data, n = buffer.popleft()
+                release, data, n = buffer.popleft()
                 chunks.append(data)
                 size += len(data)
                 if n:
                     if self.trace is not None:
-                        self.trace.sent(self.pid, self.incarnation, self.confirmed + self.unacked_frames + 1, data)
+                        self.trace.sent(self.pid, self.incarnation, self.confirmed + self.unacked_frames + 1, data,
+                                        now - release)
                     unacked.append((data, n))
                     self.unacked_frames += n
                     self.frames_out += n

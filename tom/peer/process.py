@@ -235,7 +235,8 @@ class Peer:
         """The --trace file, opened for appending and given to every link; ConfigError if it cannot be."""
         cfg = self.cfg
         try:
-            trace = FrameTrace(cfg.trace, self.me, self.incarnation, cfg.order, cfg.trace_limit)  # type: ignore[arg-type]
+            trace = FrameTrace(cfg.trace, self.me, self.incarnation, cfg.order, cfg.trace_limit,  # type: ignore[arg-type]
+                               cfg.delay)
         except OSError as e:
             raise ConfigError(f"cannot write the trace {cfg.trace}: {e.strerror or e}") from None
         for link in self.links.values():

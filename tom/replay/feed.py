@@ -14,7 +14,7 @@ from typing import Any
 from ..codec.frames import Message
 from ..codec.pid import pid_key
 from ..codec.shiviz import VectorClocks
-from ..web.eventfeed import arrows
+from ..web.eventfeed import WATCHED, arrows
 from .run import Delivered, FrameEvent, Run
 
 MAX_REPLAY_EVENTS = 200_000
@@ -52,6 +52,8 @@ def dashboard_events(run: Run, limit: int = MAX_REPLAY_EVENTS) -> tuple[list[dic
             continue
         view = members.get(e.peer, everyone)
         for frame in e.frames:
+            if type(frame) not in WATCHED:
+                continue
             for kind, clock, pid, extra in arrows(frame, view, e.link if e.dir == "in" else None):
                 data = {"dir": e.dir, "kind": kind, "clock": clock, "pid": pid, "lamport": None, "t": e.t, "n": n,
                         "link": e.link, "number": e.n, **extra}

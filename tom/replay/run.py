@@ -143,7 +143,7 @@ def read_trace(path: Path, problems: list[str]) -> tuple[str | None, str | None,
                     continue
                 if frames is None:
                     continue
-                events.append(FrameEvent(float(r["t"]), peer, d, r["link"], inc[0], inc[1], n, line, frames))
+                events.append(FrameEvent(float(r.get("q", r["t"])), peer, d, r["link"], inc[0], inc[1], n, line, frames))
                 n += 1
     return peer, order, events
 

@@ -247,7 +247,8 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
 
         async def stream():
             try:
-                yield f"retry: 1000\n: events of {handle.me}{' with frames' if frames else ''}\n\n"
+                yield (f"retry: 1000\n: events of {handle.me}{' with frames' if frames else ''}\n\n"
+                       f"event: hello\ndata: {json.dumps({'feed': handle.feed.identity})}\n\n")
                 if recent:
                     yield (_sse(past) if past else "") + "event: recent\ndata: {}\n\n"
                     past.clear()

@@ -46,7 +46,7 @@ RING_EVENTS = 4000
 """Events (a frame arrow, a delivery, a view...) the ring keeps by default: a few minutes of a class's
 group, a moment of a loaded one."""
 
-_WATCHED = (Message, Ack, Acks, Marks, Seq)  # the frames a live diagram draws
+WATCHED = (Message, Ack, Acks, Marks, Seq)  # the frames a live diagram draws (`arrows` takes only these)
 
 
 class Subscriber:
@@ -95,6 +95,7 @@ class EventFeed:
         self.ring: deque[tuple[int, int, tuple]] = deque()  # (number, events in it, item), oldest first
         self.ring_events = 0  # the sum of the middle field over the ring
         self.published = 0  # items numbered so far
+        self.identity = f"{me}@{wall():.6f}"  # numbers count from 1 again for another feed (a restart)
         self.frames_wanted = ring > 0
         self.frames_in: Counter[type] = Counter()
         self.frames_out: Counter[type] = Counter()
@@ -162,7 +163,7 @@ class EventFeed:
             frames = event.frames  # type: ignore[union-attr]
             self.frames_in.update(map(type, frames))
             if self.frames_wanted and self._frames_shown(len(frames)):
-                watched = [f for f in frames if type(f) in _WATCHED]
+                watched = [f for f in frames if type(f) in WATCHED]
                 if watched:
                     self._publish(("in", event.src, watched, self._clock(), self._wall(),  # type: ignore[union-attr]
                                    self._members()), True, len(watched))
@@ -174,7 +175,7 @@ class EventFeed:
         for dests, frame in sends:
             out[type(frame)] += len(dests)
         if sends and self.frames_wanted and self._frames_shown(len(sends)):
-            watched = [(d, f) for d, f in sends if type(f) in _WATCHED]
+            watched = [(d, f) for d, f in sends if type(f) in WATCHED]
             if watched:
                 self._publish(("out", watched, self._clock(), self._wall(), self._members()), True, len(watched))
         if deliveries:
