@@ -8,7 +8,8 @@ the neighbors file, keys) is left alone. A line that cannot be read is counted a
 
 Each wire line of a trace is one `FrameEvent` (a run of messages, one line, is one event). A receive
 pairs with a send by ``(sender, sender's incarnation, receiver, receiver's incarnation, frame number)``;
-a frame sent twice (again after a reconnect) pairs with the last send of it before the receive.
+a frame sent twice (again after a reconnect) pairs with the last send of it: a link sends a frame again
+only when the receiver's RESUME said it did not have it, so no clock is needed to choose.
 `Run.events` lists frames and deliveries (`Delivered`, from the outputs) so that every receive comes
 after the send it pairs with, and each peer's events keep their own order: a causal order, whatever
 the hosts' clocks say (they are used only to interleave).
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import heapq
 import json
-from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,7 +202,7 @@ def load_run(folder: Path) -> Run:
 
 def causal_merge(per_peer: dict[str, list[FrameEvent | Delivered]]) -> tuple[list[FrameEvent | Delivered], dict[int, int]]:
     """All peers' events in one list: each peer's in its order, every receive after the send it pairs
-    with (the last send of its key at or before the receive's time, else the first), the rest by time.
+    with (the last send of its key), the rest by time.
     Returns the list and, for each paired receive, the index of its send."""
     sends: dict[tuple, list[tuple[float, str, int]]] = {}  # key -> (t, peer, position) of each send
     for peer, events in per_peer.items():
@@ -214,9 +214,8 @@ def causal_merge(per_peer: dict[str, list[FrameEvent | Delivered]]) -> tuple[lis
         for i, e in enumerate(events):
             if type(e) is FrameEvent and e.dir == "in":
                 options = sends.get(e.key)
-                if options:
-                    k = bisect_right([t for t, _, _ in options], e.t) - 1
-                    _, sp, si = options[max(k, 0)]
+                if options:  # the last: a frame is sent again only if the receiver did not have it (RESUME)
+                    _, sp, si = options[-1]
                     wanted[(peer, i)] = (sp, si)
     done: dict[tuple[str, int], int] = {}  # (peer, position) -> index in the merged list
     merged: list[FrameEvent | Delivered] = []
