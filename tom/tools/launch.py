@@ -84,31 +84,40 @@ def group_url(peers: list[str], offset: int, keys: Path | None = None) -> str:
 
 def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool,
                  jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0,
-                 order: str = "lamport", wire: str = "tom") -> list[str]:
-    """The command line of the local peer ``pid`` of a launched group."""
+                 order: str = "lamport", wire: str = "tom", trace: bool = False) -> list[str]:
+    """The command line of the local peer ``pid`` of a launched group; with ``trace``, its frame trace
+    goes beside its output (`trace_path`)."""
     host, port = split_pid(pid)
     served = None
     http = http_address(pid, http_offset)
     if http is not None:
         served = f"[{http[0]}]:{http[1]}" if ":" in http[0] else f"{http[0]}:{http[1]}"
-    return PeerCommand(neighbors, output, port, host, order, wire, keys, served, delay, jitter, headless).argv()
+    return PeerCommand(neighbors, output, port, host, order, wire, keys, served, delay, jitter, headless,
+                       trace_path(output.parent, pid) if trace else None).argv()
+
+
+def trace_path(run_dir: Path, pid: str) -> Path:
+    """Where a launched peer's frame trace goes: ``<run>/<port>.trace.jsonl`` (never read as an output)."""
+    return run_dir / f"{split_pid(pid)[1]}.trace.jsonl"
 
 
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
                 jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0, order: str = "lamport",
-                wire: str = "tom") -> int:
+                wire: str = "tom", trace: bool = False) -> int:
     """One tmux window split in one pane per peer, each running `tom peer` with its terminal UI."""
     if shutil.which("tmux") is None:
         raise ConfigError("tmux is not installed (apt-get install tmux), or use --messages for a headless run")
     session = f"tom-{run_dir.name}"
     cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False, jitter,
-                                    keys, http_offset, order, wire)) for p in peers]
+                                    keys, http_offset, order, wire, trace)) for p in peers]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", cmds[0]], check=True)
     for cmd in cmds[1:]:
         subprocess.run(["tmux", "split-window", "-t", session, cmd], check=True)
         subprocess.run(["tmux", "select-layout", "-t", session, "tiled"], check=True)
     subprocess.run(["tmux", "set-option", "-t", session, "remain-on-exit", "on"], check=False)
     console.print(f"tmux session [bold]{session}[/]: {len(peers)} peers, {order} order; outputs in {run_dir}")
+    if trace:
+        console.print(f"frame traces in {run_dir}: afterwards, [bold]tom replay {run_dir}[/] draws the run again")
     if http_offset:
         url = group_url(peers, http_offset, keys)
         subprocess.run(["tmux", "set-option", "-t", session, "status-right-length", "150"], check=False)
@@ -185,6 +194,7 @@ class HeadlessRun:
     http_offset: int = 0
     order: str = "lamport"
     wire: str = "tom"  # tom, or handout (a static group: no view records)
+    trace: bool = False  # each peer records its frame trace beside its output
     killed_at: float | None = None
     processes: PeerGroup[str] = field(default_factory=PeerGroup)  # by pid; the late joiner last
 
@@ -198,7 +208,7 @@ class HeadlessRun:
         pids = [p for p in self.peers if p != self.chaos.join_late] if pids is None else pids
         for pid in pids:
             command = peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter, self.keys,
-                                   self.http_offset, self.order, self.wire)
+                                   self.http_offset, self.order, self.wire, self.trace)
             self.processes.start(pid, PeerProcess(command, self.log(pid)))
         try:
             self.processes.wait_ready(pids, timeout=20)
@@ -395,6 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve each peer's dashboard and API on its port + N (default 3000: 5000 -> 8000) and "
                         "print one URL for the whole group")
     p.add_argument("--no-http", action="store_true", help="start the peers without --http")
+    p.add_argument("--no-trace", action="store_true",
+                   help="do not record the peers' frame traces (by default each peer writes <port>.trace.jsonl in "
+                        "the run folder, for tom replay)")
     p.add_argument("--wire", choices=("tom", "handout"), default="tom",
                    help="handout: the peers speak the SE424 handout's protocol (tom peer --wire handout): a "
                         "static group on plain TCP, the lamport order, no dashboard")
@@ -440,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append("no dashboard")
             if notes:
                 console.print(f"--wire handout: the handout's protocol: {' and '.join(notes)}")
-            args.insecure, args.no_http = True, True
+            args.insecure, args.no_http, args.no_trace = True, True, True
         if not args.insecure:
             keys = run_dir / "keys"
             create_keys(load_neighbors(neighbors), keys)
@@ -449,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
             group_url(peers, http_offset)  # a port out of range fails here, before anything starts
         if args.messages <= 0:
             return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter, keys,
-                               http_offset, args.order, args.wire)
+                               http_offset, args.order, args.wire, not args.no_trace)
         chaos = Chaos(pick(peers, args.kill, "--kill"), pick(peers, args.pause, "--pause"),
                       pick(peers, args.join_late, "--join-late"), pick(peers, args.leave, "--leave"),
                       args.pause_for)
@@ -462,7 +475,8 @@ def main(argv: list[str] | None = None) -> int:
         if len(set(roles)) != len(roles):
             raise ConfigError("give each chaos role to a different peer")
         run = HeadlessRun(neighbors, peers, run_dir, args.messages, args.rate, args.delay, args.seed,
-                          args.deadline, chaos, args.jitter, keys, http_offset, args.order, wire=args.wire)
+                          args.deadline, chaos, args.jitter, keys, http_offset, args.order, wire=args.wire,
+                          trace=not args.no_trace)
         console.print(f"run folder: [bold]{run_dir}[/] — {len(peers)} peers × {args.messages} messages, "
                       f"{args.order} order{', the handout wire' if args.wire == 'handout' else ''}, "
                       f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}, "
@@ -476,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             run.stop()
         report_stats(run)
+        if run.trace:
+            console.print(f"frame traces in {run_dir}: [bold]tom replay {run_dir}[/] draws the run again "
+                          f"(--shiviz OUT.log writes it for ShiViz)")
         codes = run.processes.returncodes()
         if any(codes.values()):
             console.print(f"[yellow]peer exit codes: {codes}[/]")

@@ -83,6 +83,7 @@ class PeerCommand:
     delay: float = 0.0
     jitter: float = 0.0
     headless: bool = True  # --no-ui: every stdin line is a message
+    trace: Path | None = None  # --trace: the peer's frame trace
     extra: tuple[str, ...] = ()  # more arguments, last
     python: str = sys.executable
 
@@ -101,6 +102,8 @@ class PeerCommand:
             cmd += ["--delay", str(self.delay)]
         if self.jitter:
             cmd += ["--jitter", str(self.jitter)]
+        if self.trace is not None:
+            cmd += ["--trace", str(self.trace)]
         if self.headless:
             cmd.append("--no-ui")
         return cmd + list(self.extra)
