@@ -132,7 +132,7 @@ def first_content_line(path: str) -> tuple[int, str] | None:
     return None
 
 
-TRACE_SUFFIX = ".trace.jsonl"
+TRACE_SUFFIX = ".trace"
 """The name `scripts/launch` and `scripts/demo` give a peer's frame trace (``tom peer --trace``)."""
 
 

@@ -111,6 +111,8 @@ class Group:
     http: bool = False  # tom peer --http on a free loopback port (API and dashboard served, nobody watching)
     order: str = "lamport"  # tom peer --order
     path_trace: bool = False  # every peer notes its steps' times in workdir/path-<port>.txt (tom.peer.pathtrace)
+    ring: int | None = None  # tom peer --ring (with http; None: the peer's default)
+    frame_trace: bool = False  # tom peer --trace workdir/<port>.trace
     peers: list[Peer] = field(default_factory=list)
     processes: PeerGroup[int] = field(init=False)  # by position, as ``peers``
 
@@ -151,8 +153,11 @@ class Group:
 
     def peer_argv(self, neighbors: Path, out: Path, port: int, keys: Path) -> list[str]:
         """The command line of the peer on ``port`` (a subclass may run another program)."""
+        extra = ("--ring", str(self.ring)) if self.ring is not None else ()
         return PeerCommand(neighbors, out, port, HOST, order=self.order, keys=keys if self.secure else None,
-                           http=f"{HOST}:0" if self.http else None, delay=self.delay).argv()
+                           http=f"{HOST}:0" if self.http else None, delay=self.delay,
+                           trace=self.workdir / f"{port}.trace" if self.frame_trace else None,
+                           extra=extra).argv()
 
     def check_alive(self) -> None:
         for p in self.peers:

@@ -62,6 +62,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import signal
 import subprocess
 import sys
@@ -388,9 +389,11 @@ def watch_frames(group: BenchGroup, stop: threading.Event, deadline: float) -> l
 
 def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: float,
                profile: Path | None, rate: int, src: Path | None = None, secure: bool = False,
-               http: bool = False, watch: bool = False, order: str = "lamport") -> dict:
+               http: bool = False, watch: bool = False, order: str = "lamport", ring: int | None = None,
+               frame_trace: bool = False) -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src, secure=secure, http=http or watch, order=order) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure, http=http or watch, order=order, ring=ring,
+                    frame_trace=frame_trace) as group:
         group.warm_up(deadline)
         watching = threading.Event()
         watchers = watch_frames(group, watching, deadline) if watch else []
@@ -639,7 +642,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inflight", type=int, default=16, help="--library: calls in flight per member (default 16)")
     ap.add_argument("--entries", type=int, default=100_000,
                     help="--library: entries of 1 KB in the transferred state (default 100000: 100 MB)")
+    ap.add_argument("--trace", action="store_true",
+                    help="the cost of the lab bench's recording: throughput with --http and the ring off, the ring "
+                         "on (--ring 4000), the ring and --trace on; alternating, --runs each, medians")
+    ap.add_argument("--runs", type=int, default=3, help="--trace: runs of each configuration (default 3)")
     args = ap.parse_args(argv)
+    if args.trace:
+        stop_on_sigterm()
+        return trace_cost([int(x) for x in args.peers.split(",") if x.strip()], args.messages, args.runs,
+                          args.deadline)
     if args.library:
         from benchmarks import library
 
@@ -744,6 +755,57 @@ def main(argv: list[str] | None = None) -> int:
     print_floor(rows)
     print(f"load average after the run: {loadavg()}")
     print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
+    return status
+
+
+TRACE_CONFIGS = (("off", 0, False), ("ring", 4000, False), ("ring+trace", 4000, True))
+
+
+def trace_cost(sizes: list[int], messages: int | None, runs: int, deadline: float) -> int:
+    """``--trace``: throughput of peers with --http and the ring off, the ring on, the ring and the frame
+    trace on; the three take turns, ``runs`` times (the first of each turn changing), medians compared."""
+    tmp = Path(tempfile.mkdtemp(prefix="tom-bench-trace-"))
+    print(f"TOM benchmark --trace: {os.cpu_count()} CPUs, load average {loadavg()}, workdir {tmp}")
+    busy = busy_cpus()
+    if busy > 0.3:
+        print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")
+    status = 0
+    try:
+        for n in sizes:
+            per_peer = messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
+            got: dict[str, list[dict]] = {name: [] for name, _, _ in TRACE_CONFIGS}
+            for k in range(runs):
+                turn = TRACE_CONFIGS[k % 3:] + TRACE_CONFIGS[:k % 3]
+                for name, ring, traced in turn:
+                    print(f"[{n} peers, run {k + 1}, {name}] throughput: {per_peer} messages per peer ...", flush=True)
+                    t = scenario(lambda: throughput(n, per_peer, 0, tmp / f"t{n}-{k}-{name}", deadline, None, 250,
+                                                    http=True, ring=ring, frame_trace=traced),
+                                 lambda t: print_throughput(t, n), None, top=0)
+                    if t is None or not t["ok"]:
+                        status = 1
+                    else:
+                        if traced:
+                            t["trace_mb"] = sum(f.stat().st_size for f in (tmp / f"t{n}-{k}-{name}").glob(
+                                "*.trace")) / 2 ** 20
+                        got[name].append(t)
+                    shutil.rmtree(tmp / f"t{n}-{k}-{name}", ignore_errors=True)
+            base = statistics.median(t["rate"] for t in got["off"]) if got["off"] else None
+            print(f"\n{n} peers, {per_peer} messages per peer, medians of {runs}:")
+            for name, _, _ in TRACE_CONFIGS:
+                if not got[name]:
+                    print(f"  {name:<11} no successful run")
+                    continue
+                rate = statistics.median(t["rate"] for t in got[name])
+                cpu = statistics.median(t["cpu_us"] for t in got[name])
+                extra = f", traces {statistics.median(t['trace_mb'] for t in got[name]):.0f} MiB" \
+                    if name == "ring+trace" else ""
+                print(f"  {name:<11} {rate:>10,.0f} multicasts/s  {cpu:5.1f} CPU-us/mc/peer"
+                      + (f"  {rate / base:.2f}x of off" if base else "") + extra
+                      + "  (runs: " + ", ".join(f"{t['rate']:,.0f}" for t in got[name]) + ")")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"load average after the run: {loadavg()}")
+    print("targets: the ring on >= 0.95x of off; the ring and --trace on >= 0.90x")
     return status
 
 

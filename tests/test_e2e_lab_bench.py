@@ -52,7 +52,7 @@ def listed_texts(page, i: int) -> list[str]:
 
 def test_a_page_opened_after_30_messages_shows_them_all_and_a_replay_draws_the_same(tmp_path, browser):
     texts = [f"m{k:02d} from {k % 3}" for k in range(MESSAGES)]
-    each = [("--trace", str(tmp_path / f"peer{i}.trace.jsonl")) for i in range(3)]
+    each = [("--trace", str(tmp_path / f"peer{i}.trace")) for i in range(3)]
     with PeerProcs(tmp_path, 3, delay=0.05, http=True, secure=False, each=each) as group:
         deadline = time.monotonic() + 30  # the view first: messages sent before it would leave as one burst
         while not all(any(r["kind"] == "view" and len(r["members"]) == 3 for r in group.records(i)) for i in range(3)):
@@ -94,7 +94,7 @@ def test_a_page_opened_after_30_messages_shows_them_all_and_a_replay_draws_the_s
         live = {i: [r["text"] for r in group.messages(i)] for i in range(3)}
         assert group.terminate() == [0, 0, 0]
     for i in range(3):  # the run folder: outputs, traces and logs side by side
-        (tmp_path / f"peer{i}.trace.jsonl").rename(tmp_path / f"{i}.trace.jsonl")
+        (tmp_path / f"peer{i}.trace").rename(tmp_path / f"{i}.trace")
     served = subprocess.Popen([sys.executable, "-m", "tom", "replay", str(tmp_path)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:

@@ -23,23 +23,27 @@ A, B = "127.0.0.1:1", "127.0.0.1:2"
 NODE = shutil.which("node") or shutil.which("nodejs")
 
 
-def write_trace(path: Path, peer: str, inc: int, records: list[dict]) -> None:
-    lines = [{"trace": 1, "peer": peer, "incarnation": inc, "order": "lamport", "t": 0.0}, *records]
-    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+def write_trace(path: Path, peer: str, inc: int, records: list[tuple]) -> None:
+    """A trace in `tom.net.frametrace`'s format: records ``(kind, fields..., [lines])``."""
+    out = [json.dumps({"trace": 1, "peer": peer, "incarnation": inc, "order": "lamport", "delay": 0.0, "t": 0.0})]
+    for kind, *fields in records:
+        lines = fields.pop() if kind in ("O", "I") else []
+        out.append(" ".join(map(str, (kind, *fields, *((len(lines),) if kind in ("O", "I") else ())))))
+        out += lines
+    path.write_text("\n".join(out) + "\n")
 
 
 def test_a_frame_sent_again_after_a_reconnect_pairs_with_its_last_send_and_clocks_may_disagree(tmp_path):
     """A writes ACK #1 twice (the first connection broke before B had it) and B reads it once; B's wall
     clock runs 10 s behind A's. The receive pairs with the second send, and comes after it."""
-    write_trace(tmp_path / "a.trace.jsonl", A, 10, [
-        {"t": 100.0, "q": 100.0, "dir": "out", "link": B, "inc": [10, 20], "n": 1, "lines": ["ACK-3-127.0.0.1:1"]},
-        {"t": 101.0, "dir": "down", "link": B},
-        {"t": 102.0, "q": 102.0, "dir": "out", "link": B, "inc": [10, 20], "n": 1, "lines": ["ACK-3-127.0.0.1:1"]},
-        {"t": 102.5, "q": 102.5, "dir": "out", "link": B, "inc": [10, 20], "n": 2,
-         "lines": ["RECEIVED-5", "ACK-4-127.0.0.1:1"]},
+    write_trace(tmp_path / "a.trace", A, 10, [
+        ("O", 100.0, 100.0, B, 20, 1, ["ACK-3-127.0.0.1:1"]),
+        ("D", 101.0, B),
+        ("O", 102.0, 102.0, B, 20, 1, ["ACK-3-127.0.0.1:1"]),
+        ("O", 102.5, 102.5, B, 20, 2, ["RECEIVED-5", "ACK-4-127.0.0.1:1"]),
     ])
-    write_trace(tmp_path / "b.trace.jsonl", B, 20, [
-        {"t": 92.1, "dir": "in", "link": A, "inc": [20, 10], "n": 1, "lines": ["ACK-3-127.0.0.1:1", "ACK-4-127.0.0.1:1"]},
+    write_trace(tmp_path / "b.trace", B, 20, [
+        ("I", 92.1, A, 10, 1, ["ACK-3-127.0.0.1:1", "ACK-4-127.0.0.1:1"]),
     ])
     run = load_run(tmp_path)
     assert run.peers == [A, B] and run.problems == []
@@ -73,15 +77,15 @@ def test_a_folder_without_a_run_is_one_line(tmp_path):
 
 
 def test_the_trace_is_bounded_and_ends_with_one_line(tmp_path, caplog):
-    trace = FrameTrace(tmp_path / "t.trace.jsonl", A, 1, "lamport", limit=2000)
+    trace = FrameTrace(tmp_path / "t.trace", A, 1, "lamport", limit=2000)
     with caplog.at_level(logging.WARNING, "tom.net.frametrace"):
         for n in range(1, 100):
             trace.sent(B, 2, n, b"ACK-%d-127.0.0.1:1\n" % n)
     trace.close()
-    text = (tmp_path / "t.trace.jsonl").read_text()
-    assert len(text) < 2000 + 300 and json.loads(text.splitlines()[-1])["reason"] == "limit"
+    text = (tmp_path / "t.trace").read_text()
+    assert len(text) < 2000 + 300 and text.splitlines()[-1].startswith("E ") and text.endswith(" limit\n")
     assert [r.message for r in caplog.records] == [
-        f"the trace {tmp_path / 't.trace.jsonl'} reached its limit of 0 MiB (--trace-limit): no more frames recorded"]
+        f"the trace {tmp_path / 't.trace'} reached its limit of 0 MiB (--trace-limit): no more frames recorded"]
 
 
 def test_a_full_disk_ends_the_trace_with_one_line_and_nothing_else(caplog):
@@ -102,7 +106,7 @@ def test_a_real_run_replays_with_every_receive_paired_and_shiviz_reads_it(tmp_pa
     """Three real peers with --trace, a message from each: every frame read pairs with a frame written,
     the replay's events are those the dashboard draws, and ShiViz's regular expression (in node)
     reads the log with consistent vector clocks."""
-    each = [("--trace", str(tmp_path / f"{i}.trace.jsonl")) for i in range(3)]
+    each = [("--trace", str(tmp_path / f"{i}.trace")) for i in range(3)]
     with PeerProcs(tmp_path, 3, delay=0.02, secure=False, each=each) as group:
         for i in range(3):
             group.send(i, [f"hello from {i}"])

@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "(frames, deliveries, views; default 4000, 0: none)")
     peer.add_argument("--trace", type=Path, metavar="FILE",
                       help="record every frame written and read, with its link, incarnations, number and time "
-                           "(JSON Lines, appended; for tom replay)")
+                           "(appended; for tom replay)")
     peer.add_argument("--trace-limit", type=_count(1, 1_000_000), default=512, metavar="MiB",
                       help="with --trace: stop recording past this size (default 512 MiB)")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")

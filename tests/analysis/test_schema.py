@@ -115,10 +115,12 @@ def test_frame_traces_beside_the_outputs_are_never_read_as_peers(tmp_path):
     first line; a trace named on the command line is skipped with one line saying what it is."""
     (tmp_path / "7001.jsonl").write_text('{"event":"deliver"}\n')
     header = '{"trace":1,"peer":"127.0.0.1:7001","incarnation":1,"order":"lamport","t":1.0}\n'
-    (tmp_path / "7001.trace.jsonl").write_text(header)
+    (tmp_path / "7001.trace").write_text(header)
+    (tmp_path / "7002.trace").write_text("")  # (not begun yet: known by its name)
     (tmp_path / "renamed.jsonl").write_text(header)
     found = schema.resolve_inputs(None, [str(tmp_path)])
     assert found.files == [f"file:{tmp_path / '7001.jsonl'}"] and found.skipped == []
+    assert schema.resolve_inputs(None, [str(tmp_path / "7002.trace")]).files == []
     named = schema.resolve_inputs(None, [str(tmp_path / "renamed.jsonl")])
     assert named.files == [] and named.skipped == [
         f"skipped {tmp_path / 'renamed.jsonl'}: a frame trace (tom peer --trace), not an output file"]

@@ -243,6 +243,7 @@ class LineReader:
     def __init__(self, stream: trio.abc.ReceiveStream) -> None:
         self.stream = stream
         self.pending = b""
+        self.raw = b""  # the complete lines of the last chunk, as bytes, newlines included (for --trace)
 
     async def chunk(self) -> list[str | bytes] | None:
         """The complete lines of the next chunk (possibly none), or None at end of stream.
@@ -262,6 +263,7 @@ class LineReader:
         lines: list = []
         if end >= 0:
             complete, self.pending = buf[:end], buf[end + 1:]
+            self.raw = buf[:end + 1]
             # only the first line can be over the limit: every later one lies within `data`, which is
             # at most 65,536 bytes (newline included)
             if len(complete) > MAX_FRAME_BYTES and buf.find(b"\n") > MAX_FRAME_BYTES:
@@ -273,6 +275,7 @@ class LineReader:
                 lines = complete.split(b"\n")
         else:
             self.pending = buf
+            self.raw = b""
         if len(self.pending) > MAX_FRAME_BYTES:
             self.pending = b""
             lines.append(OVER_LONG)

@@ -72,7 +72,7 @@ async def serve_link(link: Link, stream: trio.abc.Stream, reader: LineReader,
                 closed = True
                 break
             if link.trace is not None and lines:
-                link.trace.received(src, link.incarnation, link.received + 1, lines)
+                link.trace.received(src, link.incarnation, link.received + 1, reader.raw)
             frames, taken, received, fault = decode_lines(lines)
             for count in received:
                 link.on_received(count)

@@ -18,6 +18,7 @@ the hosts' clocks say (they are used only to interleave).
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -93,7 +94,7 @@ def _first_line(path: Path) -> str:
 
 
 def _is_trace(first: str) -> bool:
-    return first.startswith('{"trace":')
+    return first.startswith('{"trace":')  # (json.dumps' own spacing: the header is written that way)
 
 
 def _is_output(first: str) -> bool:
@@ -115,35 +116,50 @@ def _frames_of(line: str) -> tuple[Frame, ...] | None:
 
 
 def read_trace(path: Path, problems: list[str]) -> tuple[str | None, str | None, list[FrameEvent]]:
-    """``(peer, order, frame events)`` of one trace file, in its order."""
+    """``(peer, order, frame events)`` of one trace file (`tom.net.frametrace`'s format), in its order."""
     peer = order = None
     mine: int | None = None
     events: list[FrameEvent] = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, raw in enumerate(f, 1):
+    with open(path, "rb") as f:
+        lines = iter(enumerate(f, 1))
+        for number, raw in lines:
+            if raw.startswith(b"{"):
+                try:
+                    head = json.loads(raw)
+                    peer, order, mine = head["peer"], head.get("order"), head.get("incarnation")
+                except (ValueError, KeyError, TypeError):
+                    problems.append(f"{path}:{number}: not a trace header")
+                continue
+            fields = raw.split()
+            kind = fields[0] if fields else b""
             try:
-                r = json.loads(raw)
-            except ValueError:
+                if kind == b"O":
+                    t, link, theirs, first, count = float(fields[2]), fields[3], fields[4], int(fields[5]), int(fields[6])
+                elif kind == b"I":
+                    t, link, theirs, first, count = float(fields[1]), fields[2], fields[3], int(fields[4]), int(fields[5])
+                else:
+                    continue  # U, D, E: connections, for the eye
+            except (IndexError, ValueError):
                 problems.append(f"{path}:{number}: not a trace record (a torn last line?)")
                 continue
-            if "trace" in r:
-                peer, order, mine = r.get("peer"), r.get("order"), r.get("incarnation")
+            body = [line for _, line in itertools.islice(lines, count)]
+            if peer is None:
                 continue
-            d = r.get("dir")
-            if d not in ("in", "out") or peer is None:
-                continue
-            inc = r.get("inc") or [mine, None]
-            n = int(r.get("n", 1))
-            for line in r.get("lines", ()):
+            d = "out" if kind == b"O" else "in"
+            other = link.decode()
+            inc = None if theirs == b"-" else int(theirs)
+            n = first
+            for line in body:
+                text = line.rstrip(b"\n").decode("utf-8", "backslashreplace")
                 try:
-                    frames = _frames_of(line)
+                    frames = _frames_of(text)
                 except FrameError:
                     if d == "in":
                         break  # a link fault: nothing after it is counted (`decode_lines`)
                     continue
                 if frames is None:
                     continue
-                events.append(FrameEvent(float(r.get("q", r["t"])), peer, d, r["link"], inc[0], inc[1], n, line, frames))
+                events.append(FrameEvent(t, peer, d, other, mine, inc, n, text, frames))
                 n += 1
     return peer, order, events
 

@@ -97,8 +97,8 @@ def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless
 
 
 def trace_path(run_dir: Path, pid: str) -> Path:
-    """Where a launched peer's frame trace goes: ``<run>/<port>.trace.jsonl`` (never read as an output)."""
-    return run_dir / f"{split_pid(pid)[1]}.trace.jsonl"
+    """Where a launched peer's frame trace goes: ``<run>/<port>.trace`` (never read as an output)."""
+    return run_dir / f"{split_pid(pid)[1]}.trace"
 
 
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
@@ -406,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "print one URL for the whole group")
     p.add_argument("--no-http", action="store_true", help="start the peers without --http")
     p.add_argument("--no-trace", action="store_true",
-                   help="do not record the peers' frame traces (by default each peer writes <port>.trace.jsonl in "
+                   help="do not record the peers' frame traces (by default each peer writes <port>.trace in "
                         "the run folder, for tom replay)")
     p.add_argument("--wire", choices=("tom", "handout"), default="tom",
                    help="handout: the peers speak the SE424 handout's protocol (tom peer --wire handout): a "
