@@ -241,17 +241,41 @@ def histogram_svg(hist: dict, width: int = 760, height: int = 240) -> str:
     return "".join(parts)
 
 
-def spacetime_svg(diagram: list[dict], peers: list[str], width: int = 1000) -> str:
+LABEL_CHAR_W = 6.2  # px per character of an 10 px monospace-ish label (an upper bound, for placing)
+LABEL_ROWS = 3  # rows of labels above a lane; a label that finds no free row is left to its tooltip
+
+
+class _LabelRows:
+    """Where labels go without overlapping: per lane, rows of occupied x-intervals; a label takes the
+    first row (nearest its lane) where it fits, or none."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[list[tuple[float, float]]]] = {}
+
+    def place(self, lane: str, x1: float, x2: float) -> int | None:
+        rows = self.rows.setdefault(lane, [[] for _ in range(LABEL_ROWS)])
+        for r, taken in enumerate(rows):
+            if all(x2 + 2 < a or x1 - 2 > b for a, b in taken):
+                taken.append((x1, x2))
+                return r
+        return None
+
+
+def spacetime_svg(diagram: list[dict], peers: list[str], width: int = 1000,
+                  divergence: dict | None = None) -> str:
     """Lamport space-time diagram: a line per peer, an arrow per delivery from the origin's send.
 
-    x is wall-clock time (``sent_at``, ``delivered_at``) over the drawn messages; each send is a dot
-    on the origin's line labelled with its clock.
+    x is wall-clock time (``sent_at``, ``delivered_at``) over the drawn messages; each send is a dot on
+    the origin's line labelled with its clock. Labels never overlap: each takes the first free row
+    above its lane (`_LabelRows`), and one that finds none is left to the dot's tooltip. With
+    ``divergence`` (a first-divergence row: ``peer_a, peer_b, position, at_a, at_b``), the two
+    deliveries that differ are ringed in red and named under the diagram.
     """
     if not diagram:
         return "<p><small>no message to draw</small></p>"
     lines = list(peers) + sorted({m["pid"] for m in diagram} - set(peers))
-    row_h, left, right, top = 56, 150, 20, 24
-    height = top * 2 + row_h * max(len(lines) - 1, 1)
+    row_h, left, right, top = 64, 150, 20, 40
+    height = top + row_h * max(len(lines) - 1, 1) + 40
     times = [m["sent_at"] for m in diagram] + [d["delivered_at"] for m in diagram
                                                for d in m["deliveries"]]
     t0, t1 = min(times), max(times)
@@ -265,6 +289,13 @@ def spacetime_svg(diagram: list[dict], peers: list[str], width: int = 1000) -> s
 
     origins = sorted({m["pid"] for m in diagram})
     colour = {o: _PALETTE[i % len(_PALETTE)] for i, o in enumerate(origins)}
+    wrong: dict[tuple[str, int, str], str] = {}  # (peer, clock, pid) delivered at the divergence -> note
+    if divergence:
+        for side in ("a", "b"):
+            at = divergence.get(f"at_{side}") or {}
+            if at.get("clock") is not None:
+                wrong[(divergence[f"peer_{side}"], at["clock"], at["pid"])] = (
+                    f"{divergence[f'peer_{side}']} delivered ({at['clock']}, {at['pid']}) as #{at.get('index')}")
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'role="img" aria-label="space-time diagram">',
              '<defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="6" '
@@ -274,23 +305,43 @@ def spacetime_svg(diagram: list[dict], peers: list[str], width: int = 1000) -> s
                      f'stroke="#8c959f" stroke-width="1.5"/>')
         parts.append(f'<text x="{left - 8}" y="{y(p) + 4}" font-size="12" text-anchor="end">'
                      f'{_e(p)}</text>')
-    for m in diagram:
+    labels = _LabelRows()
+    rings = []
+    for m in sorted(diagram, key=lambda m: m["sent_at"]):
         sx, sy, c = x(m["sent_at"]), y(m["pid"]), colour[m["pid"]]
         for d in m["deliveries"]:
             if d["peer"] not in lines:
                 continue
             dx, dy = x(d["delivered_at"]), y(d["peer"])
+            note = wrong.get((d["peer"], m["clock"], m["pid"]))
+            if note is not None:
+                rings.append(f'<circle class="divergence" cx="{dx:.1f}" cy="{dy:.1f}" r="7" fill="none" '
+                             f'stroke="#cf222e" stroke-width="2.5"><title>first divergence: {_e(note)}</title></circle>')
             if d["peer"] == m["pid"] and abs(dx - sx) < 1:
                 continue
             parts.append(f'<line x1="{sx:.1f}" y1="{sy:.1f}" x2="{dx:.1f}" y2="{dy:.1f}" '
                          f'stroke="{c}" stroke-opacity=".55" marker-end="url(#arrow)">'
                          f'<title>({m["clock"]}, {_e(m["pid"])}) at {_e(d["peer"])}: index '
                          f'{d["index"]}</title></line>')
-        parts.append(f'<circle cx="{sx:.1f}" cy="{sy:.1f}" r="3" fill="{c}"/>')
-        parts.append(f'<text x="{sx:.1f}" y="{sy - 6:.1f}" font-size="10" text-anchor="middle" '
-                     f'fill="{c}">{m["clock"]}</text>')
-    parts.append(f'<text x="{width - right}" y="{height - 4}" font-size="11" text-anchor="end">'
-                 f'time →  ({span * 1000:.1f} ms shown)</text></svg>')
+        parts.append(f'<circle cx="{sx:.1f}" cy="{sy:.1f}" r="3" fill="{c}"><title>({m["clock"]}, '
+                     f'{_e(m["pid"])}) sent</title></circle>')
+        text = str(m["clock"])
+        w = LABEL_CHAR_W * len(text)
+        row = labels.place(m["pid"], sx - w / 2, sx + w / 2)
+        if row is not None:
+            parts.append(f'<text class="clock-label" x="{sx:.1f}" y="{sy - 6 - 11 * row:.1f}" font-size="10" '
+                         f'text-anchor="middle" fill="{c}">{text}</text>')
+    parts += rings
+    bottom = height - 4
+    if divergence:
+        named = "; ".join(sorted(wrong.values()))
+        drawn = "" if rings else " (after the messages drawn here)"
+        parts.append(f'<text class="divergence-note" x="{left}" y="{bottom}" font-size="11" fill="#cf222e">'
+                     f'first divergence, position {divergence.get("position")}: {_e(named)}{drawn}</text>')
+    else:
+        parts.append(f'<text x="{width - right}" y="{bottom}" font-size="11" text-anchor="end">'
+                     f'time →  ({span * 1000:.1f} ms shown)</text>')
+    parts.append("</svg>")
     return "".join(parts)
 
 
@@ -328,7 +379,9 @@ def render_html(result: dict) -> str:
         out.append(f"<h2>First {len(diagram)} messages</h2><p><small>One line per peer; each "
                    "message goes from its origin's send (dot, labelled with its Lamport clock) "
                    "to its delivery at every peer. Hover for details.</small></p>")
-        out.append(spacetime_svg(diagram, result.get("peers", [])))
+        div = (found or {}).get("divergence") or {}
+        out.append(spacetime_svg(diagram, result.get("peers", []),
+                                 divergence=(div.get("first") or [None])[0] if div.get("count") else None))
     lat = result.get("latency")
     if lat and lat["overall"].get("count"):
         out.append("<h2>Latency</h2>")

@@ -54,6 +54,8 @@ def test_swapped_records_are_a_violation_with_first_divergence(spark, tmp_path):
     assert (first["peer_a"], first["peer_b"], first["position"]) == (A, B, 3)
     assert (first["at_a"]["clock"], first["at_a"]["pid"], first["at_b"]["clock"]) == (2, A, 2)
     assert rep["checks"]["order"]["count"] == 1
+    html = (tmp_path / "out" / "report.html").read_text()  # the picture rings the two deliveries that differ
+    assert html.count('class="divergence"') == 2 and "first divergence, position 3" in html
 
 
 def test_torn_last_line_is_reported_not_fatal(spark, tmp_path):
