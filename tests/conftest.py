@@ -1,5 +1,8 @@
+import shutil
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -19,3 +22,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("pure") is not None:
             item.add_marker(skip)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def browser():
+    """Debian's headless Chromium driven by Playwright (no browser download); skipped with the reason when
+    it is not installed (scripts/test installs it when it runs as root with apt)."""
+    if CHROMIUM is None:
+        pytest.skip("needs Debian's chromium (scripts/test installs it when run as root with apt)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()

@@ -14,22 +14,7 @@ from procs import PeerProcs
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # git-ignored
-
-
-@pytest.fixture
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("needs Debian's chromium (scripts/test installs it when run as root with apt)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def test_group_page_shows_members_sends_and_draws(tmp_path, browser):

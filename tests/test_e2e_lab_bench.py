@@ -4,7 +4,6 @@ opened late starts from each peer's ring of recent events, and a finished run is
 test-artifacts/ for a person to look at."""
 
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -16,23 +15,8 @@ from procs import PeerProcs
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # git-ignored
 MESSAGES = 30
-
-
-@pytest.fixture
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("needs Debian's chromium (scripts/test installs it when run as root with apt)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def keep(page, name: str) -> Path:
