@@ -161,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
                            "(appended; for tom replay)")
     peer.add_argument("--trace-limit", type=_count(1, 1_000_000), default=512, metavar="MiB",
                       help="with --trace: stop recording past this size (default 512 MiB)")
+    peer.add_argument("--step", action="store_true",
+                      help="step mode, for a lab: every MESSAGE, ACK, MARKS, SEQ and RELAY received waits at a "
+                           "gate, per link and in order, until released from the dashboard's Step panel or with "
+                           "POST /api/gate/release (needs --http); failure detection is frozen for what is held")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")
 
     keys = sub.add_parser("keys", help="create a closed group's credentials",
@@ -258,11 +262,15 @@ def run_peer(args: argparse.Namespace) -> int:
         return run_handout(args, host, name, interactive)
     if args.dynamic:
         raise ConfigError("--dynamic is for --wire handout (TOM's own wire is dynamic unless --static)")
+    if args.step and args.http is None:
+        raise ConfigError("--step holds every received frame until it is released through the HTTP API or "
+                          "the dashboard: give --http too")
     peer = Peer(PeerConfig(args.neighbors, args.output, args.port, host, name, args.delay, interactive,
                            args.static, args.heartbeat, args.timeout, jitter=args.jitter, keys=args.keys,
                            http=args.http, api_token=api_token_file(args), order=args.order,
                            quorum=args.quorum, last_man_standing=args.last_man_standing, ring=args.ring,
-                           trace=args.trace, trace_limit=args.trace_limit * 1024 * 1024))
+                           trace=args.trace, trace_limit=args.trace_limit * 1024 * 1024,
+                           step=args.step))
 
     def late_signal(signum, frame) -> None:
         # a SIGINT/SIGTERM while the peer is not listening for one: before it started, stop at once;
@@ -296,6 +304,7 @@ def run_handout(args: argparse.Namespace, host: str, name: str | None, interacti
                (args.http is not None, "--http (the dashboard and API are TOM's wire's)"),
                (args.trace is not None, "--trace (it records TOM's links)"),
                (args.api_token_file is not None, "--api-token-file"),
+               (args.step, "--step (step mode is TOM's wire's)"),
                (args.static and args.dynamic, "--static together with --dynamic")]
     for bad, what in refused:
         if bad:

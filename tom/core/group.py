@@ -830,6 +830,13 @@ def send_direct(core: Core, dest: str, text: str) -> None:
     core.out.send((dest,), Direct(text))
 
 
+def heard_at_gate(core: Core, src: str, now: float) -> None:
+    """Frames of ``src`` came ``now`` and wait outside the core, in their link's order (step mode,
+    `tom.peer.gate`): ``src`` is alive, and its silence is not counted against it. Liveness only:
+    nothing it said is taken, and a suspicion of it stays until it speaks (`FailureDetector.spoke`)."""
+    core.detector.heard(src, now)
+
+
 def on_direct(core: Core, src: str, frame: Direct) -> None:
     """A `Direct` frame's text, for the program, outside the order: handed out as a notice."""
     core.out.notice(notices.DirectText(src, frame.text))

@@ -34,6 +34,14 @@ class Disconnected:
 
 
 @dataclass(frozen=True, slots=True)
+class Heard:
+    """Frames of ``pid`` came and wait at the step-mode gate (`tom.peer.gate`): it is alive, though
+    nothing it said is taken yet (liveness only)."""
+
+    pid: str
+
+
+@dataclass(frozen=True, slots=True)
 class SendTexts:
     """The local user multicasts ``texts``, in order; ``on_sent``, if given, hears what became of each:
     its Message, None while it is held for the next view, or the UsageError that refused it."""
@@ -62,7 +70,7 @@ class LeaveGroup:
     """The local user quits: leave the group, then stop."""
 
 
-Event = FramesIn | Connected | Disconnected | SendTexts | SendDirect | Tick | LeaveGroup
+Event = FramesIn | Connected | Disconnected | SendTexts | SendDirect | Tick | LeaveGroup | Heard
 
 
 class EventSink(Protocol):

@@ -15,12 +15,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
 from ..core import Core, Delivery, Timing, ViewDelivery, notices
 from ..core.notices import Notice
-from .events import LeaveGroup, SendDirect, SendTexts
+from .events import EventSink, LeaveGroup, SendDirect, SendTexts
 from ..errors import ConfigError, OutputError, UsageError
 from ..net.keys import load_group_keys
 from ..net.frametrace import FrameTrace
@@ -33,6 +34,9 @@ from ..codec.pid import make_pid, pid_key, split_pid
 from .processor import Inbox, processor, ticker
 from ..net.sender import Router, sender
 from .ui import TerminalUI, headless
+
+if TYPE_CHECKING:
+    from .gate import Gate
 
 log = logging.getLogger("tom.peer.process")
 
@@ -72,6 +76,7 @@ class PeerConfig:
     trace_limit: int = 512 * 1024 * 1024  # --trace-limit, in bytes
     embedded: bool = False  # run inside another program (`tom.library`): no signal handlers, no prints
     # on stdout, the process's garbage collector left as it is
+    step: bool = False  # --step: the links' ordered frames wait at a gate until released (`tom.peer.gate`)
 
 
 # young collections every 50,000 net allocations instead of 700, full ones a hundred times rarer: a
@@ -146,6 +151,7 @@ class Peer:
         self._leave_requested = False
         self.signals_taken = False
         self.feed = None  # an EventFeed while --http serves
+        self.gate: Gate | None = None  # step mode's gate, once running with --step
         self.http_url: str | None = None
 
     async def run(self, *, front: Callable[[], Awaitable[None]] | None = None,
@@ -153,6 +159,10 @@ class Peer:
         cfg = self.cfg
         if not cfg.embedded:
             tune_collector()
+        channel, in_rx = trio.open_memory_channel(CHANNEL_SIZE)
+        in_tx = self._in = Inbox(channel)
+        # what the links bring: to the inbox itself, or, in step mode, through the gate
+        links_in: EventSink = in_tx if not cfg.step else self._open_gate(in_tx)
         try:
             listeners = await open_listener(cfg.host, cfg.port)
         except BaseException:
@@ -169,15 +179,13 @@ class Peer:
                 raise
         self.core.now = self.core.started_at = trio.current_time()
         try:
-            channel, in_rx = trio.open_memory_channel(CHANNEL_SIZE)
-            in_tx = self._in = Inbox(channel)
             ui = TerminalUI(self.me, self.core.status, self.links, in_tx) if cfg.interactive else None
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
                 self._nursery = nursery
                 self.port = await nursery.start(partial(listener, order=cfg.order), listeners, self.me,
-                                                self.incarnation, self.links, in_tx, self.keys)
-                nursery.start_soon(sender, self.me, self.incarnation, self.links, in_tx, self.keys, cfg.order)
+                                                self.incarnation, self.links, links_in, self.keys)
+                nursery.start_soon(sender, self.me, self.incarnation, self.links, links_in, self.keys, cfg.order)
                 nursery.start_soon(processor, self.core, in_rx, Router(self.links, cfg.delay, cfg.jitter), self.output,
                                    ui.on_deliver if ui else self.on_deliver, self._on_notice, self._on_output_error,
                                    self.feed, in_tx)
@@ -189,6 +197,7 @@ class Peer:
                 mode = "static group" if cfg.static else "joining the group"
                 mode += f", {cfg.order} order"
                 mode += ", secured: mutual TLS" if self.keys else ", not secured"
+                mode += ", step mode: received frames wait to be released" if cfg.step else ""
                 if self.output.resumed:
                     log.info("%s", self.output.resumed)
                 if cfg.embedded:
@@ -249,6 +258,14 @@ class Peer:
             await trio.sleep(0.5)
             self.trace.flush()
 
+    def _open_gate(self, inbox: Inbox) -> Gate:
+        """Step mode: the gate the links hand their events to (imported here: a peer without --step
+        loads none of it)."""
+        from .gate import Gate
+
+        self.gate = Gate(inbox)
+        return self.gate
+
     def _open_http(self):
         """Bind the --http socket (a ConfigError line if impossible) and build the app; return the
         task that serves it. Imported here: a peer without --http loads none of it."""
@@ -264,8 +281,15 @@ class Peer:
         core, links = self.core, self.links
         self.feed = EventFeed(self.me, lambda: snapshot.lamport(core), lambda: snapshot.counters(core), time.time,
                               lambda: core.member_order, self.cfg.ring)
-        handle = PeerHandle(self.me, lambda: snapshot.snapshot(core, links, trio.current_time()),
-                            self._send_one, lambda: snapshot.backlog(core) > MAX_BACKLOG, self.feed, token)
+        control = None
+        if self.cfg.step:
+            from ..web.gateview import GateControl
+
+            assert self.gate is not None, "the gate is opened before the HTTP side"
+            control = GateControl(self.gate, core, frozenset(links))
+        handle = PeerHandle(self.me, lambda: {**snapshot.snapshot(core, links, trio.current_time()),
+                                              "gate": control.summary() if control is not None else None},
+                            self._send_one, lambda: snapshot.backlog(core) > MAX_BACKLOG, self.feed, token, control)
         app = make_app(handle, host)
         # the web stack adds some 14,000 long-lived objects (modules, routes, classes) that every full
         # garbage collection would walk again and again under load: move them out of its way

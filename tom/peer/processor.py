@@ -18,11 +18,11 @@ from collections.abc import Callable
 import trio
 
 from ..core import Core, Delivery, Divergence, ViewDelivery
-from ..core.group import receive_all, send_direct
+from ..core.group import heard_at_gate, receive_all, send_direct
 from ..core.records import Sends
 from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
-from .events import Connected, Disconnected, Event, EventSink, FramesIn, LeaveGroup, SendDirect, SendTexts, Tick
+from .events import Connected, Disconnected, Event, EventSink, FramesIn, Heard, LeaveGroup, SendDirect, SendTexts, Tick
 from .output import NoOutput, OutputFile
 from .pathtrace import TRACE
 from ..net.ratelimit import LogLimiter, held_back
@@ -84,6 +84,8 @@ def apply(core: Core, event: Event, now: float) -> None:
             refused = None
         if event.on_sent is not None:  # type: ignore[union-attr]
             event.on_sent(refused)  # type: ignore[union-attr]
+    elif t is Heard:  # (step mode only: `tom.peer.gate`)
+        heard_at_gate(core, event.pid, now)  # type: ignore[union-attr]
 
 
 class Inbox:

@@ -28,7 +28,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 from prometheus_client import CollectorRegistry, generate_latest
@@ -51,6 +51,9 @@ from .eventfeed import LATENCY_BUCKETS, EventFeed, numbered_dicts
 from ..core import check_text
 from ..codec.frames import Message
 
+if TYPE_CHECKING:
+    from .gateview import GateControl
+
 log = logging.getLogger("tom.http")
 
 DASHBOARD = Path(__file__).with_name("dashboard")
@@ -70,6 +73,7 @@ class PeerHandle:
     busy: Callable[[], bool]  # too much undelivered: refuse new messages for now
     feed: EventFeed
     token: str | None = None  # required bearer token, if any
+    gate: GateControl | None = None  # step mode (--step): look at the gate, release its heads
 
 
 def text_refusal(me: str, text: str) -> tuple[int, str] | None:
@@ -94,6 +98,30 @@ def _sse(items: list[tuple[int, tuple]]) -> str:
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+STEP_OFF = "step mode is off: this peer holds no frames (start it with --step)"
+
+
+async def _json_body(request: Request) -> Any:
+    """The request's body parsed as JSON, or the error Response that refuses it (413 over
+    MAX_BODY_BYTES, 400 cut short or not JSON)."""
+    too_big = f"request body over {MAX_BODY_BYTES} bytes"
+    # the rest of the body stays unread: the connection cannot be reused, say so
+    if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+        return _error(413, too_big, Connection="close")
+    body = bytearray()
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                return _error(413, too_big, Connection="close")
+    except ClientDisconnect:
+        return _error(400, "the request ended early")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        return _error(400, f"the body is not JSON: {e}")
 
 
 class _Metrics(Collector):
@@ -201,22 +229,9 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
     async def post_message(request: Request) -> Response:
         if (refused := denied(request)) is not None:
             return refused
-        too_big = f"request body over {MAX_BODY_BYTES} bytes"
-        # the rest of the body stays unread: the connection cannot be reused, say so
-        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return _error(413, too_big, Connection="close")
-        body = bytearray()
-        try:
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > MAX_BODY_BYTES:
-                    return _error(413, too_big, Connection="close")
-        except ClientDisconnect:
-            return _error(400, "the request ended early")
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as e:
-            return _error(400, f"the body is not JSON: {e}")
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
         if not isinstance(data, dict) or not isinstance(data.get("text"), str):
             return _error(400, 'expected a JSON object {"text": "..."}')
         text = data["text"]
@@ -269,6 +284,37 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    async def gate(request: Request) -> Response:
+        if (refused := denied(request)) is not None:
+            return refused
+        if handle.gate is None:
+            return _error(404, STEP_OFF)
+        return JSONResponse(handle.gate.view())
+
+    async def release(request: Request) -> Response:
+        if (refused := denied(request)) is not None:
+            return refused
+        control = handle.gate
+        if control is None:
+            return _error(404, STEP_OFF)
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
+        from ..peer.gate import NothingHeld
+
+        try:
+            if isinstance(data, dict) and data.get("all") is True and len(data) == 1:
+                return JSONResponse(await control.release_all())
+            if isinstance(data, dict) and data.get("random") is True and len(data) == 1:
+                return JSONResponse(await control.release_random())
+            if isinstance(data, dict) and isinstance(data.get("from"), str) and len(data) == 1:
+                if data["from"] not in control.neighbors:
+                    return _error(400, f"{data['from']} is not a neighbor of {handle.me}")
+                return JSONResponse(await control.release(data["from"]))
+        except NothingHeld as e:
+            return _error(409, str(e))
+        return _error(400, 'expected one of {"from": "HOST:PORT"}, {"all": true}, {"random": true}')
+
     async def index(request: Request) -> Response:
         return FileResponse(DASHBOARD / "index.html", headers={"Cache-Control": "no-cache"})
 
@@ -277,6 +323,8 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
         Route("/api/status", status),
         Route("/api/messages", post_message, methods=["POST"]),
         Route("/api/events", events),
+        Route("/api/gate", gate),
+        Route("/api/gate/release", release, methods=["POST"]),
         Route("/metrics", metrics),
         Mount("/static", StaticFiles(directory=DASHBOARD), name="static"),
     ]
