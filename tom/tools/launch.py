@@ -84,16 +84,16 @@ def group_url(peers: list[str], offset: int, keys: Path | None = None) -> str:
 
 def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool,
                  jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0,
-                 order: str = "lamport", wire: str = "tom", trace: bool = False) -> list[str]:
+                 order: str = "lamport", wire: str = "tom", trace: bool = False, step: bool = False) -> list[str]:
     """The command line of the local peer ``pid`` of a launched group; with ``trace``, its frame trace
-    goes beside its output (`trace_path`)."""
+    goes beside its output (`trace_path`); ``step``: tom peer --step."""
     host, port = split_pid(pid)
     served = None
     http = http_address(pid, http_offset)
     if http is not None:
         served = f"[{http[0]}]:{http[1]}" if ":" in http[0] else f"{http[0]}:{http[1]}"
     return PeerCommand(neighbors, output, port, host, order, wire, keys, served, delay, jitter, headless,
-                       trace_path(output.parent, pid) if trace else None).argv()
+                       trace_path(output.parent, pid) if trace else None, ("--step",) if step else ()).argv()
 
 
 def trace_path(run_dir: Path, pid: str) -> Path:
@@ -103,13 +103,14 @@ def trace_path(run_dir: Path, pid: str) -> Path:
 
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
                 jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0, order: str = "lamport",
-                wire: str = "tom", trace: bool = False) -> int:
-    """One tmux window split in one pane per peer, each running `tom peer` with its terminal UI."""
+                wire: str = "tom", trace: bool = False, step: bool = False) -> int:
+    """One tmux window split in one pane per peer, each running `tom peer` with its terminal UI (``step``:
+    in step mode, each holding what it receives until released from the dashboard)."""
     if shutil.which("tmux") is None:
         raise ConfigError("tmux is not installed (apt-get install tmux), or use --messages for a headless run")
     session = f"tom-{run_dir.name}"
     cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False, jitter,
-                                    keys, http_offset, order, wire, trace)) for p in peers]
+                                    keys, http_offset, order, wire, trace, step)) for p in peers]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", cmds[0]], check=True)
     for cmd in cmds[1:]:
         subprocess.run(["tmux", "split-window", "-t", session, cmd], check=True)
@@ -123,6 +124,9 @@ def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, 
         subprocess.run(["tmux", "set-option", "-t", session, "status-right-length", "150"], check=False)
         subprocess.run(["tmux", "set-option", "-t", session, "status-right", url], check=False)
         console.print(f"group dashboard: [bold]{url}[/]", soft_wrap=True)
+        if step:
+            console.print("step mode: every peer holds the MESSAGE, ACK and SEQ frames it receives; open the "
+                          "dashboard and release them from its Step panel, one link head at a time")
     if attach and sys.stdin.isatty():
         return subprocess.run(["tmux", "attach", "-t", session]).returncode
     console.print(f"attach with: tmux attach -t {session}")
@@ -408,6 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-trace", action="store_true",
                    help="do not record the peers' frame traces (by default each peer writes <port>.trace in "
                         "the run folder, for tom replay)")
+    p.add_argument("--step", action="store_true",
+                   help="step mode, for a lab (tmux only): every peer holds the ordered frames it receives "
+                        "(tom peer --step) until they are released, link head by link head, from the group "
+                        "dashboard's Step panel")
     p.add_argument("--wire", choices=("tom", "handout"), default="tom",
                    help="handout: the peers speak the SE424 handout's protocol (tom peer --wire handout): a "
                         "static group on plain TCP, the lamport order, no dashboard")
@@ -436,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
         peers = local_peers(load_neighbors(args.neighbors))
         if not peers:
             raise ConfigError(f"{args.neighbors}: no entry names a local address")
+        if args.step and (args.messages > 0 or args.no_http or args.wire == "handout"):
+            raise ConfigError("--step is for a group stepped by hand from the dashboard: without --messages, "
+                              "--no-http or --wire handout")
         run_dir = args.runs / time.strftime("%Y%m%d-%H%M%S")
         suffix = 1
         while run_dir.exists():
@@ -462,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
             group_url(peers, http_offset)  # a port out of range fails here, before anything starts
         if args.messages <= 0:
             return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter, keys,
-                               http_offset, args.order, args.wire, not args.no_trace)
+                               http_offset, args.order, args.wire, not args.no_trace, args.step)
         chaos = Chaos(pick(peers, args.kill, "--kill"), pick(peers, args.pause, "--pause"),
                       pick(peers, args.join_late, "--join-late"), pick(peers, args.leave, "--leave"),
                       args.pause_for)

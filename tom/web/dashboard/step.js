@@ -1,0 +1,190 @@
+// TOM dashboard, the Step panel (peers started with --step): what each watched peer holds at its gate,
+// per link, and buttons that release a link's head (GET /api/gate, POST /api/gate/release). A link is
+// FIFO: only its head can be released; what is not held (heartbeats, membership frames) passes by
+// itself behind it. Kept apart from dashboard.js: it reads the same peers (?peers=) and token, nothing
+// of dashboard.js's own state. Every text from the network goes in as textContent.
+"use strict";
+
+(() => {
+  const POLL_MS = 500, OFF_POLL_MS = 5000, SHOWN_BEHIND = 8;
+
+  const token = (() => {
+    const m = /(?:^|[#&])token=([^&]+)/.exec(location.hash);
+    if (m) sessionStorage.setItem("tom-token", decodeURIComponent(m[1]));
+    return sessionStorage.getItem("tom-token");
+  })();
+  const auth = () => (token ? { Authorization: "Bearer " + token } : {});
+  const bases = (() => {
+    const q = new URLSearchParams(location.search).get("peers");
+    if (!q) return [location.origin];
+    return q.split(",").map(x => x.trim()).filter(Boolean)
+      .map(x => (/^https?:\/\//.test(x) ? x : "http://" + x).replace(/\/+$/, ""));
+  })();
+  // per watched peer: its gate (null: step mode off, or not read yet), and its error
+  const gates = bases.map(base => ({ base, gate: null, off: false, error: null, wake: null }));
+  let shown = "";
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v; else e.setAttribute(k, v);
+    }
+    for (const c of children) if (c != null) e.append(c);
+    return e;
+  }
+  const port = pid => pid.slice(pid.lastIndexOf(":") + 1);
+  const short = t => (t == null ? "" : t.length > 40 ? t.slice(0, 39) + "…" : t);
+
+  // one arrow a held frame stands for, in words: MESSAGE (3, 5000) "hi", ACK of (3, 5000)
+  function item(it, frame) {
+    const key = `(${it.clock}, ${port(it.pid)})`;
+    if (it.kind === "MESSAGE" || it.kind === "RELAY") {
+      return el("span", { class: "step-item msg" }, `${it.kind === frame ? "" : it.kind + " "}${key} `, el("q", {}, short(it.text)));
+    }
+    if (it.kind === "SEQ") return el("span", { class: "step-item seq" }, `SEQ ${it.seq} for ${key}`);
+    return el("span", { class: "step-item ack" + (it.ahead ? " ahead" : "") }, `ACK of ${key}`,
+      it.ahead ? el("span", { class: "ahead-note", title: "this peer has not received that MESSAGE yet" }, " ahead of its MESSAGE: a premature ACK") : null);
+  }
+
+  function describe(w) {  // a queued item, in a few words
+    if (w.passes) return w.frame;
+    return w.shows.map(it => it.kind === "ACK" ? `ACK(${it.clock},${port(it.pid)})` : `${it.kind}(${it.clock},${port(it.pid)})`).join(" + ") || w.frame;
+  }
+
+  async function release(g, body, button) {
+    const out = document.getElementById("step-result");
+    if (button) button.disabled = true;
+    try {
+      const res = await fetch(g.base + "/api/gate/release", {
+        method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, auth()), body: JSON.stringify(body),
+      });
+      const r = await res.json();
+      if (!res.ok) throw new Error(r.error || "HTTP " + res.status);
+      out.className = "step-result ok";
+      const at = g.gate ? g.gate.peer : g.base;
+      out.textContent = r.frame ? `released at ${at}: ${r.frame.frame} from ${r.from} (${describe(r.frame)})`
+        : `released ${r.released} frame${r.released === 1 ? "" : "s"} at ${at}`;
+    } catch (e) {
+      out.className = "step-result err";
+      out.textContent = String(e.message || e);
+    } finally {
+      if (button) button.disabled = false;
+    }
+    // what a release makes the peer send reaches the others' gates: read every gate again now
+    for (const other of gates) if (other.wake) other.wake();
+  }
+
+  async function readGate(g) {
+    const res = await fetch(g.base + "/api/gate", { headers: auth(), cache: "no-store" });
+    return res.ok ? res.json() : null;
+  }
+
+  // every watched peer's gate, until none holds anything: what one peer lets through makes it send
+  // ACKs that the others then hold (bounded: at most 30 rounds)
+  async function releaseEverywhere(button) {
+    button.disabled = true;
+    try {
+      for (let round = 0; round < 30; round++) {
+        const held = [];
+        for (const g of gates) {
+          const gate = await readGate(g).catch(() => null);
+          if (gate && gate.held) held.push(g);
+        }
+        if (!held.length) break;
+        for (const g of held) await release(g, { all: true });
+        await new Promise(r => setTimeout(r, 150));
+      }
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function releaseRandom(button) {  // one head among every watched peer's, drawn uniformly
+    const heads = gates.flatMap(g => (g.gate ? g.gate.links.map(l => [g, l.from]) : []));
+    if (!heads.length) return;
+    const [g, from] = heads[Math.floor(Math.random() * heads.length)];
+    await release(g, { from }, button);
+  }
+
+  function peerBox(g) {
+    const gate = g.gate;
+    const box = el("div", { class: "step-peer", "data-at": gate.peer });
+    const all = el("button", { class: "step-all", "data-at": gate.peer, type: "button" }, "release all");
+    const rnd = el("button", { class: "step-random", "data-at": gate.peer, type: "button" }, "random");
+    all.disabled = rnd.disabled = !gate.held;
+    all.addEventListener("click", () => release(g, { all: true }, all));
+    rnd.addEventListener("click", () => release(g, { random: true }, rnd));
+    box.append(el("div", { class: "step-peer-head" }, el("span", { class: "pid" }, `at ${gate.peer}`),
+      el("span", { class: "dim" }, ` ${gate.held} held · ${gate.released} released by hand`), el("span", { class: "step-buttons" }, all, rnd)));
+    if (g.error) box.append(el("div", { class: "error" }, g.error));
+    if (!gate.links.length) {
+      box.append(el("div", { class: "none" }, "nothing held: every link is open"));
+      return box;
+    }
+    for (const link of gate.links) {
+      const head = link.head;
+      const row = el("div", { class: "step-link", "data-at": gate.peer, "data-from": link.from });
+      const button = el("button", { class: "step-release", "data-at": gate.peer, "data-from": link.from, type: "button" }, "release");
+      button.addEventListener("click", () => release(g, { from: link.from }, button));
+      const headEl = el("div", { class: "step-head", "data-frame": head.frame }, el("span", { class: "frame-kind" }, head.frame), " ");
+      for (const it of head.shows) headEl.append(item(it, head.frame), " ");
+      headEl.firstChild.title = head.line || "";
+      row.append(el("div", { class: "step-from" }, `from ${link.from}`,
+        el("div", { class: "dim" }, `${link.held} held${link.waiting > link.held ? `, ${link.waiting - link.held} behind them pass by themselves` : ""}`)),
+        headEl, button);
+      const behind = link.queue.slice(1, 1 + SHOWN_BEHIND).map(describe);
+      if (behind.length) {
+        row.append(el("div", { class: "step-behind dim" }, "then: " + behind.join(" · ") +
+          (link.waiting > 1 + SHOWN_BEHIND ? ` · … ${link.waiting - 1 - SHOWN_BEHIND} more` : "")));
+      }
+      box.append(row);
+    }
+    return box;
+  }
+
+  function render() {
+    const panel = document.getElementById("step");
+    if (!panel) return;
+    const on = gates.filter(g => g.gate);
+    const picture = JSON.stringify(on.map(g => [g.gate, g.error]));
+    if (picture === shown) return;  // unchanged: keep the buttons (a click may be under way)
+    shown = picture;
+    panel.hidden = !on.length;
+    document.body.dataset.stepHeld = String(on.reduce((n, g) => n + g.gate.held, 0));
+    const box = document.getElementById("step-peers");
+    box.replaceChildren(...on.map(peerBox));
+    const any = on.some(g => g.gate.held);
+    document.getElementById("step-all-everywhere").disabled = !any;
+    document.getElementById("step-random-everywhere").disabled = !any;
+  }
+
+  async function poll(g) {
+    for (;;) {
+      try {
+        const res = await fetch(g.base + "/api/gate", { headers: auth(), cache: "no-store" });
+        if (res.status === 404) { g.gate = null; g.off = true; g.error = null; }
+        else {
+          const body = await res.json();
+          if (!res.ok) throw new Error(body.error || "HTTP " + res.status);
+          g.gate = body; g.off = false; g.error = null;
+        }
+      } catch (e) {
+        g.error = String(e.message || e);
+      }
+      render();
+      await new Promise(resolve => {
+        const timer = setTimeout(resolve, g.off ? OFF_POLL_MS : POLL_MS);
+        g.wake = () => { clearTimeout(timer); g.wake = null; resolve(); };
+      });
+    }
+  }
+
+  function start() {
+    const all = document.getElementById("step-all-everywhere"), rnd = document.getElementById("step-random-everywhere");
+    if (!all) return;
+    all.addEventListener("click", () => releaseEverywhere(all));
+    rnd.addEventListener("click", () => releaseRandom(rnd));
+    for (const g of gates) poll(g);
+  }
+  start();
+})();
