@@ -21,3 +21,17 @@ def test_a_closed_groups_url_carries_the_token_of_its_keys_folder(tmp_path):
     token = (tmp_path / "api-token").read_text().strip()
     assert url.fragment == f"token={token}" and len(token) >= 32
     assert urlsplit(group_url(PEERS, 3000, keys=tmp_path)).fragment == url.fragment  # the same token again
+
+
+def test_step_mode_goes_to_every_peer_and_needs_the_dashboard(tmp_path, capsys):
+    from tom.tools.launch import main
+
+    cmd = peer_command(tmp_path / "n", tmp_path / "o", PEERS[1], 0.0, False, http_offset=3000, step=True)
+    assert "--step" in cmd and "--http" in cmd
+    assert "--step" not in peer_command(tmp_path / "n", tmp_path / "o", PEERS[1], 0.0, False, http_offset=3000)
+    neighbors = tmp_path / "three.txt"
+    neighbors.write_text("\n".join(PEERS) + "\n")
+    for extra in (["--messages", "3"], ["--no-http"], ["--wire", "handout"]):
+        assert main([str(neighbors), "--step", "--runs", str(tmp_path / "runs"), *extra]) == 2
+        assert "--step is for a group stepped by hand" in capsys.readouterr().err.replace("\n", " ")
+    assert not (tmp_path / "runs").exists()  # refused before anything was made
