@@ -115,13 +115,29 @@ def test_held_past_the_timeout_nobody_is_removed_no_alarm_and_the_api_answers(tm
         r = client.post(f"{urls[0]}/api/gate/release", json={"random": True})
         assert r.status_code == 409 and r.json() == {"error": "nothing is held"}
 
+        # opened, the gates let a message through at once; closed again, they hold the next
+        for u in urls:
+            assert client.post(f"{u}/api/gate/hold", json={"on": False}).json() == {
+                "holding": False, "released": 0, "held": 0}
+        assert client.get(f"{urls[1]}/api/status").json()["gate"]["holding"] is False
+        client.post(f"{urls[1]}/api/messages", json={"text": "through an open gate"})
+        group.wait_delivered(2)
+        for u in urls:
+            assert client.post(f"{u}/api/gate/hold", json={"on": True}).json()["holding"] is True
+        r = client.post(f"{urls[0]}/api/gate/hold", json={"on": "yes"})
+        assert r.status_code == 400 and r.json()["error"].startswith('expected {"on": true}')
+        client.post(f"{urls[1]}/api/messages", json={"text": "held again"})
+        wait_for("the MESSAGE held again", lambda: head_of(client, urls[0], pids[1]))
+        assert len(group.messages(0)) == 2
+
 
 def test_without_step_there_is_no_gate(tmp_path):
     with PeerProcs(tmp_path, 1, http=True, secure=False) as group, httpx.Client(timeout=10) as client:
         url = group.http_urls[0]
         st = wait_for("status", lambda: client.get(f"{url}/api/status").json())
         assert st["gate"] is None
-        for r in (client.get(f"{url}/api/gate"), client.post(f"{url}/api/gate/release", json={"all": True})):
+        for r in (client.get(f"{url}/api/gate"), client.post(f"{url}/api/gate/release", json={"all": True}),
+                  client.post(f"{url}/api/gate/hold", json={"on": False})):
             assert r.status_code == 404 and r.json()["error"].startswith("step mode is off")
 
 

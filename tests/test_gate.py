@@ -124,6 +124,20 @@ async def test_random_releases_a_head_of_some_link_and_nothing_when_nothing_is_h
     assert [f for s, f in seen if s == A] == [msg(1, A), msg(2, A)]  # a link's order, whatever the draws
 
 
+async def test_an_open_gate_lets_everything_through_and_closed_again_holds():
+    sink = Sink()
+    gate = Gate(sink)
+    await gate.send(FramesIn(A, [msg(1), BEAT]))
+    await gate.send(FramesIn(B, [msg(1, B)]))
+    assert await gate.hold(False) == 2  # opening releases what was held, oldest first
+    assert sink.frames() == [msg(1), BEAT, msg(1, B)] and gate.held() == 0
+    await gate.send(FramesIn(A, [msg(2), Ack(2, B)]))
+    assert sink.frames(A) == [msg(1), BEAT, msg(2), Ack(2, B)]  # open: passed at once
+    assert await gate.hold(True) == 0
+    await gate.send(FramesIn(A, [msg(3)]))
+    assert gate.held() == 1 and sink.frames(A)[-1] == Ack(2, B)
+
+
 @pytest.mark.parametrize("seed", range(20))
 async def test_any_schedule_of_releases_hands_on_each_link_exactly_as_it_came(seed):
     """Seeded: random arrivals (frames held or not, connection events) on three links, releases of
@@ -147,6 +161,8 @@ async def test_any_schedule_of_releases_hands_on_each_link_exactly_as_it_came(se
                 frames.append(rng.choice([msg(clock, src, f"t{clock}"), Ack(clock, src), BEAT, Join(src, clock)]))
             sent[src].extend(frames)
             await gate.send(FramesIn(src, frames))
+        elif r < 0.75:
+            await gate.hold(rng.random() < 0.6)
         elif rng.random() < 0.5:
             try:
                 await gate.release_random()

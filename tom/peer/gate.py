@@ -28,6 +28,9 @@ Invariants:
   frames keep coming.
 * Releases and arrivals are serialized (one lock): a frame that arrives while a release of its link is
   under way cannot overtake what the release hands on.
+* A gate can be opened (`Gate.hold` with False: everything held goes on, oldest first, and what comes
+  next passes) and closed again (what comes next is held): so a lab can let traffic run, or let only
+  one peer hold, and start stepping at a moment it picks.
 
 Off by default: a peer without ``--step`` hands its links the inbox itself, and no code of this
 module runs on its path.
@@ -91,6 +94,7 @@ class Gate:
         self.limit = limit
         self.queues: dict[str, deque[Waiting]] = {}
         self.released = 0  # frames released by hand so far (release, release_all, release_random)
+        self.holding = True  # False: open, everything passes (`hold`)
         self._arrivals = 0
         self._lock = trio.Lock()
         self._room = trio.Event()  # set when a release made room in some queue
@@ -116,7 +120,7 @@ class Gate:
                     await self.inbox.send(event)
                 return
             frames = event.frames  # type: ignore[union-attr]
-            cut = 0 if queue else _first_held(frames)
+            cut = 0 if queue else _first_held(frames) if self.holding else len(frames)
             if cut:
                 await self.inbox.send(FramesIn(src, frames[:cut]) if cut < len(frames) else event)
             if cut < len(frames):
@@ -147,15 +151,18 @@ class Gate:
     async def release_all(self, limit: int = MAX_RELEASE) -> int:
         """Release until nothing is held (at most ``limit`` frames), oldest head first — in the order
         the frames came to the gate, as if it had let each through when it came; how many."""
-        n = 0
         async with self._lock:
-            while n < limit:
-                oldest = min(self.heads(), key=lambda item: item[1][0].arrival, default=None)
-                if oldest is None:
-                    break
-                await self._release(oldest[0])
-                n += 1
-        return n
+            return await self._release_oldest(limit)
+
+    async def hold(self, on: bool) -> int:
+        """Close the gate (``on``: what comes next is held) or open it (everything held goes on, oldest
+        first, and what comes next passes); the frames released by opening it."""
+        async with self._lock:
+            self.holding = on
+            if on:
+                return 0
+            # everything: nothing can come meanwhile (arrivals wait for the lock)
+            return await self._release_oldest(sum(len(q) for q in self.queues.values()))
 
     async def release_random(self) -> tuple[str, Frame]:
         """Release the head of one link drawn at random among those holding something: ``(link, frame)``.
@@ -166,6 +173,17 @@ class Gate:
                 raise NothingHeld("nothing is held")
             src = self.rng.choice(links)
             return src, await self._release(src)
+
+    async def _release_oldest(self, limit: int) -> int:
+        """Release the oldest head, again, until nothing is held or ``limit`` frames went; how many."""
+        n = 0
+        while n < limit:
+            oldest = min(self.heads(), key=lambda item: item[1][0].arrival, default=None)
+            if oldest is None:
+                break
+            await self._release(oldest[0])
+            n += 1
+        return n
 
     async def _release(self, src: str) -> Frame:
         queue = self.queues.get(src)

@@ -315,6 +315,18 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
             return _error(409, str(e))
         return _error(400, 'expected one of {"from": "HOST:PORT"}, {"all": true}, {"random": true}')
 
+    async def hold(request: Request) -> Response:
+        if (refused := denied(request)) is not None:
+            return refused
+        if handle.gate is None:
+            return _error(404, STEP_OFF)
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
+        if not (isinstance(data, dict) and isinstance(data.get("on"), bool) and len(data) == 1):
+            return _error(400, 'expected {"on": true} (hold what comes) or {"on": false} (let everything through)')
+        return JSONResponse(await handle.gate.hold(data["on"]))
+
     async def index(request: Request) -> Response:
         return FileResponse(DASHBOARD / "index.html", headers={"Cache-Control": "no-cache"})
 
@@ -325,6 +337,7 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
         Route("/api/events", events),
         Route("/api/gate", gate),
         Route("/api/gate/release", release, methods=["POST"]),
+        Route("/api/gate/hold", hold, methods=["POST"]),
         Route("/metrics", metrics),
         Mount("/static", StaticFiles(directory=DASHBOARD), name="static"),
     ]

@@ -85,10 +85,11 @@ def waiting_dict(w: Waiting, src: str, members: tuple[str, ...], received: Recei
 
 
 def gate_summary(gate: Gate | None) -> dict[str, Any] | None:
-    """For the status: ``{"held": N, "links": L}`` (frames held, links holding any), None when off."""
+    """For the status: ``{"held": N, "links": L, "holding": bool}`` (frames held, links holding any, whether
+    it holds what comes), None when step mode is off."""
     if gate is None:
         return None
-    return {"held": gate.held(), "links": sum(1 for _ in gate.heads())}
+    return {"held": gate.held(), "links": sum(1 for _ in gate.heads()), "holding": gate.holding}
 
 
 def gate_view(gate: Gate, core: Core) -> dict[str, Any]:
@@ -102,7 +103,7 @@ def gate_view(gate: Gate, core: Core) -> dict[str, Any]:
         links.append({"from": src, "held": sum(1 for w in queue if w.held), "waiting": len(queue),
                       "head": shown[0], "queue": shown})
     return {"peer": core.me, "held": sum(link["held"] for link in links), "released": gate.released,
-            "links": links}
+            "holding": gate.holding, "links": links}
 
 
 def released_view(src: str, frame: Frame, core: Core) -> dict[str, Any]:
@@ -132,6 +133,11 @@ class GateControl:
         """Release the head of a link drawn at random (NothingHeld if nothing is held)."""
         src, frame = await self._gate.release_random()
         return {"released": 1, "from": src, "frame": released_view(src, frame, self._core), "held": self._gate.held()}
+
+    async def hold(self, on: bool) -> dict[str, Any]:
+        """Close the gate (``on``) or open it, releasing what it holds."""
+        n = await self._gate.hold(on)
+        return {"holding": on, "released": n, "held": self._gate.held()}
 
     async def release_all(self) -> dict[str, Any]:
         """Release everything held, oldest first (bounded: `tom.peer.gate.MAX_RELEASE`)."""

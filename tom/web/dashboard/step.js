@@ -51,15 +51,37 @@
     return w.shows.map(it => it.kind === "ACK" ? `ACK(${it.clock},${port(it.pid)})` : `${it.kind}(${it.clock},${port(it.pid)})`).join(" + ") || w.frame;
   }
 
+  async function post(g, path, body) {
+    const res = await fetch(g.base + path, {
+      method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, auth()), body: JSON.stringify(body),
+    });
+    const r = await res.json();
+    if (!res.ok) throw new Error(r.error || "HTTP " + res.status);
+    return r;
+  }
+
+  async function hold(g, on, button) {  // close a gate (hold what comes) or open it (let everything through)
+    const out = document.getElementById("step-result");
+    if (button) button.disabled = true;
+    try {
+      const r = await post(g, "/api/gate/hold", { on });
+      const at = g.gate ? g.gate.peer : g.base;
+      out.className = "step-result ok";
+      out.textContent = on ? `${at} holds what comes` : `${at} lets everything through (released ${r.released})`;
+    } catch (e) {
+      out.className = "step-result err";
+      out.textContent = String(e.message || e);
+    } finally {
+      if (button) button.disabled = false;
+    }
+    for (const other of gates) if (other.wake) other.wake();
+  }
+
   async function release(g, body, button) {
     const out = document.getElementById("step-result");
     if (button) button.disabled = true;
     try {
-      const res = await fetch(g.base + "/api/gate/release", {
-        method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, auth()), body: JSON.stringify(body),
-      });
-      const r = await res.json();
-      if (!res.ok) throw new Error(r.error || "HTTP " + res.status);
+      const r = await post(g, "/api/gate/release", body);
       out.className = "step-result ok";
       const at = g.gate ? g.gate.peer : g.base;
       out.textContent = r.frame ? `released at ${at}: ${r.frame.frame} from ${r.from} (${describe(r.frame)})`
@@ -111,14 +133,19 @@
     const box = el("div", { class: "step-peer", "data-at": gate.peer });
     const all = el("button", { class: "step-all", "data-at": gate.peer, type: "button" }, "release all");
     const rnd = el("button", { class: "step-random", "data-at": gate.peer, type: "button" }, "random");
+    const toggle = el("button", { class: "step-hold", "data-at": gate.peer, "data-holding": String(gate.holding), type: "button",
+      title: gate.holding ? "release everything held, and let what comes pass" : "hold what comes from now on" },
+      gate.holding ? "open" : "hold");
     all.disabled = rnd.disabled = !gate.held;
     all.addEventListener("click", () => release(g, { all: true }, all));
     rnd.addEventListener("click", () => release(g, { random: true }, rnd));
-    box.append(el("div", { class: "step-peer-head" }, el("span", { class: "pid" }, `at ${gate.peer}`),
-      el("span", { class: "dim" }, ` ${gate.held} held · ${gate.released} released by hand`), el("span", { class: "step-buttons" }, all, rnd)));
+    toggle.addEventListener("click", () => hold(g, !gate.holding, toggle));
+    box.append(el("div", { class: "step-peer-head" + (gate.holding ? "" : " open") }, el("span", { class: "pid" }, `at ${gate.peer}`),
+      el("span", { class: "dim" }, gate.holding ? ` ${gate.held} held · ${gate.released} released by hand` : " open: frames pass"),
+      el("span", { class: "step-buttons" }, all, rnd, toggle)));
     if (g.error) box.append(el("div", { class: "error" }, g.error));
     if (!gate.links.length) {
-      box.append(el("div", { class: "none" }, "nothing held: every link is open"));
+      box.append(el("div", { class: "none" }, gate.holding ? "nothing held yet" : "the gate is open: nothing is held"));
       return box;
     }
     for (const link of gate.links) {
