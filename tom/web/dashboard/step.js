@@ -208,7 +208,7 @@
 
   function start() {
     const all = document.getElementById("step-all-everywhere"), rnd = document.getElementById("step-random-everywhere");
-    if (!all) return;
+    if (!all || new URLSearchParams(location.search).has("replay")) return;  // (a replay has no gates)
     all.addEventListener("click", () => releaseEverywhere(all));
     rnd.addEventListener("click", () => releaseRandom(rnd));
     for (const g of gates) poll(g);
