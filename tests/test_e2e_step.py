@@ -205,8 +205,10 @@ def test_a_premature_ack_stepped_from_the_dashboard(tmp_path, browser):
     the same Lamport clock, so the order puts A's first (pid breaks the tie), although C's was sent
     first. From the page: at B, A's MESSAGE is released; B acknowledges it, and at C that ACK waits
     on B's link while A's MESSAGE waits on A's — released first, it is a premature ACK (C's counter
-    shows it; a wire-v2 ACK is a cumulative mark: it counts on arrival and reserves no entry). Then everything is released: every
-    peer delivers A's message, then C's, as predicted, and every output file agrees."""
+    shows it; a wire-v2 ACK is a cumulative mark: it counts on arrival and reserves no entry). A's
+    MESSAGE released at C, C delivers it at once (every member holds it), while C's own waits. Then
+    everything is released: every peer delivers A's message, then C's, as predicted, and every output
+    file agrees."""
     with PeerProcs(tmp_path, 3, http=True, extra=("--step",)) as group:
         deadline = time.monotonic() + 20
         while not (group.keys / "api-token").exists() and time.monotonic() < deadline:
@@ -258,7 +260,15 @@ def test_a_premature_ack_stepped_from_the_dashboard(tmp_path, browser):
         assert group.messages(pid_of[c]) == []
         shoot(page, tmp_path, "step-3-premature-ack.png")
 
-        page.click(f"{link(c, a)} button.step-release")  # then A's MESSAGE fills the reserved entry
+        page.click(f"{link(c, a)} button.step-release")  # then A's MESSAGE: every member holds it at C now
+        # the delivery that follows at C is A's message, the Lamport head, while C's own (sent first,
+        # not acknowledged by anyone yet) waits
+        page.wait_for_function(
+            "sel => [...document.querySelectorAll(sel + ' .delivery')].map(d => d.dataset.text).join('|') === 'from A'",
+            arg=card_c, timeout=10000)
+        assert [m["text"] for m in group.messages(pid_of[c])] == ["from A"]
+        assert group.messages(pid_of[a]) == [] and group.messages(pid_of[b]) == []
+        shoot(page, tmp_path, "step-4-head-delivered-at-c.png")
         page.click("#step-all-everywhere")
         group.wait_delivered(2)
         for p in (a, b, c):
@@ -273,5 +283,5 @@ def test_a_premature_ack_stepped_from_the_dashboard(tmp_path, browser):
                            headers={"Authorization": f"Bearer {token}"}).json()
         assert status["counters"]["premature_acks"] == 1 and status["counters"]["divergence_alarms"] == 0
         time.sleep(0.5)
-        shoot(page, tmp_path, "step-4-delivered.png")
+        shoot(page, tmp_path, "step-5-delivered.png")
         assert errors == []
