@@ -14,7 +14,7 @@ import httpx
 import pytest
 import trio
 
-from procs import PeerProcs, free_ports, write_neighbors
+from procs import PeerProcs, free_ports, run_tom, write_neighbors
 
 pytestmark = pytest.mark.e2e
 
@@ -139,6 +139,15 @@ def test_without_step_there_is_no_gate(tmp_path):
         for r in (client.get(f"{url}/api/gate"), client.post(f"{url}/api/gate/release", json={"all": True}),
                   client.post(f"{url}/api/gate/hold", json={"on": False})):
             assert r.status_code == 404 and r.json()["error"].startswith("step mode is off")
+
+
+def test_step_needs_the_http_api_and_tom_s_wire(tmp_path):
+    port = free_ports(1)[0]
+    neighbors = write_neighbors(tmp_path / "n.txt", [port])
+    for extra, says in ((), "give --http too"), (("--wire", "handout"), "--wire handout takes no --step"):
+        r = run_tom("peer", str(neighbors), str(tmp_path / "o.jsonl"), str(port), "--host", "127.0.0.1",
+                    "--no-ui", "--step", *extra)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 async def test_step_off_the_links_hand_the_inbox_their_events_themselves(tmp_path, monkeypatch):
