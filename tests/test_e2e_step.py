@@ -209,6 +209,53 @@ def shoot(page, tmp_path: Path, name: str) -> None:
     assert shot.stat().st_size > 20000
 
 
+def open_group_page(browser, group: PeerProcs):
+    """The group page of ``group`` (a closed one: the token in the fragment), once it shows 3 members
+    and the Step panel: ``(page, token, {pid: index}, page errors)``."""
+    deadline = time.monotonic() + 20
+    while not (group.keys / "api-token").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    token = (group.keys / "api-token").read_text().strip()
+    pid_of = {f"127.0.0.1:{p}": i for i, p in enumerate(group.ports)}
+    hosts = [group.http_urls[pid_of[p]].removeprefix("http://") for p in by_port(pid_of)]
+    page = browser.new_page(viewport={"width": 1400, "height": 1300})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"http://{hosts[0]}/?peers={','.join(hosts)}#token={token}")
+    page.wait_for_selector('body[data-streams="3"]', timeout=20000)
+    page.wait_for_function(
+        "[...document.querySelectorAll('.peer-card')].every(c => c.textContent.includes('3 members'))",
+        timeout=30000)
+    page.wait_for_selector("#step:not([hidden])", timeout=10000)
+    assert page.locator(".step-peer").count() == 3
+    return page, token, pid_of, errors
+
+
+def send_from_page(page, lanes: tuple[str, ...], sends) -> dict[str, tuple[int, str]]:
+    """Type each ``(pid, text)`` of ``sends`` into the send box from that peer, in order: text -> (clock, pid)."""
+    clocks = {}
+    for who, text in sends:
+        page.select_option("#send-peer", str(lanes.index(who)))
+        page.fill("#send-text", text)
+        page.press("#send-text", "Enter")
+        page.wait_for_function("document.getElementById('send-result').textContent.startsWith('sent as')")
+        found = re.match(r"sent as \((\d+), (.+)\)", page.locator("#send-result").inner_text())
+        assert found and found.group(2) == who
+        clocks[text] = (int(found.group(1)), who)
+        page.evaluate("document.getElementById('send-result').textContent = ''")
+    return clocks
+
+
+def lamport_order(clocks: dict[str, tuple[int, str]]) -> list[str]:
+    """The texts in the order the Lamport order delivers them: by (clock, pid)."""
+    return [t for t, (clock, pid) in sorted(clocks.items(), key=lambda kv: (kv[1][0], int(kv[1][1].rsplit(":")[1])))]
+
+
+def link(at: str, src: str) -> str:
+    """The Step panel's row of ``src``'s link at peer ``at``."""
+    return f'.step-link[data-at="{at}"][data-from="{src}"]'
+
+
 def test_a_premature_ack_stepped_from_the_dashboard(tmp_path, browser):
     """Three peers A < B < C in step mode, a closed group. C multicasts "from C", then A "from A":
     the same Lamport clock, so the order puts A's first (pid breaks the tie), although C's was sent
@@ -219,38 +266,12 @@ def test_a_premature_ack_stepped_from_the_dashboard(tmp_path, browser):
     everything is released: every peer delivers A's message, then C's, as predicted, and every output
     file agrees."""
     with PeerProcs(tmp_path, 3, http=True, extra=("--step",)) as group:
-        deadline = time.monotonic() + 20
-        while not (group.keys / "api-token").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        token = (group.keys / "api-token").read_text().strip()
-        pid_of = {f"127.0.0.1:{p}": i for i, p in enumerate(group.ports)}
+        page, token, pid_of, errors = open_group_page(browser, group)
         a, b, c = by_port(pid_of)
-        hosts = [group.http_urls[pid_of[p]].removeprefix("http://") for p in (a, b, c)]
-        page = browser.new_page(viewport={"width": 1400, "height": 1300})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"http://{hosts[0]}/?peers={','.join(hosts)}#token={token}")
-        page.wait_for_selector('body[data-streams="3"]', timeout=20000)
-        page.wait_for_function(
-            "[...document.querySelectorAll('.peer-card')].every(c => c.textContent.includes('3 members'))",
-            timeout=30000)
-        page.wait_for_selector("#step:not([hidden])", timeout=10000)
-        assert page.locator(".step-peer").count() == 3
-
-        clocks = {}
-        for who, text in ((c, "from C"), (a, "from A")):  # C's first
-            page.select_option("#send-peer", str((a, b, c).index(who)))
-            page.fill("#send-text", text)
-            page.press("#send-text", "Enter")
-            page.wait_for_function("document.getElementById('send-result').textContent.startsWith('sent as')")
-            found = re.match(r"sent as \((\d+), (.+)\)", page.locator("#send-result").inner_text())
-            assert found and found.group(2) == who
-            clocks[text] = (int(found.group(1)), who)
-            page.evaluate("document.getElementById('send-result').textContent = ''")
-        predicted = [t for t, _ in sorted(clocks.items(), key=lambda kv: (kv[1][0], int(kv[1][1].rsplit(":")[1])))]
+        clocks = send_from_page(page, (a, b, c), ((c, "from C"), (a, "from A")))  # C's first
+        predicted = lamport_order(clocks)
         assert predicted == ["from A", "from C"]  # same clock, or A's lower: A's first either way
 
-        link = lambda at, src: f'.step-link[data-at="{at}"][data-from="{src}"]'  # noqa: E731
         page.wait_for_selector(f'{link(b, a)} .step-head[data-frame="MESSAGE"]', timeout=10000)
         page.wait_for_selector(f'{link(c, a)} .step-head[data-frame="MESSAGE"]', timeout=10000)
         shoot(page, tmp_path, "step-1-held.png")
@@ -293,4 +314,59 @@ def test_a_premature_ack_stepped_from_the_dashboard(tmp_path, browser):
         assert status["counters"]["premature_acks"] == 1 and status["counters"]["divergence_alarms"] == 0
         time.sleep(0.5)
         shoot(page, tmp_path, "step-5-delivered.png")
+        assert errors == []
+
+
+def test_a_late_head_and_its_cascade_stepped_from_the_dashboard(tmp_path, browser):
+    """B and C multicast at the same clock: B's goes first in the order. Stepped from the page so that
+    at A C's message is complete (A holds it and every member's ACK of it) while B's, the head, still
+    lacks C's ACK: C's message waits behind the late head. Releasing that one ACK delivers both at
+    once at A — the cascade, counted as released behind the head — and the order is the predicted one
+    everywhere."""
+    with PeerProcs(tmp_path, 3, http=True, extra=("--step",)) as group:
+        page, token, pid_of, errors = open_group_page(browser, group)
+        a, b, c = by_port(pid_of)
+        clocks = send_from_page(page, (a, b, c), ((b, "from B"), (c, "from C")))
+        predicted = lamport_order(clocks)
+        assert predicted == ["from B", "from C"]
+
+        def release(at: str, src: str, head: str) -> None:
+            """Wait until ``src``'s link at ``at`` shows ``head`` first (a frame name and a text in its
+            line), then click its release button."""
+            frame, _, text = head.partition(" ")
+            page.wait_for_function(
+                "([sel, frame, text]) => { const h = document.querySelector(sel + ' .step-head');"
+                " return h && h.dataset.frame === frame && h.textContent.includes(text) }",
+                arg=[link(at, src), frame, text], timeout=10000)
+            page.click(f"{link(at, src)} button.step-release")
+
+        release(b, c, "MESSAGE from C")  # B acknowledges C's message
+        release(c, b, "MESSAGE from B")  # C acknowledges B's message
+        b_port, c_port = b.rsplit(":")[1], c.rsplit(":")[1]
+        release(a, b, "MESSAGE from B")
+        release(a, b, f"MARKS ACK of ({clocks['from C'][0]}, {c_port})")  # B's ACK of C's message
+        release(a, c, "MESSAGE from C")
+        # at A: C's message is complete, B's (the head) lacks C's ACK, which waits on C's link
+        card_a = f'.peer-card[data-pid="{a}"]'
+        page.wait_for_selector(f'{link(a, c)} .step-head[data-frame="MARKS"]', timeout=10000)
+        assert f"ACK of ({clocks['from B'][0]}, {b_port})" in page.locator(f"{link(a, c)} .step-head").inner_text()
+        page.wait_for_function("sel => document.querySelectorAll(sel + ' table.pending tr').length === 3",
+                               arg=card_a, timeout=10000)
+        assert group.messages(pid_of[a]) == []
+        shoot(page, tmp_path, "step-cascade-1-late-head.png")
+
+        release(a, c, f"MARKS ACK of ({clocks['from B'][0]}, {b_port})")  # the head's last ACK
+        page.wait_for_function(
+            "sel => /released behind head\\s*1/.test(document.querySelector(sel + ' .counters').textContent)",
+            arg=card_a, timeout=10000)
+        assert [m["text"] for m in group.messages(pid_of[a])] == predicted  # both at once, in order
+        shoot(page, tmp_path, "step-cascade-2-released.png")
+
+        page.click("#step-all-everywhere")
+        group.wait_delivered(2)
+        for p in (a, b, c):
+            assert [m["text"] for m in group.messages(pid_of[p])] == predicted
+        status = httpx.get(f"{group.http_urls[pid_of[a]]}/api/status",
+                           headers={"Authorization": f"Bearer {token}"}).json()
+        assert status["counters"]["released_behind_head"] == 1 and status["counters"]["divergence_alarms"] == 0
         assert errors == []
