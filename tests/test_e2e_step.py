@@ -18,7 +18,6 @@ from procs import PeerProcs, free_ports, run_tom, write_neighbors
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # git-ignored
 DEADLINE = 30.0
 
@@ -185,20 +184,6 @@ async def test_step_off_the_links_hand_the_inbox_their_events_themselves(tmp_pat
         kinds = {type(x) for x in seen}
         assert len(seen) == 2 and kinds == ({Gate} if step else {Inbox})
         assert (peer.gate is not None) is step
-
-
-@pytest.fixture
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("needs Debian's chromium (scripts/test installs it when run as root with apt)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def shoot(page, tmp_path: Path, name: str) -> None:
