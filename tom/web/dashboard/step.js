@@ -20,8 +20,9 @@
     return q.split(",").map(x => x.trim()).filter(Boolean)
       .map(x => (/^https?:\/\//.test(x) ? x : "http://" + x).replace(/\/+$/, ""));
   })();
-  // per watched peer: its gate (null: step mode off, or not read yet), and its error
-  const gates = bases.map(base => ({ base, gate: null, off: false, error: null, wake: null }));
+  // per watched peer: its gate (null: step mode off, or not read yet), whether the peer has none (its
+  // status says so: then only the status is read, every OFF_POLL_MS), and the last error
+  const gates = bases.map(base => ({ base, gate: null, off: true, error: null, wake: null }));
   let shown = "";
 
   function el(tag, attrs, ...children) {
@@ -188,13 +189,21 @@
   async function poll(g) {
     for (;;) {
       try {
-        const res = await fetch(g.base + "/api/gate", { headers: auth(), cache: "no-store" });
-        if (res.status === 404) { g.gate = null; g.off = true; g.error = null; }
-        else {
-          const body = await res.json();
-          if (!res.ok) throw new Error(body.error || "HTTP " + res.status);
-          g.gate = body; g.off = false; g.error = null;
+        if (g.off) {  // step mode off (or not known yet): the status says whether the peer has a gate
+          const res = await fetch(g.base + "/api/status", { headers: auth(), cache: "no-store" });
+          const status = await res.json();
+          if (!res.ok) throw new Error(status.error || "HTTP " + res.status);
+          g.off = !status.gate;
         }
+        if (!g.off) {
+          const res = await fetch(g.base + "/api/gate", { headers: auth(), cache: "no-store" });
+          const body = await res.json();
+          if (res.status === 404) g.off = true;  // (restarted without --step)
+          else if (!res.ok) throw new Error(body.error || "HTTP " + res.status);
+          else g.gate = body;
+        }
+        if (g.off) g.gate = null;
+        g.error = null;
       } catch (e) {
         g.error = String(e.message || e);
       }
