@@ -92,6 +92,7 @@ def test_held_past_the_timeout_nobody_is_removed_no_alarm_and_the_api_answers(tm
             assert not any(p["suspected"] for p in st["peers"]), st["peers"]
             assert st["counters"]["divergence_alarms"] == 0
         assert client.get(f"{urls[1]}/api/status").json()["gate"]["held"] >= 1
+        assert re.search(r"^tom_gate_held_frames [1-9]", client.get(f"{urls[1]}/metrics").text, re.M)
         assert group.messages(0) == []  # nothing delivered while held
 
         # the errors

@@ -183,6 +183,9 @@ class _Metrics(Collector):
         yield up
         yield heard
         yield suspected
+        if s.get("gate") is not None:  # step mode
+            yield GaugeMetricFamily("tom_gate_held_frames", "Frames held at the step-mode gate (--step)",
+                                    value=s["gate"]["held"])
         yield GaugeMetricFamily("tom_unreachable_pairs",
                                 "Pairs (reporter, target) known here where the reporter cannot reach the target",
                                 value=len(s.get("unreachable", ())))
