@@ -126,3 +126,22 @@ class PeerProcs:
 def run_tom(*args: str, timeout: float = 20.0, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(tom_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           stdin=subprocess.DEVNULL)
+
+
+def wait_for(what: str, check, deadline: float = 30.0):
+    """Poll ``check()`` every 0.1 s until it returns something truthy (bounded by ``deadline``); return
+    it. A connection error (httpx's TransportError: a peer not serving yet) counts as not yet."""
+    import httpx
+
+    end = time.monotonic() + deadline
+    last = None
+    while time.monotonic() < end:
+        try:
+            last = check()
+        except httpx.TransportError as e:
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {deadline}s (last: {last!r})")

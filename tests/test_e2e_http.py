@@ -18,27 +18,11 @@ import pytest
 from httpx_sse import connect_sse
 from prometheus_client.parser import text_string_to_metric_families
 
-from procs import PeerProcs, free_ports, run_tom, write_neighbors
+from procs import PeerProcs, free_ports, run_tom, wait_for, write_neighbors
 
 pytestmark = pytest.mark.e2e
 
 DEADLINE = 30.0
-
-
-def wait_for(what, check, deadline: float = DEADLINE):
-    """Poll ``check()`` until it returns something truthy (bounded); return it."""
-    end = time.monotonic() + deadline
-    last = None
-    while time.monotonic() < end:
-        try:
-            last = check()
-        except httpx.TransportError as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {deadline}s (last: {last!r})")
 
 
 def formed(client: httpx.Client, url: str, n: int, headers=None) -> dict | None:

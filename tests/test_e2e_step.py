@@ -14,28 +14,12 @@ import httpx
 import pytest
 import trio
 
-from procs import PeerProcs, free_ports, run_tom, write_neighbors
+from procs import PeerProcs, free_ports, run_tom, wait_for, write_neighbors
 
 pytestmark = pytest.mark.e2e
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # git-ignored
 DEADLINE = 30.0
-
-
-def wait_for(what, check, deadline: float = DEADLINE):
-    """Poll ``check()`` until it returns something truthy (bounded); return it."""
-    end = time.monotonic() + deadline
-    last = None
-    while time.monotonic() < end:
-        try:
-            last = check()
-        except httpx.TransportError as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {deadline}s (last: {last!r})")
 
 
 def by_port(pids):

@@ -61,14 +61,15 @@
     return r;
   }
 
-  async function hold(g, on, button) {  // close a gate (hold what comes) or open it (let everything through)
+  // one action on a peer's gate: POST it, say what came of it, then read every gate again (what a
+  // release makes the peer send reaches the others' gates)
+  async function act(g, path, body, button, said) {
     const out = document.getElementById("step-result");
     if (button) button.disabled = true;
     try {
-      const r = await post(g, "/api/gate/hold", { on });
-      const at = g.gate ? g.gate.peer : g.base;
+      const r = await post(g, path, body);
       out.className = "step-result ok";
-      out.textContent = on ? `${at} holds what comes` : `${at} lets everything through (released ${r.released})`;
+      out.textContent = said(r, g.gate ? g.gate.peer : g.base);
     } catch (e) {
       out.className = "step-result err";
       out.textContent = String(e.message || e);
@@ -78,23 +79,15 @@
     for (const other of gates) if (other.wake) other.wake();
   }
 
-  async function release(g, body, button) {
-    const out = document.getElementById("step-result");
-    if (button) button.disabled = true;
-    try {
-      const r = await post(g, "/api/gate/release", body);
-      out.className = "step-result ok";
-      const at = g.gate ? g.gate.peer : g.base;
-      out.textContent = r.frame ? `released at ${at}: ${r.frame.frame} from ${r.from} (${describe(r.frame)})`
-        : `released ${r.released} frame${r.released === 1 ? "" : "s"} at ${at}`;
-    } catch (e) {
-      out.className = "step-result err";
-      out.textContent = String(e.message || e);
-    } finally {
-      if (button) button.disabled = false;
-    }
-    // what a release makes the peer send reaches the others' gates: read every gate again now
-    for (const other of gates) if (other.wake) other.wake();
+  function hold(g, on, button) {  // close a gate (hold what comes) or open it (let everything through)
+    return act(g, "/api/gate/hold", { on }, button,
+      (r, at) => on ? `${at} holds what comes` : `${at} lets everything through (released ${r.released})`);
+  }
+
+  function release(g, body, button) {
+    return act(g, "/api/gate/release", body, button,
+      (r, at) => r.frame ? `released at ${at}: ${r.frame.frame} from ${r.from} (${describe(r.frame)})`
+        : `released ${r.released} frame${r.released === 1 ? "" : "s"} at ${at}`);
   }
 
   async function readGate(g) {
