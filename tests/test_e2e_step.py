@@ -6,6 +6,8 @@ Step panel, then the delivery the Lamport order predicts. Screenshots: test-arti
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import shutil
 import time
 from pathlib import Path
@@ -234,8 +236,10 @@ def test_a_premature_ack_stepped_from_the_dashboard(tmp_path, browser):
     shows it; a wire-v2 ACK is a cumulative mark: it counts on arrival and reserves no entry). A's
     MESSAGE released at C, C delivers it at once (every member holds it), while C's own waits. Then
     everything is released: every peer delivers A's message, then C's, as predicted, and every output
-    file agrees."""
-    with PeerProcs(tmp_path, 3, http=True, extra=("--step",)) as group:
+    file agrees. The peers record frame traces: `tom replay` of the run shows the same premature ACK at
+    C, the gate's releases being when C's core took the frames."""
+    traces = [("--trace", str(tmp_path / f"{i}.trace")) for i in range(3)]
+    with PeerProcs(tmp_path, 3, http=True, extra=("--step",), each=traces) as group:
         page, token, pid_of, errors = open_group_page(browser, group)
         a, b, c = by_port(pid_of)
         clocks = send_from_page(page, (a, b, c), ((c, "from C"), (a, "from A")))  # C's first
@@ -285,6 +289,22 @@ def test_a_premature_ack_stepped_from_the_dashboard(tmp_path, browser):
         time.sleep(0.5)
         shoot(page, tmp_path, "step-5-delivered.png")
         assert errors == []
+        assert group.terminate() == [0, 0, 0]
+    served = subprocess.Popen([sys.executable, "-m", "tom", "replay", str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = wait_for("the replay's URL", lambda: (lambda ln: ln if "Dashboard on" in ln else None)(
+            served.stdout.readline()))
+        page = browser.new_page(viewport={"width": 1400, "height": 1300})
+        page.goto(re.search(r"http://\S+", line).group(0))
+        page.wait_for_selector('body[data-replay="loaded"]', timeout=20000)
+        card_c = f'.peer-card[data-pid="{c}"]'
+        assert re.search(r"premature ACKs\s*1", page.locator(f"{card_c} .counters").inner_text())
+        assert re.search(r"premature ACKs\s*0", page.locator(f'.peer-card[data-pid="{a}"] .counters').inner_text())
+        shoot(page, tmp_path, "step-6-replayed.png")
+    finally:
+        served.terminate()
+        served.wait(10)
 
 
 def test_a_late_head_and_its_cascade_stepped_from_the_dashboard(tmp_path, browser):

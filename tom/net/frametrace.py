@@ -12,6 +12,8 @@ of space-separated fields, followed by the batch's wire lines exactly as they cr
     I WALL LINK THEIRS FIRST COUNT          COUNT lines read from LINK (link control, RECEIVED, included)
     U WALL LINK THEIRS HAS                  a connection is up (after RESUME: the neighbor has HAS frames)
     D WALL LINK                             it broke
+    G WALL LINK COUNT                       step mode (--step): LINK's next COUNT frames went from the gate
+                                            to the core now (frames as decoded: a run is its messages)
     E WALL limit                            the trace ends here (--trace-limit)
 
 (THEIRS: the neighbor's incarnation, ``-`` while unknown.) Invariant: the frames of a link are numbered
@@ -102,6 +104,10 @@ class FrameTrace:
         is frame ``first``."""
         self._put(f"I {time.time():.6f} {link} {'-' if theirs is None else theirs} {first} "
                   f"{raw.count(10)}\n".encode(), raw)
+
+    def passed(self, link: str, count: int) -> None:
+        """Step mode: ``count`` more frames of ``link`` passed the gate to the core."""
+        self._put(f"G {time.time():.6f} {link} {count}\n".encode())
 
     def connected(self, link: str, theirs: int | None, has: int) -> None:
         self._put(f"U {time.time():.6f} {link} {'-' if theirs is None else theirs} {has}\n".encode())

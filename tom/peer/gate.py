@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import trio
@@ -88,8 +88,10 @@ class Waiting:
 class Gate:
     """The per-link queues between the links and ``inbox``; an `EventSink` for the link tasks."""
 
-    def __init__(self, inbox: EventSink, rng: random.Random | None = None, limit: int = MAX_HELD) -> None:
+    def __init__(self, inbox: EventSink, rng: random.Random | None = None, limit: int = MAX_HELD,
+                 on_pass: Callable[[str, int], None] | None = None) -> None:
         self.inbox = inbox
+        self.on_pass = on_pass  # told (link, how many frames) as a link's frames go on to the inbox (--trace)
         self.rng = rng if rng is not None else random.Random()
         self.limit = limit
         self.queues: dict[str, deque[Waiting]] = {}
@@ -122,7 +124,7 @@ class Gate:
             frames = event.frames  # type: ignore[union-attr]
             cut = 0 if queue else _first_held(frames) if self.holding else len(frames)
             if cut:
-                await self.inbox.send(FramesIn(src, frames[:cut]) if cut < len(frames) else event)
+                await self._hand_on(FramesIn(src, frames[:cut]) if cut < len(frames) else event)
             if cut < len(frames):
                 for frame in frames[cut:]:
                     queue.append(self._waiting(FramesIn(src, [frame])))
@@ -206,11 +208,17 @@ class Gate:
                 frames.extend(event.frames)
                 continue
             if frames:
-                await self.inbox.send(FramesIn(src, frames))
+                await self._hand_on(FramesIn(src, frames))
                 frames = []
             await self.inbox.send(event)
         if frames:
-            await self.inbox.send(FramesIn(src, frames))
+            await self._hand_on(FramesIn(src, frames))
+
+    async def _hand_on(self, event: FramesIn) -> None:
+        """Frames of a link go on to the core (told to ``on_pass`` first: the trace's moment for them)."""
+        if self.on_pass is not None:
+            self.on_pass(event.src, len(event.frames))
+        await self.inbox.send(event)
 
 
 def _source(event: Event) -> str | None:

@@ -263,7 +263,7 @@ class Peer:
         loads none of it)."""
         from .gate import Gate
 
-        self.gate = Gate(inbox)
+        self.gate = Gate(inbox, on_pass=self.trace.passed if self.trace is not None else None)
         return self.gate
 
     def _open_http(self):

@@ -17,6 +17,7 @@ the hosts' clocks say (they are used only to interleave).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import json
@@ -120,6 +121,7 @@ def read_trace(path: Path, problems: list[str]) -> tuple[str | None, str | None,
     peer = order = None
     mine: int | None = None
     events: list[FrameEvent] = []
+    passes: dict[str, list[tuple[float, int]]] = {}  # step mode: per link, (when, frames) that passed the gate
     with open(path, "rb") as f:
         lines = iter(enumerate(f, 1))
         for number, raw in lines:
@@ -137,6 +139,9 @@ def read_trace(path: Path, problems: list[str]) -> tuple[str | None, str | None,
                     t, link, theirs, first, count = float(fields[2]), fields[3], fields[4], int(fields[5]), int(fields[6])
                 elif kind == b"I":
                     t, link, theirs, first, count = float(fields[1]), fields[2], fields[3], int(fields[4]), int(fields[5])
+                elif kind == b"G":
+                    passes.setdefault(fields[2].decode(), []).append((float(fields[1]), int(fields[3])))
+                    continue
                 else:
                     continue  # U, D, E: connections, for the eye
             except (IndexError, ValueError):
@@ -161,7 +166,32 @@ def read_trace(path: Path, problems: list[str]) -> tuple[str | None, str | None,
                     continue
                 events.append(FrameEvent(t, peer, d, other, mine, inc, n, text, frames))
                 n += 1
-    return peer, order, events
+    return peer, order, _at_the_gate(events, passes) if passes else events
+
+
+def _at_the_gate(events: list[FrameEvent], passes: dict[str, list[tuple[float, int]]]) -> list[FrameEvent]:
+    """Step mode: a frame read is received when the gate let it through to the core (its ``G`` record:
+    a link's frames pass in the order they were read), not when the link read it."""
+    out = []
+    cursor = {link: (iter(p), 0.0, 0) for link, p in passes.items()}  # (records, when, frames left in it)
+    for e in events:
+        if e.dir == "in" and e.link in cursor:
+            records, when, left = cursor[e.link]
+            need, first = len(e.frames), None
+            while need:
+                if not left:
+                    nxt = next(records, None)
+                    if nxt is None:  # (the trace ended before the gate let it through)
+                        break
+                    when, left = nxt
+                first = when if first is None else first
+                took = min(left, need)
+                left, need = left - took, need - took
+            cursor[e.link] = (records, when, left)
+            if first is not None:
+                e = dataclasses.replace(e, t=max(first, e.t))
+        out.append(e)
+    return out
 
 
 def read_output(path: Path, problems: list[str]) -> list[Delivered]:
