@@ -132,12 +132,8 @@ def whole_files(spark, largest: int) -> Iterator[None]:
     """While active, ``spark`` reads each file of at most ``largest`` bytes whole, in a task of its
     own: the split size and a file's open cost both exceed it, so no such file is split and no two
     share a task. Restores the previous settings."""
+    from analysis.session import sql_settings
+
     size = str(max(largest + 1, 1 << 27))
-    previous = {k: spark.conf.get(k, None) for k in WHOLE_FILE_CONFS}
-    for k in WHOLE_FILE_CONFS:
-        spark.conf.set(k, size)
-    try:
+    with sql_settings(spark, dict.fromkeys(WHOLE_FILE_CONFS, size)):
         yield
-    finally:
-        for k, v in previous.items():
-            spark.conf.unset(k) if v is None else spark.conf.set(k, v)

@@ -184,3 +184,16 @@ def build_session(master: str | None = None, log_dir: Path | None = None,
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def sql_settings(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
+    """While active, ``spark``'s SQL settings ``confs``; the previous ones restored after."""
+    previous = {k: spark.conf.get(k, None) for k in confs}
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in previous.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)

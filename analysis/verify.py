@@ -6,9 +6,8 @@ as the pipeline (docs/verifier.md), section by section:
 * read: the inputs, and the order their first lines name (:func:`peek_order`, a hint);
 * narrow -> summary -> facts: one scan parses every line into narrow rows with that order's marks,
   and one aggregate makes the run summary (per file split, peer, view and latency bin: counts,
-  order marks, message fingerprints); a small local input (:data:`SMALL_INPUT_BYTES`) has its
-  narrow rows collected and summarised in Python instead (:func:`analysis.fold.run_summary`, the
-  same rows), so it runs one Spark job and no shuffle; the facts are folded from the summary;
+  order marks, message fingerprints), streamed to the driver in the same job and folded into its
+  facts (:class:`analysis.facts.SummaryFacts`);
 * decision: the one-pass proof settles a healthy run (or unusable input) from the facts;
 * the exact checks, where it cannot decide: every line parsed once into a cached frame, the event
   table built with one shuffle by event key (cached), the order checks with one shuffle by peer.
@@ -191,17 +190,10 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
         _verify_exact(spark, resolved.files, first, result, lap, texts=resolved.texts)
         return result
 
-    # The summary's second stage keeps a few list buffers per group (bad rows, views, early
-    # records): Spark's default falls back to a sort of its groups past 128 per task.
-    conf = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
-    previous = spark.conf.get(conf, None)
-    spark.conf.set(conf, "65536")
     peeked = peek_order(resolved.files)
-    try:  # the one-pass proof of the order the first lines name (Lamport's if they do not agree)
-        settled = peeked != schema.HANDOUT and _verify_fast(spark, resolved.files, first, result, lap,
-                                                            order=peeked or "lamport")
-    finally:
-        spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
+    # the one-pass proof of the order the first lines name (Lamport's if they do not agree)
+    settled = peeked != schema.HANDOUT and _verify_fast(spark, resolved.files, first, result, lap,
+                                                        order=peeked or "lamport")
     if peeked == schema.HANDOUT:
         result["order"] = peeked  # the exact path decides it again from every record
     if settled:
@@ -278,185 +270,83 @@ def input_bytes(files: list[str]) -> int | None:
 # --------------------------------------------------------------------------- narrow -> summary -> facts
 
 SMALL_INPUT_BYTES = 16 << 20
-"""Local inputs of at most this many bytes in all are summarised on the driver: Spark reads and
-parses them, its narrow rows are collected and :func:`analysis.fold.run_summary` computes the run
-summary in Python. At this size the Spark summary's cost is the cold start of its window and
-aggregate (seconds whatever the size, docs/verifier.md), not its work; the driver holds about
-1 KB per row meanwhile (measured: at 16 MB, 76,000 rows, 4 s faster and 76 MB more; at 32 MB no
-faster). Remote or unsized inputs, and larger ones, are summarised in Spark."""
-
-SMALL_INPUT_ROWS = 250_000
-"""At most this many narrow rows are collected for the driver's summary; a small input with more
-(very short lines) is summarised in Spark."""
+"""Local inputs of at most this many bytes in all are summarised in one task, one stage: no
+exchange, no second stage to plan and start. Spark's cost on such an input is its cold start
+(planning, code generation, task launch in a young JVM), not its work."""
 
 
-def _summary_on_driver(spark, narrow, files: list[str], first: int,
-                       order: str = "lamport") -> list[dict] | None:
-    """The run summary of a small input (:data:`SMALL_INPUT_BYTES`), computed by
-    :func:`analysis.fold.run_summary` from its collected narrow rows in one Spark job; None if the
-    input is not small, holds more than :data:`SMALL_INPUT_ROWS` rows or a row the fold cannot bin."""
-    from analysis import fold, schema
+def _order_check(spark, files: list[str], order: str, small: bool) -> tuple[object, str]:
+    """``(the order marks for the summary, or None, what report.json's order_check says)``.
 
-    size = input_bytes(files)
-    if size is None or size > SMALL_INPUT_BYTES:
-        return None
-    columns = [schema.pid_port(narrow["pid"]).alias("port") if c == "port" else c
-               for c in fold.SUMMARY_INPUT]
-    # A limit is collected by a take: by default one partition first, then more, one job each.
-    conf = "spark.sql.limit.initialNumPartitions"
-    previous = spark.conf.get(conf, None)
-    spark.conf.set(conf, str(1 << 20))
-    try:
-        got = narrow.select(*columns).limit(SMALL_INPUT_ROWS + 1).collect()  # the one scan job
-    finally:
-        spark.conf.unset(conf) if previous is None else spark.conf.set(conf, previous)
-    if len(got) > SMALL_INPUT_ROWS:
-        return None
-    got.reverse()
-    rows = []
-    while got:  # each Row freed as its dict is made: the driver never holds both lists whole
-        rows.append(got.pop().asDict(recursive=True))
-    try:
-        return fold.run_summary(rows, bad_kept=first, order=order)
-    except fold.UnfoldableInput:
-        return None
-
-
-def _summary_in_spark(spark, narrow, files: list[str], first: int, result: dict,
-                      order: str = "lamport"):
-    """``(summary, its rows)``: the fast path's summary computed in Spark, persisted, and its first
-    :data:`FOLD_ROWS` + 1 rows collected (one job); ``(None, None)`` if ``order``'s marks cannot be
-    computed here (the sequencer and causal orders are checked in the scan only).
-
-    The order check runs in the scan (no shuffle, :func:`analysis.checks.order_marks_in_scan`) when
-    the JVM function is registered, every file is local (its size known) and there are at least as
-    many files as cores (whole files per task keep every core busy); its result stands if each
-    peer's records are in one file, else the summary is computed again with the window.
-    ``result["order_check"]`` says which ran and why.
+    In the scan (no shuffle, :func:`analysis.checks.order_marks_in_scan`) when the JVM function is
+    registered and every file is local (its size known); for the Lamport order, a window
+    (:func:`analysis.checks.order_marks`, one shuffle) otherwise, and also when a big input
+    (not ``small``) has fewer files than cores (whole files per task would leave cores idle; the
+    window splits files). The
+    sequencer and causal orders are marked in the scan only: without it, None (the exact checks).
     """
-    from pyspark import StorageLevel
-
-    from analysis import checks, fold, order_mark
-
-    def summarise(marks):
-        summary = checks.run_summary(narrow, bad_kept=first, marks=marks)
-        summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
-        return summary, [r.asDict(recursive=True) for r in summary.limit(FOLD_ROWS + 1).collect()]
+    from analysis import checks, order_mark
 
     sizes = [input_bytes([f]) for f in files]
     cores = spark.sparkContext.defaultParallelism if getattr(spark, "_jvm", None) is not None else 0
     why = order_mark.register(spark)
     if why is None and None in sizes:
         why = "a remote input (file sizes unknown): the order check uses the window"
-    if why is None and len(files) < cores:
+    if why is None and order == checks.LAMPORT and not small and len(files) < cores:
         why = f"{len(files)} files for {cores} cores: the order check uses the window (it splits files)"
     if why is None:
-        with order_mark.whole_files(spark, max(sizes)):
-            summary, rows = summarise(lambda df: checks.order_marks_in_scan(df, order))
-        facts = fold.SummaryFold(rows) if len(rows) <= FOLD_ROWS else _SparkSummaryFacts(summary)
-        if all(len(held) == 1 for held in facts.files_of_peers().values()):
-            result["order_check"] = "in the scan (no shuffle)"
-            return summary, rows
-        summary.unpersist()
-        why = "a peer's records in several files: the order check ran again as a window"
+        return (lambda df: checks.order_marks_in_scan(df, order)), "in the scan (no shuffle)"
     if order != checks.LAMPORT:
-        result["order_check"] = f"none ({why}; the {order} order's one-pass proof needs the scan)"
-        return None, None
-    result["order_check"] = f"window ({why})"
-    return summarise(checks.order_marks)
+        return None, f"none ({why}; the {order} order's one-pass proof needs the scan)"
+    return checks.order_marks, f"window ({why})"
 
-FOLD_ROWS = 50_000
-"""A run summary with at most this many rows is collected once and folded on the driver
-(:class:`analysis.fold.SummaryFold`); a larger one (many views times latency bins) is queried in Spark."""
+
+SUMMARY_SETTINGS = {"spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "65536"}
+"""The summary's second stage keeps a few list buffers per group (bad rows, views, early records):
+Spark's default falls back to a sort of its groups past 128 per task."""
 
 
 def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, order: str):
-    """``(the persisted Spark summary or None, the facts of the summary or None)``: the summary of
-    the narrow rows with ``order``'s marks, computed on the driver for a small input, else in Spark
-    (:func:`_summary_in_spark`; None facts if it cannot mark ``order``); its facts folded on the
-    driver (:class:`analysis.fold.SummaryFold`) unless it has over :data:`FOLD_ROWS` rows (then
-    queried in Spark, :class:`_SparkSummaryFacts`: the same methods)."""
-    from analysis import fold
+    """The facts (:class:`analysis.facts.SummaryFacts`) of the run summary of ``narrow`` with
+    ``order``'s marks (:func:`_order_check`), or None if they cannot be marked here.
 
-    rename = _given_name(files)
-    summary = None
-    rows = _summary_on_driver(spark, narrow, files, first, order)
-    if rows is None:
-        summary, rows = _summary_in_spark(spark, narrow, files, first, result, order)
-        if rows is None:
-            return None, None
-    if summary is not None and len(rows) > FOLD_ROWS:
-        return summary, _SparkSummaryFacts(summary, rename)
-    return summary, fold.SummaryFold([dict(r, file=rename(r["file"])) for r in rows])
+    The summary (:func:`analysis.checks.run_summary`) is computed in Spark and streamed to the
+    driver row by row in one job, folded as it comes: the driver holds the facts, never the
+    summary. The marks in the scan stand only if each peer's records are in one file; else the
+    summary is computed again with the window (a Lamport run) or the exact checks decide.
+    """
+    from analysis import checks, order_mark
+    from analysis.facts import SummaryFacts
+    from analysis.session import sql_settings
 
+    size = input_bytes(files)
+    small = size is not None and size <= SMALL_INPUT_BYTES
+    marks, how = _order_check(spark, files, order, small)
+    if marks is None:
+        result["order_check"] = how
+        return None
 
-class _SparkSummaryFacts:
-    """The facts of a persisted run summary, each computed by a Spark job (the twin of
-    :class:`analysis.fold.SummaryFold`, for summaries too large to collect: the same methods, so
-    the fast path reads either without asking which)."""
+    def summarise(marks) -> SummaryFacts:
+        rows = narrow.coalesce(1) if small else narrow  # one task: no exchange, one stage
+        summary = checks.run_summary(rows, bad_kept=first, marks=marks).coalesce(1)
+        with sql_settings(spark, SUMMARY_SETTINGS):
+            return SummaryFacts.of((r.asDict(recursive=True) for r in summary.toLocalIterator()),
+                                   bad_kept=first, rename=_given_name(files))
 
-    def __init__(self, summary, rename=lambda file: file) -> None:
-        self.summary = summary
-        self.rename = rename
-
-    def _named(self, rows) -> list[dict]:
-        return [dict(r.asDict(), file=self.rename(r.file)) for r in rows]
-
-    def blocks(self) -> list[dict]:
-        from analysis import checks
-        return self._named(checks.summary_blocks(self.summary).collect())
-
-    def bad_rows(self, n: int) -> list[dict]:
-        from analysis import checks
-        return self._named(checks.summary_bad_rows(self.summary).orderBy("file", "row").limit(n)
-                           .collect())
-
-    def peers(self) -> list[dict]:
-        from analysis import checks
-        return [r.asDict() for r in checks.summary_peers(self.summary).limit(MAX_PEERS + 1).collect()]
-
-    def latency_bins(self) -> list[dict]:
-        from analysis import checks
-        return [r.asDict() for r in checks.summary_latency_bins(self.summary).collect()]
-
-    def view_members(self) -> list[dict]:
-        from analysis import checks
-        return [r.asDict(recursive=True) for r in checks.summary_view_members(self.summary)
-                .orderBy("view").limit(MAX_PEERS).collect()]
-
-    def early(self) -> list[dict]:
-        from analysis import checks
-        return [r.asDict() for r in checks.summary_early(self.summary).collect()]
-
-    def claims(self) -> dict[str, list[str]]:
-        from pyspark.sql import functions as F
-        out: dict[str, set[str]] = {}
-        for r in (self.summary.groupBy("file").agg(F.array_distinct(F.flatten(F.collect_list("claims")))
-                                                   .alias("claims")).collect()):
-            out.setdefault(self.rename(r.file), set()).update(c for c in r.claims if c is not None)
-        return {f: sorted(c) for f, c in out.items()}
-
-    def files_of_peers(self) -> dict[str, list[str]]:
-        from pyspark.sql import functions as F
-        out: dict[str, list[str]] = {}
-        for r in self.summary.filter(F.col("records") > 0).select("peer", "file").distinct().collect():
-            out.setdefault(r.peer, []).append(self.rename(r.file))
-        return out
-
-    def messages_and_faults(self, peers: list[str]) -> tuple[int, bool, list[dict]]:
-        """``(messages, mismatched, crash prefixes to check)``, as the fold's."""
-        from pyspark.sql import functions as F
-
-        from analysis import checks
-        fingerprints = checks.view_fingerprints(self.summary)
-        views = checks.summary_view_members(self.summary)
-        if checks.fingerprint_mismatches(fingerprints, views, peers).limit(1).count():
-            return 0, True, []
-        partial = [r.asDict() for r in checks.crash_prefixes(fingerprints, views, peers)
-                   .limit(MAX_PEERS).collect()]
-        messages = fingerprints.groupBy("view").agg(F.max("messages").alias("m")) \
-            .agg(F.sum("m")).first()[0] or 0
-        return messages, False, partial
+    if marks is checks.order_marks:
+        result["order_check"] = how
+        return summarise(marks)
+    with order_mark.whole_files(spark, max(input_bytes([f]) for f in files)):
+        facts = summarise(marks)
+    if all(len(held) == 1 for held in facts.files_of_peers().values()):
+        result["order_check"] = how
+        return facts
+    why = "a peer's records in several files"
+    if order != checks.LAMPORT:
+        result["order_check"] = f"none ({why}; the {order} order's one-pass proof needs the scan)"
+        return None
+    result["order_check"] = f"window ({why}: the order check ran again as a window)"
+    return summarise(checks.order_marks)
 
 
 # --------------------------------------------------------------------------- decision: the one-pass proof
@@ -465,21 +355,16 @@ class _SparkSummaryFacts:
 def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: str = "lamport") -> bool:
     """The one-pass proof that a run of ``order`` is healthy (docs/verifier.md): fill ``result`` and
     return True if it settles the outcome, False if the exact checks must run (also when the run
-    turns out to use another order). One scan of the input (a small input: its summary is computed
-    on the driver; else the order is checked in the scan, or by one shuffle of narrow rows for the
-    Lamport order, :func:`_summary_in_spark`); everything else collected is bounded by splits,
-    peers, views, latency bins."""
+    turns out to use another order). One scan of the input into the run summary, its facts
+    streamed to the driver (:func:`_summary_facts`); everything collected is bounded by splits,
+    peers, views and latency bins."""
     from analysis import schema
 
     narrow = schema.narrow_records(schema.read_records(spark, files))
-    summary, facts = _summary_facts(spark, narrow, files, first, result, order)
+    facts = _summary_facts(spark, narrow, files, first, result, order)
     if facts is None:
         return False
-    try:
-        return _one_pass(spark, facts, files, first, result, lap, order)
-    finally:
-        if summary is not None:
-            summary.unpersist()
+    return _one_pass(spark, facts, files, first, result, lap, order)
 
 
 def _one_pass(spark, facts, files: list[str], first: int, result: dict, lap, order: str) -> bool:
@@ -498,7 +383,7 @@ def _one_pass(spark, facts, files: list[str], first: int, result: dict, lap, ord
     bad = [{"file": schema.display_path(r["file"]),
             "line": schema.line_number(offsets, r["file"], r["block_start"], r["row"]),
             "problem": r["problem"], "excerpt": r["excerpt"]}
-           for r in facts.bad_rows(first)]
+           for r in facts.bad_rows()]
     _put_files(result, summaries, bad)
     n_records = sum(s.records for s in summaries)
     if n_records == 0:
@@ -569,16 +454,17 @@ def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages
                    n_records: int, order: str, result: dict) -> None:
     """A run the one pass proved, into ``result``: VERIFIED, every check at 0 with how it was
     settled, the counts, latency figures and picture from the summary's facts."""
-    from analysis import fold, membership
+    from analysis import latency, membership
+    from analysis.facts import diagram
 
     bins = facts.latency_bins()
-    per_peer, overall = fold.latency_stats(peer_rows, bins)
-    low, high = _histogram_range(overall)
+    per_peer, overall = latency.latency_stats(peer_rows, bins)
+    low, high = latency.histogram_range(overall)
     result["latency"] = {
         "overall": overall, "per_peer": per_peer,
         "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
-                      "counts": fold.histogram(bins, low, high, HISTOGRAM_BINS)}}
-    result["diagram"] = fold.diagram(facts.early(), DIAGRAM_MESSAGES)
+                      "counts": latency.histogram(bins, low, high, HISTOGRAM_BINS)}}
+    result["diagram"] = diagram(facts.early(), DIAGRAM_MESSAGES)
     peers = sorted(p["peer"] for p in peer_rows)
     result["counts"] = {"records": n_records, "peers": len(peers),
                         "events": messages + len(view_rows), "messages": messages,
@@ -650,7 +536,7 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
     """
     from pyspark import StorageLevel
 
-    from analysis import checks, membership, schema
+    from analysis import checks, latency, membership, schema
 
     texts = list(texts)
     parsed = _parsed_inputs(spark, files, texts).persist(StorageLevel.MEMORY_AND_DISK)
@@ -686,7 +572,7 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
         _divergence_check(messages, peers, order, disordered, index_dirty, first, found)
         lap("divergence_s")
 
-        low, high = _histogram_range(overall)
+        low, high = latency.histogram_range(overall)
         hist = {r.bin: r["count"] for r in
                 checks.latency_histogram(lat, low, high, HISTOGRAM_BINS).collect()}
         diagram = ([] if order == checks.HANDOUT else  # no send times to draw from
@@ -1003,12 +889,6 @@ def _put_files(result: dict, summaries, bad: list[dict]) -> None:
         {"path": schema.display_path(s.path), "lines": s.lines, "records": s.records,
          "bad_lines": s.bad_lines, "torn_last_line": s.torn_last_line} for s in summaries]
     result["bad_lines"] = {"count": sum(s.bad_lines for s in summaries), "first": bad}
-
-
-def _histogram_range(overall: dict) -> tuple[float, float]:
-    low = min(0.0, overall.get("min") or 0.0)
-    high = overall.get("p99") or overall.get("max") or 0.0
-    return low, (high * 1.25 if high > 0 else (overall.get("max") or 1.0))
 
 
 if __name__ == "__main__":

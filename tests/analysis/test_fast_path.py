@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from analysis import checks, fold, schema
+from analysis import checks, latency, schema
+from analysis.facts import SummaryFacts, diagram
+from tests.analysis import fold_oracle
 from tests.analysis.conftest import PEERS, message, run_of, view_record
 
 pytestmark = pytest.mark.spark
@@ -43,14 +45,23 @@ def summarize(spark, tmp_path):
     return build
 
 
+def facts_of(summary) -> SummaryFacts:
+    return SummaryFacts.of(r.asDict(recursive=True) for r in summary.collect())
+
+
 def verdict(summary, peers=PEERS) -> dict:
     """What the fast path concludes: per-peer order faults and fingerprint mismatches."""
-    rows = {r.peer: r for r in checks.summary_peers(summary).collect()}
-    views = checks.summary_view_members(summary)
-    mismatches = checks.fingerprint_mismatches(checks.view_fingerprints(summary), views, list(peers))
-    return {"disorder": {p: r.disorder for p, r in rows.items() if r.disorder},
-            "index_faults": {p: r.index_faults for p, r in rows.items() if r.index_faults},
-            "mismatched_views": [r.view for r in mismatches.collect()]}
+    facts = facts_of(summary)
+    rows = {r["peer"]: r for r in facts.peers()}
+    mismatches = fingerprint_mismatches(facts, list(peers))
+    return {"disorder": {p: r["disorder"] for p, r in rows.items() if r["disorder"]},
+            "index_faults": {p: r["index_faults"] for p, r in rows.items() if r["index_faults"]},
+            "mismatched_views": [r["view"] for r in mismatches]}
+
+
+def fingerprint_mismatches(facts, peers: list[str]) -> list[dict]:
+    from analysis import facts as module
+    return module.fingerprint_mismatches(facts.view_fingerprints(), facts.view_members(), peers)
 
 
 HEALTHY = {"disorder": {}, "index_faults": {}, "mismatched_views": []}
@@ -59,8 +70,7 @@ HEALTHY = {"disorder": {}, "index_faults": {}, "mismatched_views": []}
 def test_healthy_run_passes(summarize):
     s = summarize(run_of(EVENTS))
     assert verdict(s) == HEALTHY
-    early = [r.asDict() for r in checks.summary_early(s).collect()]
-    picture = fold.diagram(early, 40)
+    picture = diagram(facts_of(s).early(), 40)
     assert [(m["clock"], m["pid"]) for m in picture] == EVENTS
     assert all(len(m["deliveries"]) == 3 for m in picture)
 
@@ -100,20 +110,20 @@ def test_tampered_copy_is_a_fingerprint_mismatch(summarize):
 def test_torn_last_line_is_kept_and_harmless(summarize):
     s = summarize(run_of(EVENTS), tails={C: '{"v":1,"kind":"mess'})
     assert verdict(s) == HEALTHY
-    (bad,) = checks.summary_bad_rows(s).collect()
-    assert bad.problem == "not valid JSON (torn or corrupt line)" and bad.file.endswith("5002.jsonl")
-    blocks = [r.asDict() for r in checks.summary_blocks(s).collect()]
-    summaries, offsets = schema.file_summaries(blocks, [])
+    facts = facts_of(s)
+    (bad,) = facts.bad_rows()
+    assert bad["problem"] == "not valid JSON (torn or corrupt line)" and bad["file"].endswith("5002.jsonl")
+    summaries, offsets = schema.file_summaries(facts.blocks(), [])
     assert [f.torn_last_line for f in summaries] == [False, False, True]
-    assert schema.line_number(offsets, bad.file, bad.block_start, bad.row) == len(EVENTS) + 1
+    assert schema.line_number(offsets, bad["file"], bad["block_start"], bad["row"]) == len(EVENTS) + 1
 
 
 def test_wrong_typed_field_is_a_bad_line(summarize):
     run = run_of(EVENTS)
     wrong = json.dumps(dict(run[A][-1], index=len(EVENTS) + 1, clock="7"))
     s = summarize(run, tails={A: wrong + "\n"})
-    (bad,) = checks.summary_bad_rows(s).collect()
-    assert bad.problem == "missing or ill-typed: clock" and '"clock": "7"' in bad.excerpt
+    (bad,) = facts_of(s).bad_rows()
+    assert bad["problem"] == "missing or ill-typed: clock" and '"clock": "7"' in bad["excerpt"]
 
 
 def test_dynamic_group_checks_view_members_only(summarize):
@@ -130,14 +140,14 @@ def test_dynamic_group_checks_view_members_only(summarize):
 
 
 def test_quantiles_from_bins():
-    assert fold.quantiles([(1.0, 50), (2.0, 45), (3.0, 5)], (0.5, 0.95, 0.99)) == [1.0, 2.0, 3.0]
-    assert fold.quantiles([], (0.5,)) == [None]
+    assert latency.quantiles([(1.0, 50), (2.0, 45), (3.0, 5)], (0.5, 0.95, 0.99)) == [1.0, 2.0, 3.0]
+    assert latency.quantiles([], (0.5,)) == [None]
     assert checks.bin_value(0) == 0.0
     for x in (0.0031, 2.5, -0.004):
         assert checks.bin_value(checks.latency_bin_py(x)) == pytest.approx(x, rel=0.006)
 
 
-# --------------------------------------------------------------------------- driver fold == Spark twin
+# --------------------------------------------------------------------------- the pipeline == the oracle
 
 def _cases() -> dict[str, tuple[dict, dict | None]]:
     from tests.analysis.test_dynamic_groups import CRASH_AFTER, VIEW_1, crash_run
@@ -205,39 +215,31 @@ def _canon_summary(rows: list[dict]) -> list[dict]:
     return _canon([{k: fix(v) for k, v in r.items()} for r in rows])
 
 
-FOLD_CASES = {"healthy", "swap", "drop", "duplicate", "tampered", "torn", "join", "view_conflict", "crash",
-              "crash_not_prefix", "crash_extra", "mixed_orders"}
-
-
 @pytest.mark.parametrize("case", list(_cases()))
-def test_driver_fold_equals_its_spark_twin(spark, summarize, case):
-    """The summary computed on the driver from the narrow rows equals Spark's, and every fact folded
-    from either equals its Spark query."""
-    from analysis import verify
-
+def test_the_summary_and_its_facts_equal_the_oracles(spark, summarize, case):
+    """The run summary computed in Spark equals the oracle's, computed in Python from the narrow
+    rows (tests/analysis/fold_oracle.py), and every fact the pipeline folds from it equals the
+    oracle's fold of its own rows."""
     run, tails = _cases()[case]
     s = summarize(run, tails)
     spark_rows = [r.asDict(recursive=True) for r in s.collect()]
     narrow = schema.narrow_records(schema.read_records(spark, summarize.files))
-    driver_rows = verify._summary_on_driver(spark, narrow, summarize.files, 5)
-    assert driver_rows is not None and _canon_summary(driver_rows) == _canon_summary(spark_rows)
-    # every fact folded on the driver equals its Spark query (about ten Spark jobs: on the runs of
-    # the fold's own test; the cases added for the driver's summary compare the two folds, in Python)
-    reference = verify._SparkSummaryFacts(s) if case in FOLD_CASES else fold.SummaryFold(spark_rows)
-    peers = sorted(p["peer"] for p in reference.peers())
-    want = reference.messages_and_faults(peers)
-    for folded in (fold.SummaryFold(spark_rows), fold.SummaryFold(driver_rows)):
-        assert _canon(folded.blocks()) == _canon(reference.blocks())
-        assert folded.bad_rows(3) == reference.bad_rows(3)
-        assert _canon(folded.peers()) == _canon(reference.peers())
-        assert _canon(folded.latency_bins()) == _canon(reference.latency_bins())
-        assert folded.view_members() == reference.view_members()
-        assert _canon(folded.early()) == _canon(reference.early())
-        assert folded.claims() == reference.claims()
-        assert {p: sorted(f) for p, f in folded.files_of_peers().items()} == \
-            {p: sorted(f) for p, f in reference.files_of_peers().items()}
-        got = folded.messages_and_faults(peers)
-        assert got[:2] == want[:2] and _canon(got[2]) == _canon(want[2])
+    oracle_rows = fold_oracle.run_summary(fold_oracle.narrow_rows(narrow), bad_kept=5)
+    assert _canon_summary(spark_rows) == _canon_summary(oracle_rows)
+    oracle = fold_oracle.SummaryFold(oracle_rows)
+    facts = SummaryFacts.of(spark_rows, bad_kept=3)
+    peers = sorted(p["peer"] for p in oracle.peers())
+    assert _canon(facts.blocks()) == _canon(oracle.blocks())
+    assert facts.bad_rows() == oracle.bad_rows(3)
+    assert _canon(facts.peers()) == _canon(oracle.peers())
+    assert _canon(facts.latency_bins()) == _canon(oracle.latency_bins())
+    assert facts.view_members() == oracle.view_members()
+    assert _canon(facts.early()) == _canon(oracle.early())
+    assert facts.claims() == oracle.claims()
+    assert {p: sorted(f) for p, f in facts.files_of_peers().items()} == \
+        {p: sorted(f) for p, f in oracle.files_of_peers().items()}
+    got, want = facts.messages_and_faults(peers), oracle.messages_and_faults(peers)
+    assert got[:2] == want[:2] and _canon(got[2]) == _canon(want[2])
 
 
 def _rounded(value):
@@ -252,11 +254,9 @@ def _rounded(value):
 
 
 @pytest.mark.parametrize("case", ["torn", "crash", "crash_not_prefix", "split_files", "bad_line_inside"])
-def test_verify_with_the_driver_fold_equals_verify_with_spark_queries(spark, tmp_path, monkeypatch,
-                                                                      case):
-    """The fast path's outcome and result with the summary computed on the driver (a small input),
-    collected from Spark and folded, or queried in Spark (a summary over FOLD_ROWS); and the
-    verdict of ``verify`` equals the exact path's alone."""
+def test_the_one_pass_in_one_task_equals_the_one_pass_in_stages(spark, tmp_path, monkeypatch, case):
+    """A small input's summary runs in one task (no exchange); a larger one's in stages: the one
+    pass's outcome and result are the same either way, and its verdict is the exact path's."""
     from analysis import verify
 
     run, tails = _cases()[case]
@@ -270,13 +270,10 @@ def test_verify_with_the_driver_fold_equals_verify_with_spark_queries(spark, tmp
             return verify._verify_fast(spark, files, verify.FIRST_ROWS, result, lambda name: None), result
 
     small = fast()
-    folded = fast(SMALL_INPUT_BYTES=-1)
-    queried = fast(SMALL_INPUT_BYTES=-1, FOLD_ROWS=0)
-    assert folded == queried
-    assert "order_check" not in small[1]  # the driver's summary checks the order itself
-    assert folded[1].pop("order_check").startswith(
+    staged = fast(SMALL_INPUT_BYTES=-1)
+    assert _rounded(small) == _rounded(staged)
+    assert small[1].pop("order_check").startswith(
         "window (a peer's records in several" if case == "split_files" else "in the scan")
-    assert _rounded(small) == _rounded(folded)
     exact = {"timing": {}}
     verify._verify_exact(spark, files, verify.FIRST_ROWS, exact, lambda name: None)
     settled, result = small

@@ -1,93 +1,19 @@
-"""Driver-side folds of the fast path: small collected rows in, report values out (pure Python).
+"""The oracle of the verifier's one pass: its run summary and facts, computed in plain Python from
+the narrow rows (:func:`analysis.schema.narrow_records`, collected), a second implementation kept
+apart from the pipeline's on purpose.
 
-Inputs are bounded by peers x latency bins and peers x :data:`analysis.schema.EARLY_INDEX`, except
-:func:`run_summary`'s, which takes every narrow row of a small input (bounded by the caller).
+:func:`run_summary` computes the rows :func:`analysis.checks.run_summary` computes in Spark, with
+the order marks of each order written again from their rules (``OrderMark.java``'s in the scan);
+:class:`SummaryFold` folds the facts :class:`analysis.facts.SummaryFacts` folds, batch-wise and
+grouped its own way. The tests hold the pipeline to both, on hand-made and seeded random runs of
+every order, clean and tampered (tests/analysis/test_one_pass_differential.py).
 """
 
 from __future__ import annotations
 
 import math
 
-from analysis.checks import FINGERPRINT, QUANTILES, bin_value, latency_bin_py
-
-
-def quantiles(bins: list[tuple[float, int]], qs=QUANTILES) -> list[float | None]:
-    """Quantiles of a binned distribution: the value of the bin holding rank ``ceil(q * n)``."""
-    ordered = sorted(bins)
-    n = sum(c for _, c in ordered)
-    out: list[float | None] = []
-    for q in qs:
-        if n == 0:
-            out.append(None)
-            continue
-        rank, seen = max(1, math.ceil(q * n)), 0
-        for value, count in ordered:
-            seen += count
-            if seen >= rank:
-                out.append(value)
-                break
-    return out
-
-
-def latency_stats(peers: list[dict], bins: list[dict]) -> tuple[list[dict], dict]:
-    """Per-peer and overall ``count, min, mean, p50, p95, p99, max`` (as :func:`checks.latency_summary`).
-
-    ``peers``: rows of :func:`checks.summary_peers`; ``bins``: rows of
-    :func:`checks.summary_latency_bins`. Min, max, mean and counts are exact; percentiles are the
-    value of their log-scale bin (relative error <= 0.5 %).
-    """
-    by_peer: dict[str, list[tuple[float, int]]] = {}
-    for b in bins:
-        by_peer.setdefault(b["peer"], []).append((bin_value(b["lat_bin"]), b["count"]))
-
-    def stats(peer, count, total, low, high, binned) -> dict:
-        p50, p95, p99 = quantiles(binned)
-        return {"peer": peer, "count": count, "min": low, "mean": total / count if count else None,
-                "p50": p50, "p95": p95, "p99": p99, "max": high}
-
-    per_peer = [stats(p["peer"], p["messages"], p["lat_sum"] or 0.0, p["lat_min"], p["lat_max"],
-                      by_peer.get(p["peer"], [])) for p in sorted(peers, key=lambda p: p["peer"])]
-    lows = [p["lat_min"] for p in peers if p["lat_min"] is not None]
-    highs = [p["lat_max"] for p in peers if p["lat_max"] is not None]
-    overall = stats(None, sum(p["messages"] for p in peers), sum(p["lat_sum"] or 0.0 for p in peers),
-                    min(lows) if lows else None, max(highs) if highs else None,
-                    [x for binned in by_peer.values() for x in binned])
-    return per_peer, overall
-
-
-def histogram(bins: list[dict], low: float, high: float, n_bins: int) -> list[int]:
-    """Re-bin log-scale latency bins into ``n_bins`` equal bins over [low, high) plus one overflow
-    bin (as :func:`checks.latency_histogram`, each log bin counted at its representative value)."""
-    width = (high - low) / n_bins if high > low else 1.0
-    counts = [0] * (n_bins + 1)
-    for b in bins:
-        i = math.floor((bin_value(b["lat_bin"]) - low) / width)
-        counts[max(0, min(n_bins, i))] += b["count"]
-    return counts
-
-
-def _order_key(clock: int, pid: str) -> tuple:
-    host, _, port = pid.rpartition(":")
-    return clock, host.encode(), int(port)
-
-
-def diagram(early: list[dict], n: int) -> list[dict]:
-    """The first ``n`` messages in the total order with their deliveries (as
-    :func:`checks.first_events`), from the early records of a healthy run."""
-    events: dict[tuple, dict] = {}
-    for r in early:
-        if r["kind"] != "message":
-            continue
-        host, _, port = r["pid"].rpartition(":")
-        e = events.setdefault((r["clock"], r["pid"]), {
-            "clock": r["clock"], "pid": r["pid"], "host": host, "port": int(port),
-            "sent_at": r["sent_at"], "deliveries": []})
-        e["deliveries"].append({"peer": r["peer"], "index": r["index"],
-                                "delivered_at": r["delivered_at"], "view": r["view"]})
-    first = sorted(events.values(), key=lambda e: _order_key(e["clock"], e["pid"]))[:n]
-    for e in first:
-        e["deliveries"].sort(key=lambda d: (d["peer"], d["index"]))
-    return first
+from analysis.checks import FINGERPRINT, latency_bin_py
 
 
 # --------------------------------------------------------------------------- the summary, folded here
@@ -475,3 +401,14 @@ def run_summary(rows: list[dict], bad_kept: int = 5, order: str = "lamport") -> 
     for g in groups.values():
         g["bad"] = sorted(g["bad"], key=lambda b: b["row"])[:bad_kept]
     return list(groups.values())
+
+
+def narrow_rows(narrow) -> list[dict]:
+    """The narrow rows of a (small) input as :func:`run_summary` reads them: collected from Spark,
+    with ``port`` parsed by Spark (:func:`analysis.schema.pid_port`) so that its parse is the only
+    one."""
+    from analysis import schema
+
+    columns = [schema.pid_port(narrow["pid"]).alias("port") if c == "port" else c
+               for c in SUMMARY_INPUT]
+    return [r.asDict(recursive=True) for r in narrow.select(*columns).collect()]
