@@ -32,7 +32,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script (spark-submit analysis/verify.py): make `analysis` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-EXIT_VERIFIED, EXIT_VIOLATED, EXIT_UNUSABLE = 0, 1, 2
+from analysis.outcome import Check, Counts, Latency, PeerLatency, Proof, Verdict, checks_json  # noqa: E402
+
+EXIT_VERIFIED, EXIT_VIOLATED, EXIT_UNUSABLE = (v.exit_code for v in Verdict)
 FIRST_ROWS = 5          # violations kept per check in the report
 DIAGRAM_MESSAGES = 40   # messages drawn in the space-time diagram
 HISTOGRAM_BINS = 40
@@ -170,8 +172,8 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
         timing[name] = round(now - clock[0], 3)
         clock[0] = now
 
-    result: dict = {"verdict": "UNUSABLE INPUT", "exit_code": EXIT_UNUSABLE, "inputs": paths,
-                    "problems": [], "timing": timing}
+    result: dict = {"inputs": paths, "problems": [], "timing": timing}
+    Verdict.UNUSABLE.put(result)
     resolved = schema.resolve_inputs(spark, paths)
     result["files"] = [schema.display_path(f) for f in resolved.files + resolved.texts]
     if resolved.missing:
@@ -186,7 +188,7 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
     if resolved.texts:  # the one-pass proof reads JSON Lines of TOM's orders only
         result["fast_path"] = ("handout text outputs: exact checks run (the one-pass proof reads "
                                "JSON Lines of TOM's orders)")
-        result["proof"] = "exact checks"
+        result["proof"] = Proof.EXACT.value
         _verify_exact(spark, resolved.files, first, result, lap, texts=resolved.texts)
         return result
 
@@ -197,13 +199,13 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
     if peeked == schema.HANDOUT:
         result["order"] = peeked  # the exact path decides it again from every record
     if settled:
-        result["proof"] = "one pass"
+        result["proof"] = Proof.ONE_PASS.value
     else:
         order = result.get("order", "lamport")
         result["fast_path"] = ("not conclusive: exact checks run" if order != schema.HANDOUT else
                                f"{order} order: exact checks run (the one-pass proof reads JSON Lines "
                                "of TOM's orders)")
-        result["proof"] = "exact checks"
+        result["proof"] = Proof.EXACT.value
         _verify_exact(spark, resolved.files, first, result, lap)
     return result
 
@@ -460,24 +462,21 @@ def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages
     bins = facts.latency_bins()
     per_peer, overall = latency.latency_stats(peer_rows, bins)
     low, high = latency.histogram_range(overall)
-    result["latency"] = {
-        "overall": overall, "per_peer": per_peer,
-        "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
-                      "counts": latency.histogram(bins, low, high, HISTOGRAM_BINS)}}
+    result["latency"] = Latency(PeerLatency(**overall), [PeerLatency(**p) for p in per_peer], low, high,
+                                latency.histogram(bins, low, high, HISTOGRAM_BINS)).as_json()
     result["diagram"] = diagram(facts.early(), DIAGRAM_MESSAGES)
     peers = sorted(p["peer"] for p in peer_rows)
-    result["counts"] = {"records": n_records, "peers": len(peers),
-                        "events": messages + len(view_rows), "messages": messages,
-                        "views": len(view_rows)}
+    result["counts"] = Counts(records=n_records, peers=len(peers), events=messages + len(view_rows),
+                              messages=messages, views=len(view_rows)).as_json()
     result["peers"] = peers
     result["views"] = view_rows[:50]
     result["rejoins"] = membership.rejoins(view_rows)
-    result["checks"] = _proven_checks(order, len(peers))
-    result["verdict"], result["exit_code"] = "VERIFIED", EXIT_VERIFIED
+    result["checks"] = checks_json(_proven_checks(order, len(peers)))
+    Verdict.VERIFIED.put(result)
     result["fast_path"] = "conclusive"
 
 
-def _proven_checks(order: str, n_peers: int) -> dict[str, dict]:
+def _proven_checks(order: str, n_peers: int) -> dict[str, Check]:
     """The checks of a run of ``order`` the one-pass proof settled, each at 0 with how."""
     from analysis import checks
 
@@ -487,38 +486,42 @@ def _proven_checks(order: str, n_peers: int) -> dict[str, dict]:
                    checks.SEQUENCER: "index 1..n, (view, seq) strictly increasing, each origin's "
                                      "clocks increasing",
                    checks.CAUSAL: "index 1..n, views in order, each origin's clocks increasing"}
-    found = {name: {"count": 0, "first": [], "note": implied} for name in
+    found = {name: Check.settled(implied) for name in
              ("order", "duplicates", "fifo_reorders", "fifo_gaps", "agreement",
               "conflicting_copies", "view_conflicts")}
-    found["order"]["note"] = f"checked in one pass ({in_one_pass[order]})"
-    found["agreement"]["note"] = "checked by per-view fingerprints of the expected recipients " + (
-        "(crashed members: a prefix of their last view)" if order == checks.LAMPORT else
-        "(crashed members: all of their last view)")
-    found["divergence"] = {"count": 0, "first": [], "note": implied,
-                           "pairs": n_peers * (n_peers - 1) // 2, "compared": 0, "ranked_exactly": 0}
+    found["order"] = Check.settled(f"checked in one pass ({in_one_pass[order]})")
+    found["agreement"] = Check.settled(
+        "checked by per-view fingerprints of the expected recipients " + (
+            "(crashed members: a prefix of their last view)" if order == checks.LAMPORT else
+            "(crashed members: all of their last view)"))
+    found["divergence"] = Check.settled(implied, pairs=n_peers * (n_peers - 1) // 2, compared=0,
+                                        ranked_exactly=0)
     found.update(_not_in_order(order))
     if order in (checks.SEQUENCER, checks.CAUSAL):
-        found["numbering"] = {"count": 0, "first": [], "note": implied}
+        found["numbering"] = Check.settled(implied)
     if order == checks.CAUSAL:
-        found["causal"] = {"count": 0, "first": [], "note": "checked in one pass (per view, each "
-                           "message after its vc's counts of every member's messages)"}
-        found["fifo_reorders"]["note"] = ("causal: an origin's messages out of order are caught by "
-                                          "the causal check (its own vc count)")
-        found["divergence"]["note"] = "causal: no total order to compare; see the causal check"
+        found["causal"] = Check.settled("checked in one pass (per view, each message after its vc's "
+                                        "counts of every member's messages)")
+        found["fifo_reorders"] = Check.settled(CAUSAL_FIFO)
+        found["divergence"] = found["divergence"].noted(CAUSAL_DIVERGENCE)
     return found
 
 
-def _not_in_order(order: str) -> dict[str, dict]:
+CAUSAL_FIFO = "causal: an origin's messages out of order are caught by the causal check (its own vc count)"
+CAUSAL_DIVERGENCE = "causal: no total order to compare; see the causal check"
+
+
+def _not_in_order(order: str) -> dict[str, Check]:
     """The checks an order does not use, reported as 0 with the reason."""
     from analysis.schema import HANDOUT
 
     out = {}
     if order == "lamport":
-        out["numbering"] = {"count": 0, "first": [], "note": "the Lamport order numbers nothing"}
+        out["numbering"] = Check.settled("the Lamport order numbers nothing")
     if order == HANDOUT:
-        out["numbering"] = {"count": 0, "first": [], "note": "the handout's order numbers nothing"}
+        out["numbering"] = Check.settled("the handout's order numbers nothing")
     if order != "causal":
-        out["causal"] = {"count": 0, "first": [], "note": f"a {order} run: no vector timestamps"}
+        out["causal"] = Check.settled(f"a {order} run: no vector timestamps")
     return out
 
 
@@ -561,7 +564,7 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
         totals = _event_totals(messages)
         lap("event_table_s")
 
-        found: dict[str, dict] = {}
+        found: dict[str, Check] = {}
         view_rows = [r.asDict(recursive=True) for r in views.orderBy("view").limit(MAX_PEERS).collect()]
         _exact_event_checks(spark, records, messages, views, view_rows, peers, order, unsettled,
                             files, first, found, lap)
@@ -579,19 +582,16 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
                    _rows(checks.first_events(messages, DIAGRAM_MESSAGES), DIAGRAM_MESSAGES))
         lap("latency_picture_s")
 
-        result["counts"] = {"records": n_records, "peers": len(peers), **totals}
+        result["counts"] = Counts(records=n_records, peers=len(peers), **totals).as_json()
         result["peers"] = peers
         result["views"] = view_rows[:50]
         result["rejoins"] = membership.rejoins(view_rows)
-        result["checks"] = found
-        result["latency"] = {
-            "overall": overall, "per_peer": per_peer,
-            "histogram": {"low": low, "high": high, "bins": HISTOGRAM_BINS,
-                          "counts": [hist.get(i, 0) for i in range(HISTOGRAM_BINS + 1)]}}
+        result["checks"] = checks_json(found)
+        result["latency"] = Latency(
+            PeerLatency(**overall) if overall else None, [PeerLatency(**p) for p in per_peer], low, high,
+            [hist.get(i, 0) for i in range(HISTOGRAM_BINS + 1)]).as_json()
         result["diagram"] = diagram
-        violated = any(c["count"] for c in found.values())
-        result["verdict"] = "VIOLATED" if violated else "VERIFIED"
-        result["exit_code"] = EXIT_VIOLATED if violated else EXIT_VERIFIED
+        Verdict.of(found).put(result)
     finally:
         if messages is not None:
             messages.unpersist()
@@ -694,37 +694,36 @@ def _exact_event_checks(spark, records, messages, views, view_rows: list[dict], 
 
     from analysis import checks
 
-    found["duplicates"] = _check(*_count_and_first(checks.duplicates(messages), ["peer", "index"], first))
-    found["conflicting_copies"] = _check(*_count_and_first(
+    found["duplicates"] = Check(*_count_and_first(checks.duplicates(messages), ["peer", "index"], first))
+    found["conflicting_copies"] = Check(*_count_and_first(
         checks.conflicting_copies(messages), list(checks.ORDER_KEY[:1]) + ["pid"], first))
     view_conflicts = [v for v in view_rows if v["variants"] > 1]
-    found["view_conflicts"] = _check(len(view_conflicts), view_conflicts[:first])
+    found["view_conflicts"] = Check(len(view_conflicts), view_conflicts[:first])
     agree = checks.agreement(checks.expected_recipients(messages, views, peers, order)) \
         .persist(StorageLevel.MEMORY_AND_DISK)
     try:
         n_agree = agree.count()
         missing_total = agree.agg(F.sum(F.size("missing"))).first()[0] or 0 if n_agree else 0
-        found["agreement"] = _check(
+        found["agreement"] = Check(
             n_agree, _rows(agree.orderBy("clock", "pid"), first) if n_agree else [],
-            missing_deliveries=missing_total,
-            **({"note": "not compared (their view's sequencer failed too, so its numbers "
-                        "were settled without them): " + ", ".join(
-                            f"{u['peer']} in view {u['view']}" for u in unsettled[:10])}
-               if unsettled else {}))
+            note=("not compared (their view's sequencer failed too, so its numbers were settled "
+                  "without them): " + ", ".join(f"{u['peer']} in view {u['view']}"
+                                                for u in unsettled[:10])) if unsettled else None,
+            figures={"missing_deliveries": missing_total})
         lap("agreement_s")
         if missing_total:
             gaps = checks.fifo_gaps(records, checks.missing_deliveries(agree))
-            found["fifo_gaps"] = _check(*_count_and_first(gaps, ["peer", "origin", "after_clock"], first))
+            found["fifo_gaps"] = Check(*_count_and_first(gaps, ["peer", "origin", "after_clock"], first))
         else:
-            found["fifo_gaps"] = _check(0, [], note="nothing missing, so no gap")
+            found["fifo_gaps"] = Check.settled("nothing missing, so no gap")
         if order == checks.HANDOUT:
-            found["agreement"]["note"] = ("a file cut short owes nothing after its last message "
-                                          "(listed as incomplete)")
+            found["agreement"] = found["agreement"].noted(
+                "a file cut short owes nothing after its last message (listed as incomplete)")
     finally:
         agree.unpersist()
     found.update(_not_in_order(order))
     if order in (checks.SEQUENCER, checks.CAUSAL):
-        found["numbering"] = _check(*_count_and_first(checks.number_conflicts(messages, order),
+        found["numbering"] = Check(*_count_and_first(checks.number_conflicts(messages, order),
                                                       ["view", "origin", "number"], first))
     if order == checks.CAUSAL:
         _causal_check(spark, records, files, first, found)
@@ -743,7 +742,7 @@ def _causal_check(spark, records, files: list[str], first: int, found: dict) -> 
         named = [r.asDict() for r in causal.named_messages(schema.read_records(spark, files), rows)
                  .collect()]  # at most 2 x first rows
         rows = causal.describe(rows, named)
-    found["causal"] = {"count": count, "first": rows}
+    found["causal"] = Check(count, rows)
 
 
 def _common_order(records, messages, totals: dict, rename, offsets, first: int, found: dict,
@@ -754,7 +753,7 @@ def _common_order(records, messages, totals: dict, rename, offsets, first: int, 
 
     departed = [r.asDict() for r in checks.departures(records, messages)
                 .orderBy("index", "peer").limit(MAX_PEERS).collect()]
-    found["common_order"] = _check(
+    found["common_order"] = Check(
         len(departed), [_departure(r, rename, offsets) for r in departed[:first]],
         note="every message sorted by (clock, from as written); each file must be a prefix of it")
     result.update(_handout_facts(records, messages, {r["peer"] for r in departed},
@@ -802,7 +801,7 @@ def _exact_order_checks(records, order: str, first: int, found: dict, lap) -> tu
     ordered = checks.order_violations(records, order).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         n_order = ordered.count()
-        found["order"] = _check(n_order, _rows(ordered.orderBy("peer", "index"), first) if n_order else [])
+        found["order"] = Check(n_order, _rows(ordered.orderBy("peer", "index"), first) if n_order else [])
         disordered = [r.peer for r in ordered.filter(F.col("problem").contains("not after"))
                       .select("peer").distinct().limit(MAX_PEERS).collect()] if n_order else []
         index_dirty = [r.peer for r in ordered.filter(F.col("problem").contains("index"))
@@ -811,13 +810,12 @@ def _exact_order_checks(records, order: str, first: int, found: dict, lap) -> tu
         ordered.unpersist()
     lap("order_s")
     if order == checks.CAUSAL:
-        found["fifo_reorders"] = _check(0, [], note="causal: an origin's messages out of order are "
-                                                    "caught by the causal check (its own vc count)")
+        found["fifo_reorders"] = Check.settled(CAUSAL_FIFO)
     elif disordered:
         reorders = checks.fifo_reorders(records.filter(F.col("peer").isin(disordered)))
-        found["fifo_reorders"] = _check(*_count_and_first(reorders, ["peer", "index"], first))
+        found["fifo_reorders"] = Check(*_count_and_first(reorders, ["peer", "index"], first))
     else:
-        found["fifo_reorders"] = _check(0, [], note="implied by the order check")
+        found["fifo_reorders"] = Check.settled("implied by the order check")
     lap("fifo_s")
     return disordered, index_dirty
 
@@ -832,7 +830,7 @@ def _divergence_check(messages, peers: list[str], order: str, disordered: list[s
     (index faults, duplicates) or unequal sets are ranked exactly; the others by index."""
     from analysis import checks
 
-    seq_conflicts = order == checks.SEQUENCER and found["conflicting_copies"]["count"] > 0
+    seq_conflicts = order == checks.SEQUENCER and found["conflicting_copies"].count > 0
     all_pairs = [(a, b) for i, a in enumerate(peers) for b in peers[i + 1:]]
     suspect = [] if order == checks.CAUSAL else [
         (a, b) for a, b in all_pairs if a in disordered or b in disordered or seq_conflicts]
@@ -841,7 +839,7 @@ def _divergence_check(messages, peers: list[str], order: str, disordered: list[s
     if suspect:
         diffs = [r.asDict() for r in checks.set_differences(messages, peers).collect()]  # <= P^2
         dirty = set(index_dirty)
-        if found["duplicates"]["count"]:
+        if found["duplicates"].count:
             dirty |= {r.peer for r in checks.duplicates(messages).select("peer").distinct()
                       .limit(MAX_PEERS).collect()}
         unequal = {tuple(sorted((d["peer_a"], d["peer_b"]))) for d in diffs}
@@ -852,19 +850,14 @@ def _divergence_check(messages, peers: list[str], order: str, disordered: list[s
             found_rows += checks.divergences_by_rank(messages, exact).collect()
         divergences = sorted((r.asDict(recursive=True) for r in found_rows),
                              key=lambda d: (d["position"], d["peer_a"], d["peer_b"]))
-    found["divergence"] = _check(
+    found["divergence"] = Check(
         len(divergences), divergences[:max(first, 10)],
-        pairs=len(peers) * (len(peers) - 1) // 2, compared=len(suspect), ranked_exactly=len(exact),
-        **({"note": "causal: no total order to compare; see the causal check"}
-           if order == checks.CAUSAL else {}))
+        note=CAUSAL_DIVERGENCE if order == checks.CAUSAL else None,
+        figures={"pairs": len(peers) * (len(peers) - 1) // 2, "compared": len(suspect),
+                 "ranked_exactly": len(exact)})
 
 
 # --------------------------------------------------------------------------- report parts
-
-
-def _check(count: int, first: list[dict], **extra) -> dict:
-    """A check's entry in the report: its count, its first rows and anything it adds."""
-    return {"count": count, "first": first, **extra}
 
 
 def _count_and_first(df, order: list[str], n: int) -> tuple[int, list[dict]]:
