@@ -605,22 +605,29 @@ def key_after(clock: Column, pid: Column, prev_clock: Column, prev_pid: Column) 
             .otherwise(pid_port(pid) > pid_port(prev_pid)))
 
 
-def order_marks(narrow: DataFrame) -> DataFrame:
+def order_marks(narrow: DataFrame, order: str = LAMPORT) -> DataFrame:
     """``narrow`` plus ``disorder`` and ``index_fault`` per good row, by (index, row) within its peer.
 
-    ``disorder``: the key is not above the previous record's; ``index_fault``: the index is not the
-    previous one + 1 (or, first, not 1). One shuffle (hash of peer) of narrow rows and a sort. The
-    three ``lag`` columns are named once: written inside ``key_after`` they would be three window
-    functions per use (eleven in all), each copying its column for every row.
+    ``disorder``: the key is not above the previous record's (the Lamport order's ``(clock, host,
+    port)``, :func:`key_after`; the handout's ``(clock, from as written)``, :func:`order_key`);
+    ``index_fault``: the index is not the previous one + 1 (or, first, not 1). One shuffle (hash of
+    peer) of narrow rows and a sort. The three ``lag`` columns are named once: written inside
+    ``key_after`` they would be three window functions per use (eleven in all), each copying its
+    column for every row. The sequencer and causal orders' marks are the scan's only
+    (:func:`order_marks_in_scan`).
     """
+    if order not in (LAMPORT, HANDOUT):
+        raise ValueError(f"no window marks for the {order} order")
     good = F.col("problem").isNull()
     w = Window.partitionBy("peer", good).orderBy("index", "row")
     lagged = narrow.select("*", *[F.lag(c).over(w).alias(f"_prev_{c}") for c in ("clock", "pid", "index")])
     prev_clock, prev_pid, prev_index = (F.col(f"_prev_{c}") for c in ("clock", "pid", "index"))
+    clock, pid = F.col("clock"), F.col("pid")
+    after = (key_after(clock, pid, prev_clock, prev_pid) if order == LAMPORT else
+             (clock > prev_clock) | ((clock == prev_clock) & (pid > prev_pid)))
     return lagged.select(
         *narrow.columns,
-        (good & prev_clock.isNotNull()
-         & ~key_after(F.col("clock"), F.col("pid"), prev_clock, prev_pid)).alias("disorder"),
+        (good & prev_clock.isNotNull() & ~after).alias("disorder"),
         (good & (F.coalesce(prev_index, F.lit(0)) + 1 != F.col("index"))).alias("index_fault"),
     )
 

@@ -32,22 +32,25 @@ def latency_stats(peers: list[dict], bins: list[dict]) -> tuple[list[dict], dict
 
     ``peers``: :meth:`analysis.facts.SummaryFacts.peers`; ``bins``: its ``latency_bins``. Min, max,
     mean and counts are exact; percentiles are the value of their log-scale bin (relative error
-    <= 0.5 %).
+    <= 0.5 %). A message without times (bin None: the handout's) counts nowhere, as in
+    :func:`analysis.checks.latency_summary`.
     """
-    by_peer: dict[str, list[tuple[float, int]]] = {}
+    by_peer: dict[str, list[tuple[float, int]]] = {p["peer"]: [] for p in peers}
     for b in bins:
-        by_peer.setdefault(b["peer"], []).append((bin_value(b["lat_bin"]), b["count"]))
+        if b["lat_bin"] is not None:
+            by_peer.setdefault(b["peer"], []).append((bin_value(b["lat_bin"]), b["count"]))
 
     def stats(peer, count, total, low, high, binned) -> dict:
         p50, p95, p99 = quantiles(binned)
         return {"peer": peer, "count": count, "min": low, "mean": total / count if count else None,
                 "p50": p50, "p95": p95, "p99": p99, "max": high}
 
-    per_peer = [stats(p["peer"], p["messages"], p["lat_sum"] or 0.0, p["lat_min"], p["lat_max"],
-                      by_peer.get(p["peer"], [])) for p in sorted(peers, key=lambda p: p["peer"])]
+    per_peer = [stats(p["peer"], sum(c for _, c in by_peer[p["peer"]]), p["lat_sum"] or 0.0,
+                      p["lat_min"], p["lat_max"], by_peer[p["peer"]])
+                for p in sorted(peers, key=lambda p: p["peer"])]
     lows = [p["lat_min"] for p in peers if p["lat_min"] is not None]
     highs = [p["lat_max"] for p in peers if p["lat_max"] is not None]
-    overall = stats(None, sum(p["messages"] for p in peers), sum(p["lat_sum"] or 0.0 for p in peers),
+    overall = stats(None, sum(r["count"] for r in per_peer), sum(p["lat_sum"] or 0.0 for p in peers),
                     min(lows) if lows else None, max(highs) if highs else None,
                     [x for binned in by_peer.values() for x in binned])
     return per_peer, overall
@@ -59,6 +62,8 @@ def histogram(bins: list[dict], low: float, high: float, n_bins: int) -> list[in
     width = (high - low) / n_bins if high > low else 1.0
     counts = [0] * (n_bins + 1)
     for b in bins:
+        if b["lat_bin"] is None:
+            continue
         i = math.floor((bin_value(b["lat_bin"]) - low) / width)
         counts[max(0, min(n_bins, i))] += b["count"]
     return counts

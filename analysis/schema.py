@@ -534,6 +534,27 @@ def narrow_records(read: DataFrame) -> DataFrame:
     )
 
 
+def narrow_parsed(parsed: DataFrame) -> DataFrame:
+    """:func:`narrow_records`' columns from the rows of :func:`parse_lines` and
+    :func:`parse_handout_lines` (a handout run's reader: its text outputs are no JSON), with the text
+    hash standing for the text in the content hashes. Equal messages hash equal within a run read
+    this way; the hashes are not those of :func:`narrow_records`."""
+    content = [F.col(c) for c in ("clock", "pid", "kind", "sent_at", "text_hash", "seq")] + [
+        F.array_sort(F.map_entries("vc"))]
+    is_view = F.col("kind") == "view"
+    good = F.col("problem").isNull()
+    return parsed.select(
+        "file", "block_start", "row", "problem", "excerpt",
+        "kind", "index", "peer", "clock", "pid", "view",
+        F.when(~is_view, F.col("delivered_at") - F.col("sent_at")).alias("latency"),
+        F.xxhash64(*content).alias("content_hash"),
+        F.hash(*content).alias("content_hash2"),
+        F.when(is_view, F.col("members")).alias("members"), "removed",
+        F.when(F.col("index") <= EARLY_INDEX, F.struct("sent_at", "delivered_at")).alias("early"),
+        F.when(good, F.col("claim")).alias("claim"), "seq", "vc",
+    )
+
+
 def good_records(parsed: DataFrame) -> DataFrame:
     """Rows of ``parsed`` that are valid records (the input of every check), with ``host``/``port``.
 

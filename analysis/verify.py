@@ -3,18 +3,20 @@
 Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). The module reads
 as the pipeline (docs/verifier.md), section by section:
 
-* read: the inputs, and the order their first lines name (:func:`peek_order`, a hint);
-* narrow -> summary -> facts: one scan parses every line into narrow rows with that order's marks,
-  and one aggregate makes the run summary (per file split, peer, view and latency bin: counts,
-  order marks, message fingerprints), streamed to the driver in the same job and folded into its
-  facts (:class:`analysis.facts.SummaryFacts`);
+* read: the inputs, and the order their first lines name (:func:`peek_order`, a hint; a class's
+  text outputs are the handout's, docs/output-format.md, "Handout output files");
+* narrow -> summary -> facts: one scan parses every line into narrow rows with that order's marks
+  (TOM's JSON Lines by the JSON reader; a handout run's lines, text outputs and JSON alike, by
+  :func:`analysis.schema.parse_handout_lines` and :func:`analysis.schema.parse_lines`), and one
+  aggregate makes the run summary (per file split, peer, view and latency bin: counts, order
+  marks, message fingerprints), streamed to the driver in the same job and folded into its facts
+  (:class:`analysis.facts.SummaryFacts`);
 * decision: the one-pass proof settles a healthy run (or unusable input) from the facts;
-* the exact checks, where it cannot decide: every line parsed once into a cached frame, the event
-  table built with one shuffle by event key (cached), the order checks with one shuffle by peer.
-  Handout runs (docs/output-format.md, "Handout output files") always take it: the course tools'
-  text outputs are parsed into the same rows as JSON Lines
-  (:func:`analysis.schema.parse_handout_lines`) and checked in the handout's order;
-* report parts: each check as ``count``, ``first`` rows and notes; ``proof`` says which settled it.
+* the exact checks, only where it cannot decide: every line parsed once into a cached frame, the
+  event table built with one shuffle by event key (cached), the order checks with one shuffle by
+  peer, in named stages;
+* the report, through typed parts (:mod:`analysis.outcome`): each check a ``Check``, the verdict,
+  the proof that settled it.
 
 Only bounded results reach the driver: counts, the first few violations of each check, per-pair and
 per-peer figures, a histogram and the first messages for the picture. Exit status: 0 verified,
@@ -185,28 +187,16 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
         return result
     if resolved.skipped:
         result["skipped"] = resolved.skipped
-    if resolved.texts:  # the one-pass proof reads JSON Lines of TOM's orders only
-        result["fast_path"] = ("handout text outputs: exact checks run (the one-pass proof reads "
-                               "JSON Lines of TOM's orders)")
-        result["proof"] = Proof.EXACT.value
-        _verify_exact(spark, resolved.files, first, result, lap, texts=resolved.texts)
-        return result
-
-    peeked = peek_order(resolved.files)
-    # the one-pass proof of the order the first lines name (Lamport's if they do not agree)
-    settled = peeked != schema.HANDOUT and _verify_fast(spark, resolved.files, first, result, lap,
-                                                        order=peeked or "lamport")
-    if peeked == schema.HANDOUT:
-        result["order"] = peeked  # the exact path decides it again from every record
-    if settled:
+    texts = resolved.texts
+    # the one-pass proof of the order the first lines name (Lamport's if they do not agree); a
+    # class's text outputs are the handout's
+    peeked = schema.HANDOUT if texts else peek_order(resolved.files)
+    if _verify_fast(spark, resolved.files, first, result, lap, order=peeked or "lamport", texts=texts):
         result["proof"] = Proof.ONE_PASS.value
     else:
-        order = result.get("order", "lamport")
-        result["fast_path"] = ("not conclusive: exact checks run" if order != schema.HANDOUT else
-                               f"{order} order: exact checks run (the one-pass proof reads JSON Lines "
-                               "of TOM's orders)")
+        result["fast_path"] = "not conclusive: exact checks run"
         result["proof"] = Proof.EXACT.value
-        _verify_exact(spark, resolved.files, first, result, lap)
+        _verify_exact(spark, resolved.files, first, result, lap, texts=texts)
     return result
 
 
@@ -218,8 +208,8 @@ PEEK_BYTES = 1 << 16
 def peek_order(files: list[str]) -> str | None:
     """The order named by the first line of each local file, if they all name the same one
     (:func:`analysis.schema.order_claim` in Python); None if a file is remote, unreadable or the
-    files differ. Only a hint: it lets a sequencer, causal or handout run skip the fast path (the
-    Lamport order's one-pass proof); both paths decide the order from every record."""
+    files differ. Only a hint: it picks the order whose one-pass proof runs (its marks, its reader);
+    both paths decide the order from every record."""
     from analysis import schema
 
     seen = set()
@@ -277,8 +267,9 @@ exchange, no second stage to plan and start. Spark's cost on such an input is it
 (planning, code generation, task launch in a young JVM), not its work."""
 
 
-def _order_check(spark, files: list[str], order: str, small: bool) -> tuple[object, str]:
-    """``(the order marks for the summary, or None, what report.json's order_check says)``.
+def _order_check(spark, files: list[str], order: str, small: bool) -> tuple[object, bool, str]:
+    """``(the order marks for the summary or None, whether they are the scan's, what report.json's
+    order_check says)``.
 
     In the scan (no shuffle, :func:`analysis.checks.order_marks_in_scan`) when the JVM function is
     registered and every file is local (its size known); for the Lamport order, a window
@@ -286,9 +277,12 @@ def _order_check(spark, files: list[str], order: str, small: bool) -> tuple[obje
     (not ``small``) has fewer files than cores (whole files per task would leave cores idle; the
     window splits files). The
     sequencer and causal orders are marked in the scan only: without it, None (the exact checks).
+    The handout's order (its text outputs are read as lines) is marked by the window.
     """
     from analysis import checks, order_mark
 
+    if order == checks.HANDOUT:
+        return (lambda df: checks.order_marks(df, order)), False, "window (the handout's order)"
     sizes = [input_bytes([f]) for f in files]
     cores = spark.sparkContext.defaultParallelism if getattr(spark, "_jvm", None) is not None else 0
     why = order_mark.register(spark)
@@ -297,10 +291,10 @@ def _order_check(spark, files: list[str], order: str, small: bool) -> tuple[obje
     if why is None and order == checks.LAMPORT and not small and len(files) < cores:
         why = f"{len(files)} files for {cores} cores: the order check uses the window (it splits files)"
     if why is None:
-        return (lambda df: checks.order_marks_in_scan(df, order)), "in the scan (no shuffle)"
+        return (lambda df: checks.order_marks_in_scan(df, order)), True, "in the scan (no shuffle)"
     if order != checks.LAMPORT:
-        return None, f"none ({why}; the {order} order's one-pass proof needs the scan)"
-    return checks.order_marks, f"window ({why})"
+        return None, False, f"none ({why}; the {order} order's one-pass proof needs the scan)"
+    return checks.order_marks, False, f"window ({why})"
 
 
 SUMMARY_SETTINGS = {"spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "65536"}
@@ -308,7 +302,8 @@ SUMMARY_SETTINGS = {"spark.sql.objectHashAggregate.sortBased.fallbackThreshold":
 Spark's default falls back to a sort of its groups past 128 per task."""
 
 
-def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, order: str):
+def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, order: str,
+                   texts: list[str] = ()):
     """The facts (:class:`analysis.facts.SummaryFacts`) of the run summary of ``narrow`` with
     ``order``'s marks (:func:`_order_check`), or None if they cannot be marked here.
 
@@ -321,9 +316,9 @@ def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, or
     from analysis.facts import SummaryFacts
     from analysis.session import sql_settings
 
-    size = input_bytes(files)
+    size = input_bytes(files + list(texts))
     small = size is not None and size <= SMALL_INPUT_BYTES
-    marks, how = _order_check(spark, files, order, small)
+    marks, in_scan, how = _order_check(spark, files, order, small)
     if marks is None:
         result["order_check"] = how
         return None
@@ -333,9 +328,9 @@ def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, or
         summary = checks.run_summary(rows, bad_kept=first, marks=marks).coalesce(1)
         with sql_settings(spark, SUMMARY_SETTINGS):
             return SummaryFacts.of((r.asDict(recursive=True) for r in summary.toLocalIterator()),
-                                   bad_kept=first, rename=_given_name(files))
+                                   bad_kept=first, rename=_given_name(files + list(texts)))
 
-    if marks is checks.order_marks:
+    if not in_scan:
         result["order_check"] = how
         return summarise(marks)
     with order_mark.whole_files(spark, max(input_bytes([f]) for f in files)):
@@ -354,19 +349,25 @@ def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, or
 # --------------------------------------------------------------------------- decision: the one-pass proof
 
 
-def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: str = "lamport") -> bool:
+def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: str = "lamport",
+                 texts: list[str] = ()) -> bool:
     """The one-pass proof that a run of ``order`` is healthy (docs/verifier.md): fill ``result`` and
     return True if it settles the outcome, False if the exact checks must run (also when the run
     turns out to use another order). One scan of the input into the run summary, its facts
     streamed to the driver (:func:`_summary_facts`); everything collected is bounded by splits,
-    peers, views and latency bins."""
+    peers, views and latency bins. A handout run (``order`` handout, or text outputs ``texts``)
+    is read as lines (:func:`_parsed_inputs`), as the exact checks read it."""
     from analysis import schema
 
-    narrow = schema.narrow_records(schema.read_records(spark, files))
-    facts = _summary_facts(spark, narrow, files, first, result, order)
+    texts = list(texts)
+    if order == schema.HANDOUT:
+        narrow = schema.narrow_parsed(_parsed_inputs(spark, files, texts))
+    else:
+        narrow = schema.narrow_records(schema.read_records(spark, files))
+    facts = _summary_facts(spark, narrow, files, first, result, order, texts)
     if facts is None:
         return False
-    return _one_pass(spark, facts, files, first, result, lap, order)
+    return _one_pass(spark, facts, files + texts, first, result, lap, order)
 
 
 def _one_pass(spark, facts, files: list[str], first: int, result: dict, lap, order: str) -> bool:
@@ -380,7 +381,7 @@ def _one_pass(spark, facts, files: list[str], first: int, result: dict, lap, ord
     lap("scan_s")
     summaries, offsets = schema.file_summaries(blocks, files)
     with_bad = [s.path for s in summaries if s.bad_lines]
-    if with_bad and not _no_blank_lines(spark, with_bad, blocks):
+    if with_bad and order != checks.HANDOUT and not _no_blank_lines(spark, with_bad, blocks):
         return False
     bad = [{"file": schema.display_path(r["file"]),
             "line": schema.line_number(offsets, r["file"], r["block_start"], r["row"]),
@@ -456,16 +457,22 @@ def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages
                    n_records: int, order: str, result: dict) -> None:
     """A run the one pass proved, into ``result``: VERIFIED, every check at 0 with how it was
     settled, the counts, latency figures and picture from the summary's facts."""
-    from analysis import latency, membership
+    from analysis import latency, membership, schema
     from analysis.facts import diagram
+    from analysis.schema import HANDOUT
 
     bins = facts.latency_bins()
     per_peer, overall = latency.latency_stats(peer_rows, bins)
     low, high = latency.histogram_range(overall)
     result["latency"] = Latency(PeerLatency(**overall), [PeerLatency(**p) for p in per_peer], low, high,
                                 latency.histogram(bins, low, high, HISTOGRAM_BINS)).as_json()
-    result["diagram"] = diagram(facts.early(), DIAGRAM_MESSAGES)
+    result["diagram"] = ([] if order == HANDOUT else  # no send times to draw from
+                         diagram(facts.early(), DIAGRAM_MESSAGES))
     peers = sorted(p["peer"] for p in peer_rows)
+    if order == HANDOUT:  # every file holds every message: none is incomplete
+        result["peer_files"] = {p: sorted(schema.display_path(f) for f in files)
+                                for p, files in sorted(facts.files_of_peers().items())}
+        result["incomplete"] = []
     result["counts"] = Counts(records=n_records, peers=len(peers), events=messages + len(view_rows),
                               messages=messages, views=len(view_rows)).as_json()
     result["peers"] = peers
@@ -485,7 +492,8 @@ def _proven_checks(order: str, n_peers: int) -> dict[str, Check]:
     in_one_pass = {checks.LAMPORT: "index 1..n, keys strictly increasing",
                    checks.SEQUENCER: "index 1..n, (view, seq) strictly increasing, each origin's "
                                      "clocks increasing",
-                   checks.CAUSAL: "index 1..n, views in order, each origin's clocks increasing"}
+                   checks.CAUSAL: "index 1..n, views in order, each origin's clocks increasing",
+                   checks.HANDOUT: "index 1..n, (clock, from as written) strictly increasing"}
     found = {name: Check.settled(implied) for name in
              ("order", "duplicates", "fifo_reorders", "fifo_gaps", "agreement",
               "conflicting_copies", "view_conflicts")}
@@ -504,6 +512,10 @@ def _proven_checks(order: str, n_peers: int) -> dict[str, Check]:
                                         "counts of every member's messages)")
         found["fifo_reorders"] = Check.settled(CAUSAL_FIFO)
         found["divergence"] = found["divergence"].noted(CAUSAL_DIVERGENCE)
+    if order == checks.HANDOUT:
+        found["common_order"] = Check.settled(
+            "every file holds every message in strictly increasing (clock, from as written): each "
+            "is the common order")
     return found
 
 

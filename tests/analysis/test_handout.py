@@ -373,7 +373,7 @@ def test_a_handout_class_beside_a_tom_lamport_run_is_unusable(spark, tmp_path):
                                    f"handout in {folder}/alice.txt, {folder}/bob.txt, {folder}/p2.jsonl")
 
 
-def test_tom_s_handout_json_lines_alone_skip_the_fast_path(spark, tmp_path):
+def test_tom_s_handout_json_lines_alone_take_the_one_pass(spark, tmp_path):
     folder = tmp_path / "tom"
     folder.mkdir()
     for peer in (TOM_PEER, "127.0.0.1:5003"):
@@ -381,4 +381,49 @@ def test_tom_s_handout_json_lines_alone_skip_the_fast_path(spark, tmp_path):
             json.dumps(handout_record(peer, i + 1, c, o, t)) + "\n" for i, (c, o, t) in enumerate(CLASS)))
     code, out, rep = run_verify(folder, "--report-dir", tmp_path / "out")
     assert code == 0, out
-    assert rep["order"] == "handout" and rep["fast_path"].startswith("handout order")
+    assert rep["order"] == "handout" and (rep["proof"], rep["fast_path"]) == ("one pass", "conclusive")
+
+
+def _without_notes(rep: dict) -> dict:
+    """A report without what says how it was settled (proof, timing, each check's note and
+    figures): each check's count and first rows, and everything else."""
+    out = {k: v for k, v in rep.items() if k not in ("timing", "proof", "fast_path", "order_check")}
+    out["checks"] = {name: (c["count"], c["first"]) for name, c in rep["checks"].items()}
+    return out
+
+
+def test_a_healthy_class_is_settled_by_the_one_pass_with_the_exact_checks_report(spark, tmp_path):
+    """A class's text outputs go through the same summary as TOM's runs: a healthy class is proven
+    in one pass, with the report the exact checks give (all but how each check was settled)."""
+    from analysis import verify
+
+    folder = write_class(tmp_path / "class")
+    inputs = schema.resolve_inputs(spark, [str(folder)])
+    files, texts = inputs.files, inputs.texts
+    rep = verify.verify(spark, [str(folder)])
+    assert (rep["verdict"], rep["proof"], rep["order_check"]) == (
+        "VERIFIED", "one pass", "window (the handout's order)")
+    exact = {"timing": {}, "inputs": rep["inputs"], "problems": [], "files": rep["files"]}
+    verify._verify_exact(spark, files, verify.FIRST_ROWS, exact, lambda name: None, texts=texts)
+    assert exact["verdict"] == "VERIFIED"
+    assert _without_notes(rep) == _without_notes(exact)
+
+
+@pytest.mark.parametrize("fault", ["swap", "cut_short", "missing", "tampered"])
+def test_every_fault_of_a_class_hands_over_to_the_exact_checks(spark, tmp_path, fault):
+    """A swap is an order mark, a file cut short or missing a message and a changed text a
+    fingerprint mismatch: the one pass does not settle, and the exact checks decide as before."""
+    from analysis import verify
+
+    bob = {"swap": CLASS[:2] + [CLASS[3], CLASS[2]] + CLASS[4:], "cut_short": CLASS[:4],
+           "missing": CLASS[:2] + CLASS[3:],
+           "tampered": CLASS[:1] + [(CLASS[1][0], CLASS[1][1], "tampered")] + CLASS[2:]}[fault]
+    folder = write_class(tmp_path / "class", bob=bob)
+    inputs = schema.resolve_inputs(spark, [str(folder)])
+    files, texts = inputs.files, inputs.texts
+    result: dict = {}
+    assert not verify._verify_fast(spark, files, verify.FIRST_ROWS, result, lambda name: None,
+                                   order="handout", texts=texts)
+    rep = verify.verify(spark, [str(folder)])
+    assert (rep["proof"], rep["fast_path"]) == ("exact checks", "not conclusive: exact checks run")
+    assert rep["verdict"] == ("VERIFIED" if fault == "cut_short" else "VIOLATED")
