@@ -343,7 +343,7 @@ def run_verify(argv: list[str]) -> int:
 
 def run_replay(args: argparse.Namespace) -> int:
     """``tom replay RUN_DIR [--shiviz OUT.log]``."""
-    from .replay.run import RunError, load_run
+    from .replay.run import FrameEvent, RunError, load_run
 
     try:
         run = load_run(args.run)
@@ -353,7 +353,7 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"tom replay: {problem}", file=sys.stderr)
     if len(run.problems) > 5:
         print(f"tom replay: ... and {len(run.problems) - 5} more such lines", file=sys.stderr)
-    frames = sum(1 for e in run.events if hasattr(e, "line"))
+    frames = sum(1 for e in run.events if isinstance(e, FrameEvent))
     if not run.traces:
         print(f"tom replay: {args.run} holds no frame trace (tom peer --trace): deliveries only", file=sys.stderr)
     if args.shiviz is not None:

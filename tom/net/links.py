@@ -243,7 +243,8 @@ class LineReader:
     def __init__(self, stream: trio.abc.ReceiveStream) -> None:
         self.stream = stream
         self.pending = b""
-        self.raw = b""  # the complete lines of the last chunk, as bytes, newlines included (for --trace)
+        # the last chunk's buffer and the end of its complete lines: `raw` (for --trace), kept without a copy
+        self._buf, self._end = b"", -1
 
     async def chunk(self) -> list[str | bytes] | None:
         """The complete lines of the next chunk (possibly none), or None at end of stream.
@@ -263,7 +264,7 @@ class LineReader:
         lines: list = []
         if end >= 0:
             complete, self.pending = buf[:end], buf[end + 1:]
-            self.raw = buf[:end + 1]
+            self._buf, self._end = buf, end
             # only the first line can be over the limit: every later one lies within `data`, which is
             # at most 65,536 bytes (newline included)
             if len(complete) > MAX_FRAME_BYTES and buf.find(b"\n") > MAX_FRAME_BYTES:
@@ -275,11 +276,16 @@ class LineReader:
                 lines = complete.split(b"\n")
         else:
             self.pending = buf
-            self.raw = b""
+            self._end = -1
         if len(self.pending) > MAX_FRAME_BYTES:
             self.pending = b""
             lines.append(OVER_LONG)
         return lines
+
+    @property
+    def raw(self) -> bytes:
+        """The complete lines of the last chunk, as bytes, newlines included."""
+        return self._buf[:self._end + 1]
 
     async def line(self, limit: int = 4096) -> bytes:
         """One line, for the handshake: FrameError if the stream ends or the line is too long."""

@@ -21,7 +21,6 @@ import dataclasses
 import heapq
 import itertools
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,7 +295,3 @@ def causal_merge(per_peer: dict[str, list[FrameEvent | Delivered]]) -> tuple[lis
         for p in waiting.pop((peer, i), ()):
             heapq.heappush(heap, (per_peer[p][at[p]].t, p))
     return merged, pairs
-
-
-def frame_events(run: Run) -> Iterator[FrameEvent]:
-    return (e for e in run.events if type(e) is FrameEvent)

@@ -8,7 +8,6 @@ draws the run up to the time its slider says. Loopback unless a host is given; r
 from __future__ import annotations
 
 import json
-import socket
 
 
 from starlette.applications import Starlette
@@ -47,10 +46,3 @@ def make_replay_app(run: Run, host: str = "127.0.0.1", limit: int = MAX_REPLAY_E
     routes = [Route("/", index), Route("/api/replay", data),
               Mount("/static", StaticFiles(directory=DASHBOARD), name="static")]
     return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host))])
-
-
-def bound_port(sock: socket.socket) -> int:
-    return sock.getsockname()[1]
-
-
-

@@ -618,7 +618,7 @@ function replayTo(T) {
       pending.push({ clock: m.clock, pid: m.pid, text: m.text, reserved: !seen, acks,
         missing: members.filter(q => !acks.includes(q) && q !== p.pid), waits: "its turn" });
     }
-    pending.sort((a, b) => a.clock - b.clock || byPid.size && (a.pid < b.pid ? -1 : 1));
+    pending.sort((a, b) => a.clock - b.clock || (a.pid < b.pid ? -1 : a.pid > b.pid ? 1 : 0));
     p.status = { peer: p.pid, mode: "replay", order: run.order, view: st.view, clock: st.clock, alarms: [],
       counters: { delivered: p.delivered, premature_acks: st.premature, released_behind_head: 0, divergence_alarms: 0 },
       peers: [...st.heard.entries()].map(([pid, t]) => ({ pid, connection: "up", member: members.includes(pid), suspected: false, last_heard_age: T - t })),
