@@ -25,6 +25,11 @@ JAVA_MISSING = (
     "install it with `apt-get install openjdk-17-jre-headless` (or set JAVA_HOME)."
 )
 
+NO_CALL_SITES = ("spark.python.sql.dataFrameDebugging.enabled", "false")
+"""PySpark's DataFrame debugging (on by default) sends each column function's Python call site to the
+JVM: about ten py4j round trips per ``F.col`` or ``F.when``, ~1.5 ms each call, seconds for the
+verifier's plans. Its only use is the call site in a Spark error, which the verifier never shows."""
+
 _QUIET_LOG4J = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -147,7 +152,7 @@ def build_session(master: str | None = None, log_dir: Path | None = None,
     if master:
         builder = builder.master(master)
     if inside_spark_submit():
-        spark = builder.getOrCreate()
+        spark = builder.config(*NO_CALL_SITES).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         return spark
 
@@ -166,6 +171,7 @@ def build_session(master: str | None = None, log_dir: Path | None = None,
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config(*NO_CALL_SITES)
     )
     if is_local:
         builder = (

@@ -15,11 +15,12 @@ PEERS = ("127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002")
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    """Session-scoped ``local[1]`` Spark bound to 127.0.0.1 with the UI off and one shuffle partition,
-    with the order-check jar when a JDK can build it (as :func:`analysis.session.build_session`)."""
+    """Session-scoped ``local[1]`` Spark bound to 127.0.0.1 with the UI off, one shuffle partition,
+    no Python call site sent with each column, and the order-check jar when a JDK can build it (as
+    :func:`analysis.session.build_session`)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Java 17+ is required for the Spark tests")
-    from analysis.session import _stderr_to
+    from analysis.session import NO_CALL_SITES, _stderr_to
     from pyspark.sql import SparkSession
 
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -30,7 +31,8 @@ def spark(tmp_path_factory):
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "1")
-               .config("spark.default.parallelism", "1"))
+               .config("spark.default.parallelism", "1")
+               .config(*NO_CALL_SITES))
     from analysis import order_mark
     jar, _ = order_mark.build()  # as the verifier's own session: the order check in the scan
     if jar is not None:
