@@ -699,27 +699,26 @@ def fingerprint_sums(msg: Column) -> list[Column]:
 
 
 CLAIM_BITS = {LAMPORT: 1, SEQUENCER: 2, CAUSAL: 4, HANDOUT: 8}
-"""The orders a record can name, as bits of :func:`run_summary`'s first stage (``bit_or``)."""
+"""The orders a record can name, as bits of :func:`run_summary` (``bit_or``)."""
 
 SUMMARY_KEYS = ("file", "block_start", "peer", "view", "lat_bin")
 
 
-def run_summary(narrow: DataFrame, bad_kept: int = 5, marks=order_marks) -> DataFrame:
-    """The one aggregate of the fast path, small enough to cache: one row per
-    ``(file, block_start, peer, view, lat_bin)``.
+def run_summary(narrow: DataFrame, marks=order_marks) -> DataFrame:
+    """The one aggregate of the fast path: its rows are few (set by the run's shape, not its size)
+    and fold on the driver (:class:`analysis.facts.SummaryFacts`).
 
-    Columns: ``lines, records, messages, views, first_row, last_row, last_bad_row, bad`` (first
-    ``bad_kept`` bad rows: ``row, problem, excerpt``), ``disorder, index_faults``, message
-    fingerprint sums ``hash_lo, hash_hi, hash2`` (exact: 32-bit parts summed in 64 bits),
-    ``lat_sum, lat_min, lat_max``, ``member_lists`` (views: distinct ``(members, removed)``),
-    ``early`` (first records, picture) and ``claims`` (the orders its good records name).
+    One row per ``(file, block_start, peer, view, lat_bin)``, and one more for each *rare* row: a
+    good view record, a peer's first :data:`EARLY_INDEX <analysis.schema.EARLY_INDEX>` records, a
+    claim outside :data:`CLAIM_BITS`. Columns: the keys, ``lines, records, messages, views,
+    first_row, last_row, last_bad_row, disorder, index_faults``, message fingerprint sums
+    ``hash_lo, hash_hi, hash2`` (exact: 32-bit parts summed in 64 bits), ``lat_sum, lat_min,
+    lat_max``, ``claims`` (the orders its good records name), and a rare row's ``member_list``
+    (a view's sorted ``members`` and ``removed``) and ``early`` (the picture's fields); null
+    elsewhere. Bad rows are counted, not listed: :func:`first_bad_rows` lists them.
 
-    Two stages, so that no row of the input meets an object aggregate (which runs interpreted, row
-    by row, with no generated code): the first is a plain hash aggregate of numbers only, with the
-    few *rare* rows -- bad lines, view records, a peer's first :data:`EARLY_INDEX
-    <analysis.schema.EARLY_INDEX>` records, a claim outside :data:`CLAIM_BITS` -- each kept as a
-    group of its own by a ``rare`` struct in the grouping key; the second folds those (small)
-    groups into the lists above. Claims of the other rows travel as bits.
+    A plain hash aggregate of numbers (generated code, no object aggregate meets a row of the
+    input); the rows of the same key that it leaves apart, the fold adds up.
 
     ``marks`` adds ``disorder``/``index_fault``: :func:`order_marks` (a window) or
     :func:`order_marks_in_scan` (no shuffle, under its conditions).
@@ -735,13 +734,12 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5, marks=order_marks) -> Data
                      F.col("early.sent_at").alias("sent_at"),
                      F.col("early.delivered_at").alias("delivered_at"))
     rare = F.when(
-        ~good | is_view | F.col("early").isNotNull() | (F.col("claim").isNotNull() & claim_bit.isNull()),
-        F.struct("row", "problem", "excerpt",
-                 F.when(good & is_view, F.struct(F.array_sort("members").alias("members"), "removed"))
+        good & (is_view | F.col("early").isNotNull() | (F.col("claim").isNotNull() & claim_bit.isNull())),
+        F.struct(F.when(is_view, F.struct(F.array_sort("members").alias("members"), "removed"))
                  .alias("member_list"),
-                 F.when(good & F.col("early").isNotNull(), early).alias("early"),
+                 F.when(F.col("early").isNotNull(), early).alias("early"),
                  F.when(claim_bit.isNull(), F.col("claim")).alias("claim")))
-    first = marks(narrow).groupBy(
+    summary = marks(narrow).groupBy(
         "file", "block_start", "peer", "view", latency_bin(when_msg(F.col("latency"))).alias("lat_bin"),
         rare.alias("rare"),
     ).agg(
@@ -760,26 +758,22 @@ def run_summary(narrow: DataFrame, bad_kept: int = 5, marks=order_marks) -> Data
         F.max(when_msg(F.col("latency"))).alias("lat_max"),
         F.bit_or(claim_bit).alias("claim_bits"),
     )
-    r = F.col("rare")
-    bits = F.bit_or("claim_bits")
-    named = F.array_compact(F.array(*[F.when(bits.bitwiseAND(bit) != 0, F.lit(name))
-                                      for name, bit in CLAIM_BITS.items()]))
-    return first.groupBy(*SUMMARY_KEYS).agg(
-        *[F.sum(c).alias(c) for c in ("lines", "records", "messages", "views")],
-        F.min("first_row").alias("first_row"),
-        F.max("last_row").alias("last_row"),
-        F.max("last_bad_row").alias("last_bad_row"),
-        F.slice(F.sort_array(F.collect_list(F.when(r.problem.isNotNull(), F.struct(
-            r.row.alias("row"), r.problem.alias("problem"), r.excerpt.alias("excerpt"))))),
-            1, bad_kept).alias("bad"),
-        *[F.sum(c).alias(c) for c in ("disorder", "index_faults", "hash_lo", "hash_hi", "hash2",
-                                     "lat_sum")],
-        F.min("lat_min").alias("lat_min"),
-        F.max("lat_max").alias("lat_max"),
-        F.collect_set(r.member_list).alias("member_lists"),
-        F.collect_list(r.early).alias("early"),
-        F.array_union(named, F.collect_set(r.claim)).alias("claims"),
-    )
+    bits = F.col("claim_bits")
+    named = [F.when(bits.bitwiseAND(bit) != 0, F.lit(name)) for name, bit in CLAIM_BITS.items()]
+    return summary.select(
+        *SUMMARY_KEYS, "lines", "records", "messages", "views", "first_row", "last_row",
+        "last_bad_row", "disorder", "index_faults", "hash_lo", "hash_hi", "hash2", "lat_sum",
+        "lat_min", "lat_max", F.array_compact(F.array(*named, F.col("rare.claim"))).alias("claims"),
+        F.col("rare.member_list").alias("member_list"), F.col("rare.early").alias("early"))
+
+
+def first_bad_rows(narrow: DataFrame, n: int) -> DataFrame:
+    """The first ``n`` bad rows of each file by row: ``file, block_start, row, problem, excerpt``
+    (at most ``n`` per file reach the driver). Only bad rows meet the window."""
+    w = Window.partitionBy("file").orderBy("row")
+    bad = narrow.filter(F.col("problem").isNotNull()).select(
+        "file", "block_start", "row", "problem", "excerpt", F.row_number().over(w).alias("_n"))
+    return bad.filter(F.col("_n") <= n).drop("_n")
 
 
 def prefix_fingerprint(narrow: DataFrame, view: int, peer: str, ref_peer: str) -> DataFrame:

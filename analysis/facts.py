@@ -1,8 +1,10 @@
 """The facts of a run summary: its rows in, the figures the one-pass proof decides on out.
 
 :func:`analysis.checks.run_summary` (Spark) has one row per ``(file, split, peer, view, latency
-bin)``: a size set by the run's shape, not by its number of records. :class:`SummaryFacts` takes
-those rows one at a time, as Spark streams them to the driver in one job, and keeps only what the
+bin)`` and per rare row (a view record, an early record): a size set by the run's shape, not by its
+number of records; :func:`analysis.checks.first_bad_rows` lists the first bad rows of each file.
+:class:`SummaryFacts` takes those rows one at a time, as Spark streams them to the driver in one
+job, adds up the rows of one key, and keeps only what the
 decision and the report read: per split, per peer, per (peer, latency bin), per (peer, view)
 fingerprint, per view its member lists, per file its order claims, and the first bad rows and
 early records. It is the only implementation of these facts; ``tests/analysis/fold_oracle.py``
@@ -76,11 +78,14 @@ class SummaryFacts:
     _files_of: dict = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
-    def of(cls, rows, bad_kept: int = 5, rename=None) -> SummaryFacts:
-        """The facts of ``rows`` (dicts with :func:`analysis.checks.run_summary`'s columns)."""
+    def of(cls, rows, bad_kept: int = 5, rename=None, bad=()) -> SummaryFacts:
+        """The facts of ``rows`` (dicts with :func:`analysis.checks.run_summary`'s columns) and of the
+        bad rows ``bad`` (:func:`analysis.checks.first_bad_rows`')."""
         facts = cls(bad_kept=bad_kept, rename=rename)
         for r in rows:
             facts.add(r)
+        for r in bad:
+            facts.add_bad(r)
         return facts
 
     def add(self, r: dict) -> None:
@@ -93,11 +98,6 @@ class SummaryFacts:
         b["last_row"] = _high(b["last_row"], r["last_row"])
         b["last_bad_row"] = _high(b["last_bad_row"], r["last_bad_row"])
         b["lines"], b["records"] = _add(b["lines"], r["lines"]), _add(b["records"], r["records"])
-        if r["bad"]:
-            self._bad.extend({"file": file, "block_start": r["block_start"], **x}
-                             for x in r["bad"] if x is not None)
-            if len(self._bad) > 4 * self.bad_kept:
-                self._bad = self._first_bad()
         p = self._peers.setdefault(r["peer"], _Peer())
         for c in ("records", "messages", "views", "disorder", "index_faults"):
             setattr(p, c, getattr(p, c) + (r[c] or 0))
@@ -109,13 +109,27 @@ class SummaryFacts:
             fp = self._fingerprints.setdefault((r["peer"], r["view"]), dict.fromkeys(FINGERPRINT))
             for c in FINGERPRINT:
                 fp[c] = _add(fp[c], r[c])
-        if r["views"] > 0:
+        if r["member_list"] is not None:
             lists = self._lists.setdefault(r["view"], [])
-            lists.extend(x for x in r["member_lists"] or () if x not in lists)
-        self._early.extend(e for e in r["early"] or () if e is not None)
-        self._claims.setdefault(file, set()).update(c for c in r["claims"] or () if c is not None)
+            if r["member_list"] not in lists:
+                lists.append(r["member_list"])
+        if r["early"] is not None:
+            self._early.append(r["early"])
+        self._claims.setdefault(file, set()).update(r["claims"] or ())
         if r["records"] > 0 and file not in self._files_of.setdefault(r["peer"], []):
             self._files_of[r["peer"]].append(file)
+
+    def add_bad(self, r: dict) -> None:
+        """Fold in one bad row (``file, block_start, row, problem, excerpt``: a row of
+        :func:`analysis.checks.first_bad_rows`); the first ``bad_kept`` by ``(file, row)`` are kept."""
+        file = self.rename(r["file"]) if self.rename else r["file"]
+        self._bad.append({**r, "file": file})
+        if len(self._bad) > 4 * self.bad_kept:
+            self._bad = self._first_bad()
+
+    def has_bad_rows(self) -> bool:
+        """Whether a split holds a bad row (:meth:`bad_rows` needs :meth:`add_bad` then)."""
+        return any(b["last_bad_row"] is not None for b in self._blocks.values())
 
     def _first_bad(self) -> list[dict]:
         return sorted(self._bad, key=lambda b: (b["file"], b["row"]))[:self.bad_kept]

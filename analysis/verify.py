@@ -297,11 +297,6 @@ def _order_check(spark, files: list[str], order: str, small: bool) -> tuple[obje
     return checks.order_marks, False, f"window ({why})"
 
 
-SUMMARY_SETTINGS = {"spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "65536"}
-"""The summary's second stage keeps a few list buffers per group (bad rows, views, early records):
-Spark's default falls back to a sort of its groups past 128 per task."""
-
-
 def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, order: str,
                    texts: list[str] = ()):
     """The facts (:class:`analysis.facts.SummaryFacts`) of the run summary of ``narrow`` with
@@ -314,7 +309,6 @@ def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, or
     """
     from analysis import checks, order_mark
     from analysis.facts import SummaryFacts
-    from analysis.session import sql_settings
 
     size = input_bytes(files + list(texts))
     small = size is not None and size <= SMALL_INPUT_BYTES
@@ -325,10 +319,13 @@ def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, or
 
     def summarise(marks) -> SummaryFacts:
         rows = narrow.coalesce(1) if small else narrow  # one task: no exchange, one stage
-        summary = checks.run_summary(rows, bad_kept=first, marks=marks).coalesce(1)
-        with sql_settings(spark, SUMMARY_SETTINGS):
-            return SummaryFacts.of((r.asDict(recursive=True) for r in summary.toLocalIterator()),
-                                   bad_kept=first, rename=_given_name(files + list(texts)))
+        summary = checks.run_summary(rows, marks=marks).coalesce(1)
+        facts = SummaryFacts.of((r.asDict(recursive=True) for r in summary.toLocalIterator()),
+                                bad_kept=first, rename=_given_name(files + list(texts)))
+        if facts.has_bad_rows():  # the same read, so the same row numbers
+            for r in checks.first_bad_rows(narrow, first).toLocalIterator():
+                facts.add_bad(r.asDict())
+        return facts
 
     if not in_scan:
         result["order_check"] = how

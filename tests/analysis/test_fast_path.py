@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pytest
+from pyspark.sql import DataFrame
 
 from analysis import checks, latency, schema
 from analysis.facts import SummaryFacts, diagram
@@ -32,21 +34,31 @@ def write_case(folder, run: dict[str, list[dict]], tails: dict[str, str] | None 
     return [f"file:{p}" for p in sorted(folder.glob("*.jsonl"))]
 
 
+@dataclass
+class Summary:
+    """A run's :func:`checks.run_summary` and :func:`checks.first_bad_rows` (of one read)."""
+
+    rows: DataFrame
+    bad: DataFrame
+
+
 @pytest.fixture
 def summarize(spark, tmp_path):
-    """Write a run keyed by peer (plus optional raw tails) and return its :func:`checks.run_summary`
+    """Write a run keyed by peer (plus optional raw tails) and return its :class:`Summary`
     (``files`` of the last one written are kept in ``build.files``)."""
     counter = iter(range(1_000_000))
 
-    def build(run: dict[str, list[dict]], tails: dict[str, str] | None = None):
+    def build(run: dict[str, list[dict]], tails: dict[str, str] | None = None) -> Summary:
         build.files = write_case(tmp_path / f"run{next(counter)}", run, tails)
-        return checks.run_summary(schema.narrow_records(schema.read_records(spark, build.files))).cache()
+        narrow = schema.narrow_records(schema.read_records(spark, build.files)).cache()
+        return Summary(checks.run_summary(narrow).cache(), checks.first_bad_rows(narrow, 5))
 
     return build
 
 
-def facts_of(summary) -> SummaryFacts:
-    return SummaryFacts.of(r.asDict(recursive=True) for r in summary.collect())
+def facts_of(summary: Summary, bad_kept: int = 5) -> SummaryFacts:
+    return SummaryFacts.of((r.asDict(recursive=True) for r in summary.rows.collect()),
+                           bad_kept=bad_kept, bad=(r.asDict() for r in summary.bad.collect()))
 
 
 def verdict(summary, peers=PEERS) -> dict:
@@ -201,33 +213,16 @@ def _canon(rows: list[dict]) -> list[dict]:
     return sorted(({k: fix(v) for k, v in r.items()} for r in rows), key=lambda r: repr(sorted(r.items())))
 
 
-def _canon_summary(rows: list[dict]) -> list[dict]:
-    """Summary rows with their lists in one order (each reader of ``member_lists``, ``early`` and
-    ``claims`` ignores theirs; ``bad`` is sorted by both), float sums rounded."""
-    def fix(v):
-        if isinstance(v, float):
-            return round(v, 9)
-        if isinstance(v, list):
-            return sorted((fix(x) for x in v), key=repr)
-        if isinstance(v, dict):
-            return {k: fix(x) for k, x in v.items()}
-        return v
-    return _canon([{k: fix(v) for k, v in r.items()} for r in rows])
-
-
 @pytest.mark.parametrize("case", list(_cases()))
 def test_the_summary_and_its_facts_equal_the_oracles(spark, summarize, case):
-    """The run summary computed in Spark equals the oracle's, computed in Python from the narrow
-    rows (tests/analysis/fold_oracle.py), and every fact the pipeline folds from it equals the
-    oracle's fold of its own rows."""
+    """Every fact the pipeline folds from the run summary computed in Spark (and its first bad rows)
+    equals the oracle's, folded from its own summary computed in Python from the narrow rows
+    (tests/analysis/fold_oracle.py)."""
     run, tails = _cases()[case]
     s = summarize(run, tails)
-    spark_rows = [r.asDict(recursive=True) for r in s.collect()]
     narrow = schema.narrow_records(schema.read_records(spark, summarize.files))
-    oracle_rows = fold_oracle.run_summary(fold_oracle.narrow_rows(narrow), bad_kept=5)
-    assert _canon_summary(spark_rows) == _canon_summary(oracle_rows)
-    oracle = fold_oracle.SummaryFold(oracle_rows)
-    facts = SummaryFacts.of(spark_rows, bad_kept=3)
+    oracle = fold_oracle.SummaryFold(fold_oracle.run_summary(fold_oracle.narrow_rows(narrow), bad_kept=5))
+    facts = facts_of(s, bad_kept=3)
     peers = sorted(p["peer"] for p in oracle.peers())
     assert _canon(facts.blocks()) == _canon(oracle.blocks())
     assert facts.bad_rows() == oracle.bad_rows(3)
@@ -282,13 +277,14 @@ def test_the_one_pass_in_one_task_equals_the_one_pass_in_stages(spark, tmp_path,
 
 def test_no_input_row_meets_an_object_aggregate_and_each_lag_is_computed_once(summarize):
     """The summary's plan (what a 10M-row run pays per row): the rows coming out of the order
-    window are aggregated by generated code (a plain ``HashAggregate``); only the first stage's
-    groups reach the ``ObjectHashAggregate`` of the lists; the window computes three ``lag``s."""
+    window are aggregated by generated code (a plain ``HashAggregate``), and by nothing else (no
+    object aggregate, no second exchange); the window computes three ``lag``s."""
     s = summarize(run_of(EVENTS), {A: '{"torn'})
-    plan = s._jdf.queryExecution().executedPlan().toString()
+    plan = s.rows._jdf.queryExecution().executedPlan().toString()
     lines = plan.splitlines()
     window = next(i for i, line in enumerate(lines) if "Window [" in line)
     above = [line.strip(" +-:") for line in lines[:window]]
     nearest_aggregate = next(line for line in reversed(above) if "Aggregate(" in line)
     assert nearest_aggregate.startswith("HashAggregate("), nearest_aggregate
+    assert "ObjectHashAggregate" not in plan and plan.count("Exchange") == 2, plan  # window, aggregate
     assert lines[window].count("lag(") == 3
