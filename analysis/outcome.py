@@ -1,9 +1,9 @@
-"""The typed parts of a verification's report: each check's finding, the verdict, the proof that
-settled it, the counts and the per-peer latency rows.
+"""A verification's typed report (:class:`Report`) and its parts: each check's finding, the
+verdict, the proof that settled it, the counts and the per-peer latency rows.
 
-The pipeline (analysis/verify.py) builds these and puts them into the report through
-``as_json``, which gives the keys ``report.json`` has always had (docs/verifier.md), so its
-readers (analysis/report.py, the dashboard, the tests) read them unchanged.
+The pipeline (analysis/verify.py) fills a :class:`Report`; its ``as_json`` gives the keys
+``report.json`` has always had (docs/verifier.md), so its readers (analysis/report.py, the
+dashboard, the tests) read them unchanged.
 """
 
 from __future__ import annotations
@@ -27,10 +27,6 @@ class Verdict(enum.Enum):
     def of(cls, checks: dict[str, Check]) -> Verdict:
         """VIOLATED if any check found something, else VERIFIED."""
         return cls.VIOLATED if any(c.count for c in checks.values()) else cls.VERIFIED
-
-    def put(self, result: dict) -> None:
-        """Into the report: ``verdict`` and ``exit_code``."""
-        result["verdict"], result["exit_code"] = self.value, self.exit_code
 
 
 class Proof(enum.Enum):
@@ -115,3 +111,60 @@ class Latency:
                 "per_peer": [p.as_json() for p in self.per_peer],
                 "histogram": {"low": self.low, "high": self.high, "bins": len(self.counts) - 1,
                               "counts": self.counts}}
+
+
+@dataclass
+class Report:
+    """A verification's report, filled in stage by stage by the pipeline (analysis/verify.py).
+
+    Until a stage decides otherwise the verdict is UNUSABLE: a run is VERIFIED or VIOLATED only once
+    its checks are in. :meth:`as_json` gives ``report.json`` (docs/verifier.md): the fields that are
+    set, each typed part as its JSON, ``exit_code`` beside the verdict.
+    """
+
+    inputs: list[str]
+    timing: dict[str, float] = field(default_factory=dict)
+    verdict: Verdict = Verdict.UNUSABLE
+    problems: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    file_summaries: list[dict] | None = None
+    bad_lines: dict | None = None
+    order: str | None = None
+    order_check: str | None = None
+    proof: Proof | None = None
+    fast_path: str | None = None
+    counts: Counts | None = None
+    peers: list[str] | None = None
+    views: list[dict] | None = None
+    rejoins: list[dict] | None = None
+    checks: dict[str, Check] | None = None
+    latency: Latency | None = None
+    diagram: list[dict] | None = None
+    peer_files: dict[str, list[str]] | None = None
+    incomplete: list[dict] | None = None
+
+    def settle(self, checks: dict[str, Check]) -> None:
+        """The checks are in: they and the verdict they give."""
+        self.checks = checks
+        self.verdict = Verdict.of(checks)
+
+    def as_json(self) -> dict:
+        out: dict = {"inputs": self.inputs, "problems": self.problems, "timing": self.timing,
+                     "verdict": self.verdict.value, "exit_code": self.verdict.exit_code,
+                     "files": self.files}
+        if self.skipped:
+            out["skipped"] = self.skipped
+        for name in ("file_summaries", "bad_lines", "order", "order_check", "fast_path", "peers",
+                     "views", "rejoins", "diagram", "peer_files", "incomplete"):
+            if (value := getattr(self, name)) is not None:
+                out[name] = value
+        if self.proof is not None:
+            out["proof"] = self.proof.value
+        if self.counts is not None:
+            out["counts"] = self.counts.as_json()
+        if self.checks is not None:
+            out["checks"] = checks_json(self.checks)
+        if self.latency is not None:
+            out["latency"] = self.latency.as_json()
+        return out

@@ -15,8 +15,9 @@ as the pipeline (docs/verifier.md), section by section:
 * the exact checks, only where it cannot decide: every line parsed once into a cached frame, the
   event table built with one shuffle by event key (cached), the order checks with one shuffle by
   peer, in named stages;
-* the report, through typed parts (:mod:`analysis.outcome`): each check a ``Check``, the verdict,
-  the proof that settled it.
+* the report: a :class:`analysis.outcome.Report` that each stage fills (each check a ``Check``,
+  the verdict, the proof that settled it, the counts and latency), written as report.json by its
+  ``as_json``.
 
 Only bounded results reach the driver: counts, the first few violations of each check, per-pair and
 per-peer figures, a histogram and the first messages for the picture. Exit status: 0 verified,
@@ -34,7 +35,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script (spark-submit analysis/verify.py): make `analysis` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.outcome import Check, Counts, Latency, PeerLatency, Proof, Verdict, checks_json  # noqa: E402
+from analysis.outcome import Check, Counts, Latency, PeerLatency, Proof, Report, Verdict  # noqa: E402
 
 EXIT_VERIFIED, EXIT_VIOLATED, EXIT_UNUSABLE = (v.exit_code for v in Verdict)
 FIRST_ROWS = 5          # violations kept per check in the report
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                       markup=False)
         return EXIT_UNUSABLE
     try:
-        result = verify(spark, args.paths, first=args.first)
+        result = verify(spark, args.paths, first=args.first).as_json()
     finally:
         if owned:
             spark.stop()
@@ -158,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
 
 # --------------------------------------------------------------------------- the pipeline
 
-def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
-    """Run every check on ``paths``; return the JSON-ready report (see docs/verifier.md).
+def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> Report:
+    """Run every check on ``paths``; return the report (``as_json``: report.json, docs/verifier.md).
 
     Everything brought to the driver is bounded: by the number of files and splits, peers, pairs of
     peers, histogram bins, diagram messages or ``first``.
@@ -174,28 +175,26 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> dict:
         timing[name] = round(now - clock[0], 3)
         clock[0] = now
 
-    result: dict = {"inputs": paths, "problems": [], "timing": timing}
-    Verdict.UNUSABLE.put(result)
+    result = Report(inputs=paths, timing=timing)
     resolved = schema.resolve_inputs(spark, paths)
-    result["files"] = [schema.display_path(f) for f in resolved.files + resolved.texts]
+    result.files = [schema.display_path(f) for f in resolved.files + resolved.texts]
     if resolved.missing:
-        result["problems"] = [f"no such path: {p}" for p in resolved.missing]
+        result.problems = [f"no such path: {p}" for p in resolved.missing]
         return result
     if not resolved.files and not resolved.texts:
-        result["problems"] = resolved.skipped or [
+        result.problems = resolved.skipped or [
             "no output file (*.jsonl, or a handout tool's text output) in the given folders"]
         return result
-    if resolved.skipped:
-        result["skipped"] = resolved.skipped
+    result.skipped = resolved.skipped
     texts = resolved.texts
     # the one-pass proof of the order the first lines name (Lamport's if they do not agree); a
     # class's text outputs are the handout's
     peeked = schema.HANDOUT if texts else peek_order(resolved.files)
     if _verify_fast(spark, resolved.files, first, result, lap, order=peeked or "lamport", texts=texts):
-        result["proof"] = Proof.ONE_PASS.value
+        result.proof = Proof.ONE_PASS
     else:
-        result["fast_path"] = "not conclusive: exact checks run"
-        result["proof"] = Proof.EXACT.value
+        result.fast_path = "not conclusive: exact checks run"
+        result.proof = Proof.EXACT
         _verify_exact(spark, resolved.files, first, result, lap, texts=texts)
     return result
 
@@ -297,7 +296,7 @@ def _order_check(spark, files: list[str], order: str, small: bool) -> tuple[obje
     return checks.order_marks, False, f"window ({why})"
 
 
-def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, order: str,
+def _summary_facts(spark, narrow, files: list[str], first: int, result: Report, order: str,
                    texts: list[str] = ()):
     """The facts (:class:`analysis.facts.SummaryFacts`) of the run summary of ``narrow`` with
     ``order``'s marks (:func:`_order_check`), or None if they cannot be marked here.
@@ -314,7 +313,7 @@ def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, or
     small = size is not None and size <= SMALL_INPUT_BYTES
     marks, in_scan, how = _order_check(spark, files, order, small)
     if marks is None:
-        result["order_check"] = how
+        result.order_check = how
         return None
 
     def summarise(marks) -> SummaryFacts:
@@ -328,25 +327,25 @@ def _summary_facts(spark, narrow, files: list[str], first: int, result: dict, or
         return facts
 
     if not in_scan:
-        result["order_check"] = how
+        result.order_check = how
         return summarise(marks)
     with order_mark.whole_files(spark, max(input_bytes([f]) for f in files)):
         facts = summarise(marks)
     if all(len(held) == 1 for held in facts.files_of_peers().values()):
-        result["order_check"] = how
+        result.order_check = how
         return facts
     why = "a peer's records in several files"
     if order != checks.LAMPORT:
-        result["order_check"] = f"none ({why}; the {order} order's one-pass proof needs the scan)"
+        result.order_check = f"none ({why}; the {order} order's one-pass proof needs the scan)"
         return None
-    result["order_check"] = f"window ({why}: the order check ran again as a window)"
+    result.order_check = f"window ({why}: the order check ran again as a window)"
     return summarise(checks.order_marks)
 
 
 # --------------------------------------------------------------------------- decision: the one-pass proof
 
 
-def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: str = "lamport",
+def _verify_fast(spark, files: list[str], first: int, result: Report, lap, order: str = "lamport",
                  texts: list[str] = ()) -> bool:
     """The one-pass proof that a run of ``order`` is healthy (docs/verifier.md): fill ``result`` and
     return True if it settles the outcome, False if the exact checks must run (also when the run
@@ -367,7 +366,7 @@ def _verify_fast(spark, files: list[str], first: int, result: dict, lap, order: 
     return _one_pass(spark, facts, files + texts, first, result, lap, order)
 
 
-def _one_pass(spark, facts, files: list[str], first: int, result: dict, lap, order: str) -> bool:
+def _one_pass(spark, facts, files: list[str], first: int, result: Report, lap, order: str) -> bool:
     """The decision of the one-pass proof from the summary's ``facts`` (docs/verifier.md, "The fast
     path"): True once ``result`` holds the outcome -- unusable input, or VERIFIED when no peer has
     an order mark, no view has two member lists, every view's fingerprints match and every crashed
@@ -387,17 +386,17 @@ def _one_pass(spark, facts, files: list[str], first: int, result: dict, lap, ord
     _put_files(result, summaries, bad)
     n_records = sum(s.records for s in summaries)
     if n_records == 0:
-        result["problems"] = ["no readable record in the input"]
+        result.problems = ["no readable record in the input"]
         return True
     peer_rows = facts.peers()
     if len(peer_rows) > MAX_PEERS:
-        result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
+        result.problems = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
         return True
     chosen = run_order.decide(facts.claims())
     if chosen.problem:
-        result["problems"] = [chosen.problem]
+        result.problems = [chosen.problem]
         return True
-    result["order"] = chosen.order
+    result.order = chosen.order
     if chosen.order != order:  # the marks are those of another order
         return False
     lap("lines_s")
@@ -451,7 +450,7 @@ def _crashed_hold_prefixes(spark, facts, partial: list[dict]) -> bool:
 
 
 def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages: int,
-                   n_records: int, order: str, result: dict) -> None:
+                   n_records: int, order: str, result: Report) -> None:
     """A run the one pass proved, into ``result``: VERIFIED, every check at 0 with how it was
     settled, the counts, latency figures and picture from the summary's facts."""
     from analysis import latency, membership, schema
@@ -461,23 +460,22 @@ def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages
     bins = facts.latency_bins()
     per_peer, overall = latency.latency_stats(peer_rows, bins)
     low, high = latency.histogram_range(overall)
-    result["latency"] = Latency(PeerLatency(**overall), [PeerLatency(**p) for p in per_peer], low, high,
-                                latency.histogram(bins, low, high, HISTOGRAM_BINS)).as_json()
-    result["diagram"] = ([] if order == HANDOUT else  # no send times to draw from
+    result.latency = Latency(PeerLatency(**overall), [PeerLatency(**p) for p in per_peer], low, high,
+                                latency.histogram(bins, low, high, HISTOGRAM_BINS))
+    result.diagram = ([] if order == HANDOUT else  # no send times to draw from
                          diagram(facts.early(), DIAGRAM_MESSAGES))
     peers = sorted(p["peer"] for p in peer_rows)
     if order == HANDOUT:  # every file holds every message: none is incomplete
-        result["peer_files"] = {p: sorted(schema.display_path(f) for f in files)
+        result.peer_files = {p: sorted(schema.display_path(f) for f in files)
                                 for p, files in sorted(facts.files_of_peers().items())}
-        result["incomplete"] = []
-    result["counts"] = Counts(records=n_records, peers=len(peers), events=messages + len(view_rows),
-                              messages=messages, views=len(view_rows)).as_json()
-    result["peers"] = peers
-    result["views"] = view_rows[:50]
-    result["rejoins"] = membership.rejoins(view_rows)
-    result["checks"] = checks_json(_proven_checks(order, len(peers)))
-    Verdict.VERIFIED.put(result)
-    result["fast_path"] = "conclusive"
+        result.incomplete = []
+    result.counts = Counts(records=n_records, peers=len(peers), events=messages + len(view_rows),
+                              messages=messages, views=len(view_rows))
+    result.peers = peers
+    result.views = view_rows[:50]
+    result.rejoins = membership.rejoins(view_rows)
+    result.settle(_proven_checks(order, len(peers)))
+    result.fast_path = "conclusive"
 
 
 def _proven_checks(order: str, n_peers: int) -> dict[str, Check]:
@@ -537,7 +535,7 @@ def _not_in_order(order: str) -> dict[str, Check]:
 # --------------------------------------------------------------------------- the exact checks
 
 
-def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
+def _verify_exact(spark, files: list[str], first: int, result: Report, lap,
                   texts: list[str] = ()) -> None:
     """Every check computed exactly (event table, order, pairwise divergences): fills ``result``.
 
@@ -558,7 +556,7 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
         offsets, n_records = _exact_lines(parsed, files + texts, first, rename, result)
         lap("parse_s")
         if n_records == 0:
-            result["problems"] = ["no readable record in the input"]
+            result.problems = ["no readable record in the input"]
             return
         records = schema.good_records(parsed)
         run = _exact_run(records, rename, result)
@@ -591,16 +589,15 @@ def _verify_exact(spark, files: list[str], first: int, result: dict, lap,
                    _rows(checks.first_events(messages, DIAGRAM_MESSAGES), DIAGRAM_MESSAGES))
         lap("latency_picture_s")
 
-        result["counts"] = Counts(records=n_records, peers=len(peers), **totals).as_json()
-        result["peers"] = peers
-        result["views"] = view_rows[:50]
-        result["rejoins"] = membership.rejoins(view_rows)
-        result["checks"] = checks_json(found)
-        result["latency"] = Latency(
+        result.counts = Counts(records=n_records, peers=len(peers), **totals)
+        result.peers = peers
+        result.views = view_rows[:50]
+        result.rejoins = membership.rejoins(view_rows)
+        result.latency = Latency(
             PeerLatency(**overall) if overall else None, [PeerLatency(**p) for p in per_peer], low, high,
-            [hist.get(i, 0) for i in range(HISTOGRAM_BINS + 1)]).as_json()
-        result["diagram"] = diagram
-        Verdict.of(found).put(result)
+            [hist.get(i, 0) for i in range(HISTOGRAM_BINS + 1)])
+        result.diagram = diagram
+        result.settle(found)
     finally:
         if messages is not None:
             messages.unpersist()
@@ -623,7 +620,7 @@ def _parsed_inputs(spark, files: list[str], texts: list[str]):
     return parsed
 
 
-def _exact_lines(parsed, files: list[str], first: int, rename, result: dict) -> tuple[dict, int]:
+def _exact_lines(parsed, files: list[str], first: int, rename, result: Report) -> tuple[dict, int]:
     """The lines' part of the report (per-file counts, the first bad lines) into ``result``;
     ``(line offsets per split, number of good records)``. One row per split and ``first`` bad rows
     are collected."""
@@ -639,24 +636,24 @@ def _exact_lines(parsed, files: list[str], first: int, rename, result: dict) -> 
     return offsets, sum(s.records for s in summaries)
 
 
-def _exact_run(records, rename, result: dict):
+def _exact_run(records, rename, result: Report):
     """The run's order (from every record's claim) and peers with their latency figures:
-    ``(order, peers, per_peer, overall, latencies frame)``; None (with ``result["problems"]``) if
+    ``(order, peers, per_peer, overall, latencies frame)``; None (with ``result.problems``) if
     the files disagree about the order or there are more than :data:`MAX_PEERS` peers."""
     from analysis import checks, run_order
 
     claims = {rename(r.file): r.claims for r in run_order.claims_by_file(records).collect()}
     chosen = run_order.decide(claims)
     if chosen.problem:
-        result["problems"] = [chosen.problem]
-        result.pop("order", None)  # the first lines' hint, if any, was wrong
+        result.problems = [chosen.problem]
+        result.order = None  # the first lines' hint, if any, was wrong
         return None
-    order = result["order"] = chosen.order
+    order = result.order = chosen.order
     lat = checks.latencies(records)
     stats = checks.latency_summary(lat).collect()  # peers + 1 rows
     per_peer = sorted((r.asDict() for r in stats if r.peer is not None), key=lambda r: r["peer"])
     if len(per_peer) > MAX_PEERS:
-        result["problems"] = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
+        result.problems = [f"more than {MAX_PEERS} distinct peers: not one TOM group"]
         return None
     overall = next((r.asDict() for r in stats if r.peer is None), {})
     return order, [r["peer"] for r in per_peer], per_peer, overall, lat
@@ -755,7 +752,7 @@ def _causal_check(spark, records, files: list[str], first: int, found: dict) -> 
 
 
 def _common_order(records, messages, totals: dict, rename, offsets, first: int, found: dict,
-                  result: dict) -> None:
+                  result: Report) -> None:
     """A handout run's common order check (each file a prefix of every message sorted by
     ``(clock, from)``) into ``found``, and its peers' files and incomplete files into ``result``."""
     from analysis import checks
@@ -765,12 +762,13 @@ def _common_order(records, messages, totals: dict, rename, offsets, first: int, 
     found["common_order"] = Check(
         len(departed), [_departure(r, rename, offsets) for r in departed[:first]],
         note="every message sorted by (clock, from as written); each file must be a prefix of it")
-    result.update(_handout_facts(records, messages, {r["peer"] for r in departed},
-                                 totals["messages"], rename))
+    result.peer_files, result.incomplete = _handout_facts(
+        records, messages, {r["peer"] for r in departed}, totals["messages"], rename)
 
 
-def _handout_facts(records, messages, departed: set[str], n_messages: int, rename) -> dict:
-    """``peer_files`` (each peer's files) and ``incomplete`` (the peers whose files are a strict
+def _handout_facts(records, messages, departed: set[str], n_messages: int,
+                   rename) -> tuple[dict[str, list[str]], list[dict]]:
+    """``(peer_files, incomplete)``: each peer's files, and the peers whose files are a strict
     prefix of the common order: fewer messages than the run, no departure) of a handout run.
     Small: a row per peer, or per (peer, file)."""
     from analysis import checks, schema
@@ -781,8 +779,7 @@ def _handout_facts(records, messages, departed: set[str], n_messages: int, renam
     held = {r.peer: r.messages for r in checks.messages_per_peer(messages).collect()}
     incomplete = [{"peer": p, "files": sorted(peer_files.get(p, [])), "messages": k, "of": n_messages}
                   for p, k in sorted(held.items()) if k < n_messages and p not in departed]
-    return {"peer_files": {p: sorted(f) for p, f in sorted(peer_files.items())},
-            "incomplete": incomplete}
+    return {p: sorted(f) for p, f in sorted(peer_files.items())}, incomplete
 
 
 def _departure(row: dict, rename, offsets) -> dict:
@@ -885,12 +882,12 @@ def _rows(df, n: int) -> list[dict]:
     return [r.asDict(recursive=True) for r in df.limit(n).collect()]
 
 
-def _put_files(result: dict, summaries, bad: list[dict]) -> None:
+def _put_files(result: Report, summaries, bad: list[dict]) -> None:
     from analysis import schema
-    result["file_summaries"] = [
+    result.file_summaries = [
         {"path": schema.display_path(s.path), "lines": s.lines, "records": s.records,
          "bad_lines": s.bad_lines, "torn_last_line": s.torn_last_line} for s in summaries]
-    result["bad_lines"] = {"count": sum(s.bad_lines for s in summaries), "first": bad}
+    result.bad_lines = {"count": sum(s.bad_lines for s in summaries), "first": bad}
 
 
 if __name__ == "__main__":

@@ -400,11 +400,12 @@ def test_a_healthy_class_is_settled_by_the_one_pass_with_the_exact_checks_report
     folder = write_class(tmp_path / "class")
     inputs = schema.resolve_inputs(spark, [str(folder)])
     files, texts = inputs.files, inputs.texts
-    rep = verify.verify(spark, [str(folder)])
+    rep = verify.verify(spark, [str(folder)]).as_json()
     assert (rep["verdict"], rep["proof"], rep["order_check"]) == (
         "VERIFIED", "one pass", "window (the handout's order)")
-    exact = {"timing": {}, "inputs": rep["inputs"], "problems": [], "files": rep["files"]}
+    exact = verify.Report(rep["inputs"], files=rep["files"])
     verify._verify_exact(spark, files, verify.FIRST_ROWS, exact, lambda name: None, texts=texts)
+    exact = exact.as_json()
     assert exact["verdict"] == "VERIFIED"
     assert _without_notes(rep) == _without_notes(exact)
 
@@ -421,9 +422,9 @@ def test_every_fault_of_a_class_hands_over_to_the_exact_checks(spark, tmp_path, 
     folder = write_class(tmp_path / "class", bob=bob)
     inputs = schema.resolve_inputs(spark, [str(folder)])
     files, texts = inputs.files, inputs.texts
-    result: dict = {}
+    result = verify.Report([])
     assert not verify._verify_fast(spark, files, verify.FIRST_ROWS, result, lambda name: None,
                                    order="handout", texts=texts)
-    rep = verify.verify(spark, [str(folder)])
+    rep = verify.verify(spark, [str(folder)]).as_json()
     assert (rep["proof"], rep["fast_path"]) == ("exact checks", "not conclusive: exact checks run")
     assert rep["verdict"] == ("VERIFIED" if fault == "cut_short" else "VIOLATED")

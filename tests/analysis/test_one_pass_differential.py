@@ -139,8 +139,9 @@ def test_the_one_pass_proof_agrees_with_its_oracle_and_the_exact_checks(spark, t
     if how is not None:
         run = tamper(run, how, seed)
     files = write_case(tmp_path / "run", run)
-    exact = {"timing": {}}
+    exact = verify.Report([])
     verify._verify_exact(spark, files, verify.FIRST_ROWS, exact, lambda name: None)
+    exact = exact.as_json()
     assert exact["order"] == order
     if how is None:
         assert exact["verdict"] == "VERIFIED", exact["checks"]
@@ -148,7 +149,7 @@ def test_the_one_pass_proof_agrees_with_its_oracle_and_the_exact_checks(spark, t
         assert exact["verdict"] == "VIOLATED"  # each is a fault in any order
 
     narrow = schema.narrow_records(schema.read_records(spark, files))
-    pipeline = verify._summary_facts(spark, narrow, files, verify.FIRST_ROWS, {}, order)
+    pipeline = verify._summary_facts(spark, narrow, files, verify.FIRST_ROWS, verify.Report([]), order)
     oracle = fold_oracle.SummaryFold(fold_oracle.run_summary(fold_oracle.narrow_rows(narrow),
                                                              order=order))
     peers = sorted(PEERS)
@@ -162,10 +163,10 @@ def test_the_one_pass_proof_agrees_with_its_oracle_and_the_exact_checks(spark, t
     if how is None:
         assert not any(fired.values()), signals
 
-    result: dict = {}
+    result = verify.Report([])
     settled = verify._verify_fast(spark, files, verify.FIRST_ROWS, result, lambda name: None,
                                   order=order)
-    assert settled == (not any(fired.values())), result
+    assert settled == (not any(fired.values())), result.as_json()
     if settled:
-        assert result["verdict"] == exact["verdict"] == "VERIFIED"
-    assert verify.verify(spark, files)["verdict"] == exact["verdict"]
+        assert result.verdict.value == exact["verdict"] == "VERIFIED"
+    assert verify.verify(spark, files).verdict.value == exact["verdict"]

@@ -86,9 +86,9 @@ def proofs(spark, tmp_path, monkeypatch):
         for name, small in (("one task", verify.SMALL_INPUT_BYTES), ("stages", -1)):
             with monkeypatch.context() as patched:
                 patched.setattr(verify, "SMALL_INPUT_BYTES", small)
-                result: dict = {}
+                result = verify.Report([])
                 out[name] = (verify._verify_fast(spark, files, verify.FIRST_ROWS, result,
-                                                 lambda name: None, order=order), result)
+                                                 lambda name: None, order=order), result.as_json())
         prove.files = files
         return out
 
@@ -115,7 +115,7 @@ def test_a_healthy_run_of_every_order_is_settled_in_one_pass(spark, proofs, case
     settled, staged = got["stages"]
     assert settled and staged.pop("order_check") == result.pop("order_check")
     assert staged["checks"] == result["checks"] and staged["counts"] == result["counts"]
-    rep = verify.verify(spark, proofs.files)
+    rep = verify.verify(spark, proofs.files).as_json()
     assert (rep["verdict"], rep["order"], rep["proof"], rep["fast_path"]) == (
         "VERIFIED", order, "one pass", "conclusive")
 
@@ -126,9 +126,10 @@ def test_every_fault_of_a_numbered_order_hands_over_to_the_exact_checks(spark, p
     got = proofs(run, order)
     assert not got["one task"][0], got["one task"][1]
     assert not got["stages"][0], got["stages"][1]
-    exact = {"timing": {}}
+    exact = verify.Report([])
     verify._verify_exact(spark, proofs.files, verify.FIRST_ROWS, exact, lambda name: None)
-    rep = verify.verify(spark, proofs.files)
+    exact = exact.as_json()
+    rep = verify.verify(spark, proofs.files).as_json()
     assert (rep["verdict"], rep["proof"]) == (exact["verdict"], "exact checks")
     want = "VERIFIED" if case == "sequencer_crash_extra" else "VIOLATED"
     assert rep["verdict"] == want, rep["checks"]

@@ -354,10 +354,10 @@ def test_a_failed_peer_whose_sequencer_failed_too_is_not_compared_in_that_view(s
     for name, failed in (("both", [A, D]), ("d_only", [D])):
         write_run(tmp_path / name, run(failed))
         files[name] = [f"file:{p}" for p in sorted((tmp_path / name).glob("*.jsonl"))]
-    rep = verify.verify(spark, files["both"])
+    rep = verify.verify(spark, files["both"]).as_json()
     assert (rep["verdict"], rep["order"]) == ("VERIFIED", "sequencer"), rep["checks"]
     assert rep["checks"]["agreement"]["note"].endswith(f"{A} in view 1, {D} in view 1")
-    rep = verify.verify(spark, files["d_only"])
+    rep = verify.verify(spark, files["d_only"]).as_json()
     assert rep["verdict"] == "VIOLATED"
     assert {r["clock"] for r in rep["checks"]["conflicting_copies"]["first"]} == {3}
     assert rep["checks"]["numbering"]["count"] >= 1
@@ -368,7 +368,7 @@ def test_a_disagreement_after_the_first_lines_is_found_by_the_exact_path(spark, 
     run = causal_run(views=True)
     run[B][3] = {k: v for k, v in run[B][3].items() if k != "vc"}
     write_run(tmp_path, run)
-    rep = verify.verify(spark, [f"file:{p}" for p in sorted(tmp_path.glob("*.jsonl"))])
+    rep = verify.verify(spark, [f"file:{p}" for p in sorted(tmp_path.glob("*.jsonl"))]).as_json()
     assert (rep["verdict"], "order" in rep) == ("UNUSABLE INPUT", False)
     assert rep["problems"][0].startswith("the files disagree about the order: lamport in ")
 

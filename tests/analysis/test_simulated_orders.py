@@ -56,7 +56,7 @@ def write_files(folder: Path, run: dict[str, list[dict]]) -> list[str]:
 
 @pytest.mark.parametrize("order", list(SEEDS))
 def test_simulated_run_of_each_order_verifies(spark, tmp_path, order):
-    rep = verify.verify(spark, write_files(tmp_path, simulated(order, SEEDS[order])))
+    rep = verify.verify(spark, write_files(tmp_path, simulated(order, SEEDS[order]))).as_json()
     bad = {k: c["first"][:2] for k, c in rep.get("checks", {}).items() if c["count"]}
     assert (rep["verdict"], rep["order"]) == ("VERIFIED", order), bad
 
@@ -83,7 +83,7 @@ def test_simulated_causal_run_tampered_names_the_overtaken_predecessor(spark, tm
         break
     else:
         pytest.fail("no message with a predecessor from a third member in the simulated run")
-    rep = verify.verify(spark, write_files(tmp_path, run))
+    rep = verify.verify(spark, write_files(tmp_path, run)).as_json()
     assert (rep["verdict"], rep["order"]) == ("VIOLATED", "causal")
     found = rep["checks"]["causal"]["first"]
     assert any(v["peer"] == pid and v["message"]["clock"] == m["clock"] and v["message"]["pid"] == m["pid"]
