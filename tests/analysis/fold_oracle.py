@@ -299,7 +299,16 @@ class _LamportRule:
         return prev is not None and not _after(r, prev)
 
 
-_RULES = {"lamport": _LamportRule, "sequencer": _SequencerRule, "causal": _CausalRule}
+class _HandoutRule:
+    """The handout's order's marks: ``(clock, from as written)`` strictly increasing, ``from``
+    compared as a string (code points: Spark's byte-wise order of UTF-8)."""
+
+    def fault(self, r: dict, prev: dict | None) -> bool:
+        return prev is not None and not (r["clock"], r["pid"]) > (prev["clock"], prev["pid"])
+
+
+_RULES = {"lamport": _LamportRule, "sequencer": _SequencerRule, "causal": _CausalRule,
+          "handout": _HandoutRule}
 
 
 def order_marks(rows: list[dict], order: str = "lamport") -> tuple[set, set]:

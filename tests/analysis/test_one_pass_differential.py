@@ -1,5 +1,5 @@
-"""The one-pass proof against its oracle and the exact checks on seeded random runs of every order,
-clean and tampered: the pipeline's facts equal the oracle's (tests/analysis/fold_oracle.py: the
+"""The one-pass proof against its oracle and the exact checks on seeded random runs of every order
+(a class's text outputs and handout JSON Lines in the handout's order too), clean and tampered: the pipeline's facts equal the oracle's (tests/analysis/fold_oracle.py: the
 summary and its facts computed again in plain Python from the narrow rows); each fault fires its
 check in both (an order mark, a fingerprint mismatch); the proof settles every clean run, never
 settles a run the exact checks find a violation in, and ``verify`` answers what the exact checks
@@ -7,6 +7,7 @@ answer."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -16,6 +17,7 @@ from analysis import facts, schema, verify
 from tests.analysis import fold_oracle
 from tests.analysis.conftest import PEERS, message
 from tests.analysis.test_fast_path import write_case
+from tests.analysis.test_handout import handout_record, text_output
 from tests.analysis.test_one_pass_orders import needs_the_scan
 from tests.analysis.test_orders import renumber, v2
 
@@ -170,3 +172,95 @@ def test_the_one_pass_proof_agrees_with_its_oracle_and_the_exact_checks(spark, t
     if settled:
         assert result.verdict.value == exact["verdict"] == "VERIFIED"
     assert verify.verify(spark, files).verdict.value == exact["verdict"]
+
+
+# --------------------------------------------------------------------------- a class's run
+
+CLASS_FROMS = ("10.0.0.2:5000", "10.0.0.10:5000", "10.0.0.3:5001", "127.0.0.1:5002")
+"""Origins as a class's tools write them: as strings "10.0.0.10" sorts before "10.0.0.2", the
+reverse of TOM's pid order, and the handout's order compares them as written."""
+CLASS_FILES = ("alice.txt", "bob.txt", "p2.jsonl")
+
+
+def random_class(seed: int, n: int = 12) -> dict[str, list[tuple[int, str, str]]]:
+    """A healthy class run: ``n`` distinct ``(clock, from)`` with texts holding the wire's dashes
+    and colons, every file (two tools' text outputs, a TOM peer's handout JSON Lines) delivering
+    all of them sorted by ``(clock, from as written)``."""
+    rng = random.Random(seed)
+    keys: set[tuple[int, str]] = set()
+    while len(keys) < n:
+        keys.add((rng.randint(1, n // 2), rng.choice(CLASS_FROMS)))
+    msgs = [(c, o, f"m{i}-{rng.randint(0, 99)}: x") for i, (c, o) in enumerate(sorted(keys))]
+    return {f: list(msgs) for f in CLASS_FILES}
+
+
+def tamper_class(run: dict[str, list[tuple]], how: str, seed: int) -> dict[str, list[tuple]]:
+    """One fault in one file (``number``: a message's clock)."""
+    rng = random.Random(seed * 7919 + TAMPERS.index(how))
+    name = rng.choice(CLASS_FILES)
+    msgs = list(run[name])
+    i = rng.randrange(len(msgs) - 1)
+    if how == "swap":
+        msgs[i], msgs[i + 1] = msgs[i + 1], msgs[i]
+    elif how == "drop":
+        del msgs[i]
+    elif how == "duplicate":
+        msgs.insert(rng.randrange(i + 1, len(msgs) + 1), msgs[i])
+    elif how == "text":
+        msgs[i] = (msgs[i][0], msgs[i][1], "tampered")
+    else:
+        msgs[i] = (msgs[i][0] + 1, *msgs[i][1:])
+    return dict(run, **{name: msgs})
+
+
+def write_class_run(folder, run: dict[str, list[tuple]]):
+    folder.mkdir()
+    for name, msgs in run.items():
+        if name.endswith(".txt"):
+            (folder / name).write_text(text_output(msgs, acks=name == "alice.txt"))
+        else:
+            (folder / name).write_text("".join(
+                json.dumps(handout_record("127.0.0.1:5002", i + 1, c, o, t)) + "\n"
+                for i, (c, o, t) in enumerate(msgs)))
+    return folder
+
+
+@pytest.mark.parametrize(("seed", "how"), [(s, h) for s in SEEDS for h in (None, *TAMPERS)])
+def test_the_one_pass_proof_of_a_class_agrees_with_its_oracle_and_the_exact_checks(spark, tmp_path,
+                                                                                  seed, how):
+    """A class's text outputs and handout JSON Lines, clean and tampered: as for TOM's runs above,
+    in the handout's order."""
+    run = random_class(seed)
+    if how is not None:
+        run = tamper_class(run, how, seed)
+    folder = write_class_run(tmp_path / "class", run)
+    inputs = schema.resolve_inputs(spark, [str(folder)])
+    files, texts = inputs.files, inputs.texts
+    exact = verify.Report([])
+    verify._verify_exact(spark, files, verify.FIRST_ROWS, exact, lambda name: None, texts=texts)
+    exact = exact.as_json()
+    assert exact["order"] == "handout"
+    assert exact["verdict"] == ("VERIFIED" if how is None else "VIOLATED"), exact["checks"]
+
+    narrow = schema.narrow_parsed(verify._parsed_inputs(spark, files, texts))
+    pipeline = verify._summary_facts(spark, narrow, files, verify.FIRST_ROWS, verify.Report([]),
+                                     "handout", texts)
+    oracle = fold_oracle.SummaryFold(fold_oracle.run_summary(fold_oracle.narrow_rows(narrow),
+                                                             order="handout"))
+    peers = sorted(p["peer"] for p in oracle.peers())
+    assert len(peers) == len(CLASS_FILES)
+    signals = _signals(pipeline, peers)
+    assert signals == _signals(oracle, peers)
+    fired = {"marks": bool(signals["marks"]), "mismatch": bool(signals["mismatch"])}
+    if how == "swap":
+        assert fired["marks"], signals
+    elif how is not None:
+        assert fired[FIRES[how]], signals
+    else:
+        assert not any(fired.values()), signals
+
+    result = verify.Report([])
+    settled = verify._verify_fast(spark, files, verify.FIRST_ROWS, result, lambda name: None,
+                                  order="handout", texts=texts)
+    assert settled == (how is None), result.as_json()
+    assert verify.verify(spark, [str(folder)]).verdict.value == exact["verdict"]
