@@ -312,8 +312,9 @@ _RULES = {"lamport": _LamportRule, "sequencer": _SequencerRule, "causal": _Causa
 
 
 def order_marks(rows: list[dict], order: str = "lamport") -> tuple[set, set]:
-    """The ``row`` ids marked ``disorder`` and ``index_fault``: per peer, good rows in ``(index,
-    row)`` order, each against the one before it, by the rule of ``order`` (Lamport: as
+    """The ``(file, row)`` of the rows marked ``disorder`` and ``index_fault`` (a row id is unique
+    within its file only: a class's text outputs and JSON Lines are two reads): per peer, good rows
+    in ``(index, row)`` order, each against the one before it, by the rule of ``order`` (Lamport: as
     :func:`checks.order_marks`; sequencer and causal: as :func:`checks.order_marks_in_scan`)."""
     by_peer: dict = {}
     for r in rows:
@@ -326,9 +327,9 @@ def order_marks(rows: list[dict], order: str = "lamport") -> tuple[set, set]:
         prev = None
         for r in good:
             if rule.fault(r, prev):
-                disorder.add(r["row"])
+                disorder.add((r["file"], r["row"]))
             if (prev["index"] if prev is not None else 0) + 1 != r["index"]:
-                index_fault.add(r["row"])
+                index_fault.add((r["file"], r["row"]))
             prev = r
     return disorder, index_fault
 
@@ -383,8 +384,8 @@ def run_summary(rows: list[dict], bad_kept: int = 5, order: str = "lamport") -> 
             g["bad"].append({"row": row, "problem": r["problem"], "excerpt": r["excerpt"]})
             continue
         g["records"] += 1
-        g["disorder"] += row in disorder
-        g["index_faults"] += row in index_fault
+        g["disorder"] += (r["file"], row) in disorder
+        g["index_faults"] += (r["file"], row) in index_fault
         if msg:
             h = r["content_hash"]
             g["messages"] += 1
