@@ -84,6 +84,20 @@ def random_run(order: str, seed: int, n: int = 12) -> dict[str, list[dict]]:
     return run
 
 
+def _moved(items: list, how: str, i: int, rng: random.Random) -> bool:
+    """Swap item ``i`` with the next, drop it, or copy it further on, in place, for those three
+    faults; False for the others."""
+    if how == "swap":
+        items[i], items[i + 1] = items[i + 1], items[i]
+    elif how == "drop":
+        del items[i]
+    elif how == "duplicate":
+        items.insert(rng.randrange(i + 1, len(items) + 1), items[i])
+    else:
+        return False
+    return True
+
+
 def tamper(run: dict[str, list[dict]], how: str, seed: int) -> dict[str, list[dict]]:
     """One fault in one peer's file (``number``: a copy's ``seq`` or ``vc``, or for a Lamport run
     its clock)."""
@@ -91,12 +105,8 @@ def tamper(run: dict[str, list[dict]], how: str, seed: int) -> dict[str, list[di
     peer = rng.choice(PEERS)
     recs = [dict(r) for r in run[peer]]
     i = rng.randrange(len(recs) - 1)
-    if how == "swap":
-        recs[i], recs[i + 1] = recs[i + 1], recs[i]
-    elif how == "drop":
-        del recs[i]
-    elif how == "duplicate":
-        recs.insert(rng.randrange(i + 1, len(recs) + 1), dict(recs[i]))
+    if _moved(recs, how, i, rng):
+        pass
     elif how == "text":
         recs[i]["text"] = "tampered"
     elif "seq" in recs[i]:
@@ -200,12 +210,8 @@ def tamper_class(run: dict[str, list[tuple]], how: str, seed: int) -> dict[str, 
     name = rng.choice(CLASS_FILES)
     msgs = list(run[name])
     i = rng.randrange(len(msgs) - 1)
-    if how == "swap":
-        msgs[i], msgs[i + 1] = msgs[i + 1], msgs[i]
-    elif how == "drop":
-        del msgs[i]
-    elif how == "duplicate":
-        msgs.insert(rng.randrange(i + 1, len(msgs) + 1), msgs[i])
+    if _moved(msgs, how, i, rng):
+        pass
     elif how == "text":
         msgs[i] = (msgs[i][0], msgs[i][1], "tampered")
     else:
