@@ -461,16 +461,16 @@ def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages
     per_peer, overall = latency.latency_stats(peer_rows, bins)
     low, high = latency.histogram_range(overall)
     result.latency = Latency(PeerLatency(**overall), [PeerLatency(**p) for p in per_peer], low, high,
-                                latency.histogram(bins, low, high, HISTOGRAM_BINS))
+                             latency.histogram(bins, low, high, HISTOGRAM_BINS))
     result.diagram = ([] if order == HANDOUT else  # no send times to draw from
-                         diagram(facts.early(), DIAGRAM_MESSAGES))
+                      diagram(facts.early(), DIAGRAM_MESSAGES))
     peers = sorted(p["peer"] for p in peer_rows)
     if order == HANDOUT:  # every file holds every message: none is incomplete
         result.peer_files = {p: sorted(schema.display_path(f) for f in files)
-                                for p, files in sorted(facts.files_of_peers().items())}
+                             for p, files in sorted(facts.files_of_peers().items())}
         result.incomplete = []
     result.counts = Counts(records=n_records, peers=len(peers), events=messages + len(view_rows),
-                              messages=messages, views=len(view_rows))
+                           messages=messages, views=len(view_rows))
     result.peers = peers
     result.views = view_rows[:50]
     result.rejoins = membership.rejoins(view_rows)

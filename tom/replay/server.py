@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 
-
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
