@@ -3,9 +3,15 @@
 A Join may be stale (a link re-sends it after a heal, when its sender has joined a group on the
 other side meanwhile), so with a quorum a founder does not install on Joins alone: it proposes view 1
 (PROPOSE, attempt k) to the founders it counted; each still joining answers with a *promise*
-(FLUSHED of view 1) that binds it for `Timing.suspect_after`: no INSTALL of another group is taken,
-no other founder is promised. The founder installs only once every founder promised, within half
-that time of its proposal; else it proposes again.
+(FLUSHED of view 1) that binds it for the attempt's *window* (`window`): no INSTALL of another group is
+taken, no other founder is promised. The founder installs only once every founder promised, within
+half that window of its proposal; else it proposes again, with the next attempt.
+
+The window doubles with each attempt (`Timing.suspect_after` for the first, at most
+``2 ** MAX_DOUBLINGS`` times that): both sides derive it from the attempt number the proposal carries,
+so no clock or delay is shared. This cannot livelock on slow links: a founding fails for want of time
+only while a round trip is longer than half the window, and the window outgrows any round trip up to
+``2 ** MAX_DOUBLINGS * suspect_after / 2`` (80 s with the default timing) after a few attempts.
 
 Invariants: a peer holds at most one live promise; ``last_promised`` remembers the members of the last
 founding it promised — it may have been installed without this peer hearing of it (a partition) —
@@ -30,6 +36,15 @@ from .records import Timing
 Members = tuple[tuple[str, int], ...]
 """(pid, incarnation) pairs in pid order."""
 
+MAX_DOUBLINGS = 5
+"""A founding attempt's window doubles at most this many times (`window`)."""
+
+
+def window(first: float, attempt: int) -> float:
+    """How long a promise of founding attempt ``attempt`` (from 1) binds; its founder installs only
+    on the promises that came within half of it. ``first``: the first attempt's."""
+    return first * 2.0 ** min(max(attempt - 1, 0), MAX_DOUBLINGS)
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Founding:
@@ -46,7 +61,7 @@ class Founding:
         self.promise: tuple[str, str, int, float] | None = None  # (founder, group, attempt, until)
         self.last_promised: tuple[str, int, frozenset[str]] | None = None  # (founder, its incarnation, members)
         self.attempts = 0
-        self.bound_for = bound_for  # how long a promise binds (`Timing.suspect_after`)
+        self.bound_for = bound_for  # how long a promise of the first attempt binds (`window`)
         self.rejoining = False
         self.cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
 
@@ -127,7 +142,8 @@ class Founding:
         if self.promised_elsewhere(me, group, now):
             return None
         current = self.proposing
-        if current is not None and current[0].members == ordered and now - current[2] < self.bound_for / 2:
+        if (current is not None and current[0].members == ordered
+                and now - current[2] < window(self.bound_for, current[0].attempt) / 2):
             return None
         self.attempts += 1
         proposal = Propose(1, self.attempts, me, ordered, (), group)
@@ -146,7 +162,7 @@ class Founding:
         last = self.last_promised
         if last is not None and last[0] != src and not has_quorum(last[2], members):
             return None
-        self.promise = (src, p.group, p.attempt, now + self.bound_for)
+        self.promise = (src, p.group, p.attempt, now + window(self.bound_for, p.attempt))
         self.last_promised = (src, members[src], frozenset(members))
         return Flushed(1, p.attempt, clock)
 
@@ -162,7 +178,7 @@ class Founding:
         if len(promised) < len(proposal.members):
             return None
         self.proposing = None
-        if now - at >= self.bound_for / 2:
+        if now - at >= window(self.bound_for, proposal.attempt) / 2:
             return None  # too late to be sure every promise still holds: the next tick proposes again
         return view_one(me, proposal.attempt, max(promised.values()), proposal.members, proposal.group)
 
