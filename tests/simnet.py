@@ -488,7 +488,7 @@ def random_workload(net: Network, messages: int, span: float) -> list[tuple[str,
 
 def scenario(seed: int, *, faults: bool = True, batching: bool | None = None, edges: bool = False,
              order: str = "lamport", quorum: str = "majority", partitions: bool = False,
-             founding: bool = False) -> tuple[Network, float]:
+             founding: bool = False, slow: tuple[float, float] | None = None) -> tuple[Network, float]:
     """Plan one random scenario of dynamic groups; return the network, not yet run, and when it ends.
     ``batching`` (default: odd seeds) lets a peer handle several frames per step, from a random stream
     of its own. ``edges`` adds, from streams of their own (so a seed's other events stay what they
@@ -496,11 +496,16 @@ def scenario(seed: int, *, faults: bool = True, batching: bool | None = None, ed
     delivered. ``order``: the group's order; a seed draws the same scenario in every order.
     ``partitions``: one or two partitions into random sides, from a stream of their own, each healing
     after 1 to 15 s. ``founding``: the peers know the expected pids (`Network.expected`) and the first
-    partition comes while the first group forms (0-2 s), before the late starters start."""
+    partition comes while the first group forms (0-2 s), before the late starters start. ``slow``: every
+    frame takes from ``slow[0]`` to ``slow[1]`` seconds (slow links with jitter; the seed's other draws
+    are as without it), and the scenario runs that much longer."""
     rng = random.Random(seed)
     n = rng.randint(3, 6)
-    net = Network(seed, n, rng, max_delay=rng.choice([0.005, 0.05, 0.5]), order=order, quorum=quorum,
+    max_delay = rng.choice([0.005, 0.05, 0.5])
+    net = Network(seed, n, rng, max_delay=max_delay if slow is None else slow[1], order=order, quorum=quorum,
                   expected=founding)
+    if slow is not None:
+        net.min_delay = slow[0]
     if seed % 2 == 1 if batching is None else batching:
         net.batching = random.Random(f"batching/{seed}")
     forced = random.Random(f"forced/{seed}") if edges else None
@@ -540,7 +545,7 @@ def scenario(seed: int, *, faults: bool = True, batching: bool | None = None, ed
             lasts = cuts.uniform(1, 15)
             net.push(at, "partition", side, lasts)
             at += lasts + cuts.uniform(1, 8)
-    return net, max(horizon, at if partitions else 0) + 45
+    return net, max(horizon, at if partitions else 0) + 45 + (60 * slow[1] if slow is not None else 0)
 
 
 def random_scenario(seed: int, **options) -> Network:

@@ -308,7 +308,8 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
             msg = core.broadcast(arg[0])
             sent = (msg.clock, msg.pid) if msg is not None else None
         elif kind == "timeout":
-            x, t = arg
+            x, t = arg  # (past x's allowance, which grows with each false suspicion: `FailureDetector`)
+            t += core.detector.allowance(x, TIMING.suspect_after) - TIMING.suspect_after + core.detector.trips.bound()
             for p in list(core.detector.last_heard):
                 if p != x:
                     core.detector.last_heard[p] = t

@@ -32,6 +32,7 @@ from .notices import NoFoundingQuorum
 from .peers import Peers
 from .quorum import has_quorum
 from .records import Timing
+from .roundtrip import RoundTrips
 
 Members = tuple[tuple[str, int], ...]
 """(pid, incarnation) pairs in pid order."""
@@ -51,9 +52,9 @@ class Founding:
     """This peer's side of the founding handshake, as founder and as promiser."""
 
     __slots__ = ("expected", "short", "proposing", "promise", "last_promised", "attempts", "bound_for",
-                 "rejoining", "cut_from")
+                 "rejoining", "cut_from", "trips")
 
-    def __init__(self, expected: Iterable[str], bound_for: float) -> None:
+    def __init__(self, expected: Iterable[str], bound_for: float, trips: RoundTrips | None = None) -> None:
         self.expected = frozenset(expected)  # empty: any peer may found a group of its own
         self.short: tuple[int, int] | None = None  # (here, expected) while too few are here to found
         # this founder's proposal of view 1, the founders that promised (-> their clock), when it went
@@ -64,6 +65,7 @@ class Founding:
         self.bound_for = bound_for  # how long a promise of the first attempt binds (`window`)
         self.rejoining = False
         self.cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
+        self.trips = RoundTrips() if trips is None else trips  # (timed: a proposal, a promise)
 
     def done(self) -> None:
         """A view was installed: the handshake is over (and a rejoin with it)."""
@@ -148,6 +150,7 @@ class Founding:
         self.attempts += 1
         proposal = Propose(1, self.attempts, me, ordered, (), group)
         self.proposing = (proposal, {me: clock}, now)
+        self.trips.ask(("found", 1, proposal.attempt), now)
         return proposal
 
     def on_proposal(self, src: str, p: Propose, me: str, incarnation: int, clock: int,
@@ -163,11 +166,13 @@ class Founding:
         if last is not None and last[0] != src and not has_quorum(last[2], members):
             return None
         self.promise = (src, p.group, p.attempt, now + window(self.bound_for, p.attempt))
+        self.trips.ask(("install", 1, p.attempt), now)
         self.last_promised = (src, members[src], frozenset(members))
         return Flushed(1, p.attempt, clock)
 
     def on_promise(self, me: str, src: str, f: Flushed, now: float) -> Install | None:
         """A founder's promise came: the INSTALL of view 1 once every founder promised in time."""
+        self.trips.answer(("found", 1, f.attempt), src, now)
         current = self.proposing
         if current is None or f.view != 1 or f.attempt != current[0].attempt:
             return None

@@ -110,10 +110,7 @@ class Core:
                  order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
                  expected: Iterable[str] = (), last_man_standing: bool = False) -> None:
         check_options(wire, order, quorum)
-        self.me = me
-        self.incarnation = incarnation
-        self.static = static
-        self.timing = timing
+        self.me, self.incarnation, self.static, self.timing = me, incarnation, static, timing
         self.quorum = quorum == "majority"
         self.wire = wire
         self.now = now
@@ -122,8 +119,8 @@ class Core:
         self.out = Outbox()
         self.traffic = Traffic(me, order, wire, self.stats, self.out)
         self.detector = FailureDetector(timing.verify_after)
-        self.change = ViewChange()
-        self.founding = Founding(expected, timing.suspect_after)
+        self.change = ViewChange(self.detector.trips)
+        self.founding = Founding(expected, timing.suspect_after, self.detector.trips)
         self.file = kept_file(self.founding.expected, self.quorum, last_man_standing)
         self.divergence = DivergenceCheck(self.stats)
         self.reach = Reach()
@@ -235,6 +232,7 @@ class Core:
         if self.detector.connected(pid, incarnation, None if self.static else view, self.now):
             self._maybe_propose()  # (a member restarted: its old incarnation is gone)
         if self.mode == JOINING:
+            self.detector.trips.ask(("join", 0, 0), self.now)
             self.out.send((pid,), Join(self.me, self.incarnation))
         elif view is not None:
             self._replay(self.early.take(pid))
@@ -435,6 +433,7 @@ class Core:
         if p.coordinator == self.me:
             self._on_flushed(self.me, report)
         else:
+            self.detector.trips.ask(("install", p.view, p.attempt), self.now)
             self.out.send((p.coordinator,), report)
 
     # -- heartbeats and the divergence check -----------------------------------------------------
@@ -678,13 +677,14 @@ class Core:
             self._deliver_ready()
 
     def _on_flushed(self, src: str, f: Flushed) -> None:
-        if self.change.report(src, f.view, f.attempt, f.clock, self.me):
+        if self.change.report(src, f.view, f.attempt, f.clock, self.me, self.now):
             i, first = self.change.install(self.me)
             self.out.send_all(first)
             self._install(i)
 
     def _on_install(self, src: str, i: Install) -> None:
         view = self.view
+        self.detector.trips.installed(src, i.view, i.attempt, view is None, self.now)
         if (self.founding.admits(i, self.me, self.incarnation, self.now) if view is None
                 else i.view == view.id + 1 and i.group == view.group):
             self._install(i)

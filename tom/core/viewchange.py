@@ -50,6 +50,7 @@ from .peers import Peers
 from .queue import Entry
 from .quorum import has_quorum, may_change_without
 from .records import Sends, View
+from .roundtrip import RoundTrips
 
 if TYPE_CHECKING:
     from .order import Order
@@ -120,9 +121,10 @@ class ViewChange:
     """The flush this member follows, the outcomes it reported, and the frames of removed members."""
 
     __slots__ = ("flush", "early_markers", "highest", "cut", "outcomes", "cut_frames", "proposed_at",
-                 "promised", "promised_at", "accepted", "preparing", "promises")
+                 "promised", "promised_at", "accepted", "preparing", "promises", "trips")
 
-    def __init__(self) -> None:
+    def __init__(self, trips: RoundTrips | None = None) -> None:
+        self.trips = RoundTrips() if trips is None else trips  # (timed: a proposal of this coordinator's)
         self.flush: Flushing | None = None
         self.early_markers: dict[tuple[int, int, str], dict[str, int]] = {}
         self.highest = -1  # highest attempt (round) seen for the next view
@@ -370,6 +372,8 @@ class ViewChange:
         if me not in flush_set:
             return None
         self.promised, self.promised_at = (p.attempt, p.coordinator), now
+        if p.coordinator == me:
+            self.trips.ask(("flush", p.view, p.attempt), now)  # (the FLUSHEDs answer it: `report`)
         if p.adopts is not None:
             self.flush = Flushing(p, flush_set, removed, {}, done=True)
             self.accepted[self.flush.ballot] = (flush_set, p.adopts)
@@ -465,9 +469,10 @@ class ViewChange:
         self.accepted[flush.ballot] = (flush.flush_set, value(flush, view, out, delivered_marks))
         return p
 
-    def report(self, src: str, view: int, attempt: int, clock: int, me: str) -> bool:
-        """A FLUSHED report reaches this coordinator: whether every member of the flush set has now
-        reported (install then)."""
+    def report(self, src: str, view: int, attempt: int, clock: int, me: str, now: float = 0.0) -> bool:
+        """A FLUSHED report reaches this coordinator ``now``: whether every member of the flush set has
+        now reported (install then)."""
+        self.trips.answer(("flush", view, attempt), src, now)
         flush = self.flush
         if flush is None or flush.proposal.coordinator != me:
             return False

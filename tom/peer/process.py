@@ -30,7 +30,7 @@ from ..net.listener import listener, open_listener
 from ..codec.neighbors import load_neighbors
 from .output import NoOutput, OutputFile
 from .pathtrace import TRACE
-from ..codec.pid import make_pid, pid_key, split_pid
+from ..codec.pid import make_pid, pid_key, sorted_pids, split_pid
 from .processor import Inbox, processor, ticker
 from ..net.sender import Router, sender
 from .ui import TerminalUI, headless
@@ -402,6 +402,26 @@ class Peer:
             self.exit_code = EXIT_REMOVED
         self._nursery.start_soon(self._drain_then_stop)
 
+    def _founding_parts(self) -> list[str]:
+        """The founding under way and the round trips, as `not_admitted_line` says them."""
+        founding, trips, now = self.core.founding, self.core.detector.trips, self.core.now
+        parts = []
+        if founding.proposing is not None:
+            proposal, promised, _ = founding.proposing
+            missing = [p for p, _ in proposal.members if p not in promised]
+            parts.append(f"founding attempt {proposal.attempt}: no promise yet from {', '.join(missing)}"
+                         if missing else f"founding attempt {proposal.attempt}: every founder promised")
+        elif founding.promise is not None and founding.promise[3] > now:
+            parts.append(f"promised {founding.promise[0]}'s founding attempt {founding.promise[2]}; "
+                         "waiting for its INSTALL")
+        if founding.attempts > 1:
+            parts.append(f"{founding.attempts - 1} founding attempt{'s' if founding.attempts > 2 else ''} "
+                         "failed for want of time; each waits twice as long as the one before")
+        measured = {p: trips.of(p) for p in self.links}
+        rtts = [f"{p} {rtt:.1f} s" for p, rtt in measured.items() if rtt is not None]
+        parts.append(f"round trips: {', '.join(rtts)}" if rtts else "no round trip measured yet")
+        return parts
+
     def founding_line(self) -> str:
         """Why no group was founded yet: too few of the neighbors file's peers are here."""
         here, expected = self.core.founding.short or (1, len(self.neighbors))
@@ -413,13 +433,17 @@ class Peer:
     def not_admitted_line(self, unreachable: tuple[str, ...] = ()) -> str:
         """Why this peer is still outside the group, as far as it can tell: which members cannot reach
         it (``unreachable``, as the group's coordinator says), which neighbors connected, which refused
-        it (and why), which never answered."""
+        it (and why), which never answered; the founding under way (whose promise is missing, how many
+        attempts failed) and the round trips measured. The neighbors files are named only when a
+        neighbor refused this peer or never answered."""
         waited = trio.current_time() - self.core.started_at
         up = [p for p, link in self.links.items() if link.stream is not None]
         refused = {p: link.refused for p, link in self.links.items() if link.refused and not link.mismatch}
         other_order = [link.mismatch for link in self.links.values() if link.mismatch and link.stream is None]
         silent = [p for p in self.links if p not in up and p not in refused and not self.links[p].mismatch]
-        parts = [f"not admitted to the group after {waited:.0f} s: no member adds {self.me}"]
+        in_group = sorted_pids(p for p, v in self.core.peers.views.items() if v > 0)
+        parts = [f"not admitted to the group after {waited:.0f} s: "
+                 + (f"no member adds {self.me}" if in_group else "no group founded yet")]
         if unreachable:
             parts.append(f"the coordinator does not admit it: {', '.join(unreachable)} cannot reach it")
         if other_order:
@@ -430,7 +454,8 @@ class Peer:
             parts.append(f"connected to {', '.join(up)}")
         if silent:
             parts.append(f"never connected with {', '.join(silent)}")
-        hint = f"is {self.me} in every member's neighbors file?"
+        parts.extend(self._founding_parts())
+        hint = f"is {self.me} in every member's neighbors file?" if refused or silent else "waiting"
         if self.core.founding.short is not None:
             hint = self.founding_line()
         waiting = self.core.backlog()
