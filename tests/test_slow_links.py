@@ -127,3 +127,14 @@ def test_random_scenarios_on_slow_jittery_links_keep_every_guarantee(seed, order
     net, until = scenario(seed, order=order, founding=True, partitions=seed % 2 == 1, slow=(1.0, 3.0))
     net.run(until=until)
     check(net)
+
+
+def test_a_promise_to_a_founder_that_quit_binds_nobody():
+    # seed 32 at 0.5-5 s per frame: A proposes A B (C is cut off), B promises, and A quits before its
+    # INSTALL (its LEAVE is lost with what it had in flight). A group of A B could never go on without
+    # B, so B's promise binds no more: B and C found a group (before: they waited for ever)
+    net, until = scenario(32, order="lamport", founding=True, partitions=True, slow=(0.5, 5.0))
+    net.run(until=until)
+    live = [n for n in net.nodes.values() if n.alive]
+    assert len(live) == 2 and all(n.core.view is not None and len(n.core.view.members) == 2 for n in live)
+    check(net)

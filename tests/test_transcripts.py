@@ -328,7 +328,7 @@ def numbers_by_view_number(peers: dict, where: str) -> None:
 # a story whose fix is a patch away: with the fix taken out again, its `check` says what broke
 WITHOUT_FIX = {
     "founding_promised_elsewhere_founds_no_rival": (
-        "tom.core.founding.Founding.possibly_in_another", lambda self, members: False, "two groups at once: "),
+        "tom.core.founding.Founding.possibly_in_another", lambda self, members, me: False, "two groups at once: "),
     "sequencer_crashed_sequencer_numbers_reused": (
         "guarantees.settled", lambda deliveries: deliveries, "number 1 given twice"),
     "sequencer_two_groups_each_with_a_view_1": (

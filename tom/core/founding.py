@@ -52,10 +52,13 @@ class Founding:
     """This peer's side of the founding handshake, as founder and as promiser."""
 
     __slots__ = ("expected", "short", "proposing", "promise", "last_promised", "attempts", "bound_for",
-                 "rejoining", "cut_from", "trips")
+                 "rejoining", "cut_from", "trips", "file")
 
-    def __init__(self, expected: Iterable[str], bound_for: float, trips: RoundTrips | None = None) -> None:
+    def __init__(self, expected: Iterable[str], bound_for: float, trips: RoundTrips | None = None,
+                 last_man_standing: bool = False) -> None:
         self.expected = frozenset(expected)  # empty: any peer may found a group of its own
+        # the peers a view change keeps a primary component of (`tom.core.quorum.kept_file`)
+        self.file = frozenset() if last_man_standing else self.expected
         self.short: tuple[int, int] | None = None  # (here, expected) while too few are here to found
         # this founder's proposal of view 1, the founders that promised (-> their clock), when it went
         self.proposing: tuple[Propose, dict[str, int], float] | None = None
@@ -91,6 +94,18 @@ class Founding:
             return False
         return not (i.group == self.cut_from[0] and i.view <= self.cut_from[1])
 
+    def left(self, pid: str) -> None:
+        """``pid`` left before it was in any group (or asked to leave ours): a founding it proposed was
+        not installed (its INSTALL would have come first, and been taken: this peer's last promise
+        was to it), and one counting it will not be; promises to it and such a proposal are void."""
+        last, promise, proposing = self.last_promised, self.promise, self.proposing
+        if last is not None and last[0] == pid:
+            self.last_promised = None
+        if promise is not None and promise[0] == pid:
+            self.promise = None
+        if proposing is not None and pid in dict(proposing[0].members):
+            self.proposing = None
+
     def restarted(self, pid: str, incarnation: int) -> None:
         """``pid`` is now ``incarnation``: a founding it proposed, installed or not, died with its old one."""
         last = self.last_promised
@@ -119,7 +134,7 @@ class Founding:
             self.short = short
             return NoFoundingQuorum(*short)
         self.short = None
-        if self.possibly_in_another(members):
+        if self.possibly_in_another(members, me):
             return None  # it may be in a group founded meanwhile: it waits to hear of it
         ordered = tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0])))
         group = f"{me}/{incarnation}"
@@ -132,11 +147,25 @@ class Founding:
         promise = self.promise
         return promise is not None and promise[3] > now and (promise[0], promise[1]) != (founder, group)
 
-    def possibly_in_another(self, members: Iterable[str]) -> bool:
+    def possibly_in_another(self, members: Iterable[str], me: str) -> bool:
         """Whether ``members`` lack a primary component of a founding this peer promised and may be a
-        member of."""
+        member of (`binding`)."""
+        last = self.binding(me)
+        return last is not None and not has_quorum(last, members)
+
+    def binding(self, me: str) -> frozenset[str] | None:
+        """The members of the founding this peer promised last, while it binds: installed without this
+        peer hearing of it, that group could go on without it — its other members are a primary
+        component of it, and of the file a view change keeps (`file`). Otherwise (its founder left
+        or crashed before installing, say) it could never deliver or change its view without this
+        peer: None, it binds no more (only with expected peers; without, every promise binds)."""
         last = self.last_promised
-        return last is not None and not has_quorum(last[2], members)
+        if last is None:
+            return None
+        others = last[2] - {me}
+        if self.expected and not (has_quorum(last[2], others) and (not self.file or has_quorum(self.file, others))):
+            return None
+        return last[2]
 
     def propose(self, me: str, group: str, ordered: Members, clock: int, now: float) -> Propose | None:
         """The proposal of view 1 to send to the other founders, or None (one is under way, or this
@@ -162,8 +191,8 @@ class Founding:
         if (p.view != 1 or p.coordinator != src or p.removed or members.get(me) != incarnation
                 or self.promised_elsewhere(src, p.group, now)):
             return None
-        last = self.last_promised
-        if last is not None and last[0] != src and not has_quorum(last[2], members):
+        last, bound = self.last_promised, self.binding(me)
+        if last is not None and bound is not None and last[0] != src and not has_quorum(bound, members):
             return None
         self.promise = (src, p.group, p.attempt, now + window(self.bound_for, p.attempt))
         self.trips.ask(("install", 1, p.attempt), now)

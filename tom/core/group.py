@@ -99,11 +99,9 @@ def check_options(wire: int, order: str, quorum: str) -> None:
 
 
 class Core:
-    """One peer's ordering and membership state.
-
-    `Core(me, members)` starts as a member of a fixed group (static: the handout's mode, no joins,
-    no failure detection); `Core.joining` starts outside any group and joins (or founds) one.
-    """
+    """One peer's ordering and membership state. `Core(me, members)` starts as a member of a fixed
+    group (static: the handout's mode, no joins, no failure detection); `Core.joining` starts outside
+    any group and joins (or founds) one (and says so to its links if it leaves before: `Founding.left`)."""
 
     def __init__(self, me: str, members: Iterable[str] = (), *, incarnation: int = NO_INCARNATION,
                  static: bool = True, timing: Timing = Timing(), now: float = 0.0,
@@ -120,7 +118,7 @@ class Core:
         self.traffic = Traffic(me, order, wire, self.stats, self.out)
         self.detector = FailureDetector(timing.verify_after)
         self.change = ViewChange(self.detector.trips)
-        self.founding = Founding(expected, timing.suspect_after, self.detector.trips)
+        self.founding = Founding(expected, timing.suspect_after, self.detector.trips, last_man_standing)
         self.file = kept_file(self.founding.expected, self.quorum, last_man_standing)
         self.divergence = DivergenceCheck(self.stats)
         self.reach = Reach()
@@ -215,6 +213,7 @@ class Core:
         if self.mode in (LEFT, REMOVED) or self.leaving:
             return
         if self.static or self.view is None:
+            self.out.send_some(() if self.static else tuple(self.peers.links), Leave(self.me))
             self._set_mode(LEFT)
             self.out.notice(notices.Left())
             return
@@ -477,6 +476,7 @@ class Core:
     def _on_leave(self, src: str, frame: Leave) -> None:
         """A leave request (a static group takes none: `_check_leave`)."""
         self._check_leave(src, frame)
+        self.founding.left(src)
         self.peers.leaves[src] = self.now
         self._maybe_propose()
 
