@@ -25,8 +25,9 @@ and must by tick t + delay + jitter (links stay FIFO: only a link's first frame 
 
 * ``deliver A>B`` — as above, once the first frame of A->B is due;
 * ``tick`` — time advances by one tick at every peer at once (`Core.tick` of the new time at every
-  running core, each hearing the heartbeats of the running peers not cut off from it, as sent one
-  delay ago): enabled only when no frame is overdue (frames are urgent: one is never held past its
+  running core, each first taking a periodic heartbeat of every running peer not cut off from it,
+  once a delay has passed since the start — periodic heartbeats are not put on the links, as above;
+  a heartbeat in flight when its sender crashes or is cut off is lost with it): enabled only when no frame is overdue (frames are urgent: one is never held past its
   latest tick, else an unbounded delay would make anything a livelock), before ``Config.horizon``,
   and while the world is not *quiet* (`World.quiet`: nothing in flight, every running peer in a
   view with a quorum, hearing every member of it — where only heartbeats would pass);
@@ -51,7 +52,7 @@ import pickle
 from array import array
 from dataclasses import dataclass, field
 
-from ..core import Core, Delivery, Timing, ViewDelivery
+from ..core import Core, Delivery, Timing, ViewDelivery, admission
 from ..errors import FrameError, UsageError
 from ..codec.frames import Heartbeat, Install, format_frame, parse_frame
 
@@ -370,12 +371,14 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
             for p in heard:
                 core.detector.last_heard[p] = t
             core.tick(t)
-        elif kind == "clock":  # the timed mode: heartbeats sent at ``at`` (a delay ago) arrive now
-            heard, at, t = arg
-            last_heard = core.detector.last_heard
+        elif kind == "clock":  # the timed mode: the heartbeats of ``heard`` arrive, then time is ``t``
+            heard, t = arg
+            detector = core.detector
+            unannounced = admission.unannounced(core.view, core.static)
             for p in heard:
-                if last_heard.get(p, float("-inf")) < at:
-                    last_heard[p] = at
+                # as the core takes a frame (`Core.receive`): a member that announced the view speaks,
+                # which ends a suspicion of it (one raised before its announcement came, say)
+                detector.spoke(p, t, core.view, core.peers, unannounced)
             core.tick(t)
         elif kind == "leave":
             core.leave()
@@ -831,15 +834,15 @@ class World:
             w._renumber(("time",), t)
             now = t * TICK_SECONDS
             delay = self.config.delay or 0
-            at = (t - delay) * TICK_SECONDS
             if events is not None:
                 events.append(Event(0, note=f"t={t} ({now:g} s)"))
             for y in sorted(w.locals):
                 if y in w.crashed:
                     continue
-                heard = () if t < delay else tuple(sorted(pid(p) for p in w.locals
-                                                          if p != y and p not in w.crashed and not w.blocked(p, y)))
-                w._apply(y, step_core(w.locals[y], "clock", (heard, at, now)), events, "tick")
+                # (heartbeats are sent from the first tick on and take the delay too)
+                heard = () if t <= delay else tuple(sorted(pid(p) for p in w.locals
+                                                           if p != y and p not in w.crashed and not w.blocked(p, y)))
+                w._apply(y, step_core(w.locals[y], "clock", (heard, now)), events, "tick")
         elif k == "tick":
             y = step.a
             w.ticks = {**w.ticks, y: w.ticks.get(y, 0) + 1}
