@@ -151,3 +151,14 @@ def test_tom_check_delay_on_the_command_line():
     bad = subprocess.run([sys.executable, "-m", "tom", "check", "--jitter", "1"], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "give --delay too" in bad.stdout + bad.stderr
+
+
+def test_a_joiner_under_a_delay_starts_at_the_time_it_joins_and_is_admitted():
+    r = search(Config("lamport", 2, 0, join=1, delay=2, max_attempts=6))
+    assert r.found is None and r.exhaustive and r.terminal > 0 and r.horizon_cut == 0
+    world, _ = World.initial(Config("lamport", 3, 0, crash=(3,), join=1, delay=2, max_attempts=6))
+    assert Step("tick") not in world.steps()  # quiet: time waits for a fault
+    world, _ = world.successor(Step("crash", 3))  # (A and B no longer hear C: time passes)
+    world, _ = world.successor(Step("tick"))
+    world, _ = world.successor(Step("join", 4))
+    assert world.time == 1 and world.locals[4].core().started_at == 0.5

@@ -810,7 +810,8 @@ class World:
                     w._apply(x, step_core(w.locals[x], "connected", (pid(y), y)), events, f"connected {y}")
         elif k == "join":
             n = step.a
-            w.locals[n] = Local.of(Core.joining(pid(n), n, TIMING, order=self.config.order, now=0.0))
+            start = w.time * TICK_SECONDS  # (0 but in the timed mode: it starts now)
+            w.locals[n] = Local.of(Core.joining(pid(n), n, TIMING, order=self.config.order, now=start))
             w._renumber(("local", n), w.locals[n].fp)
             if n not in w.sent:
                 w.sent = {**w.sent, n: 0}
