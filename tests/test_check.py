@@ -94,6 +94,8 @@ SHORTCUT_CONFIGS = [
     Config("lamport", 2, 1, join=1),
     Config("causal", 3, 1, leave=(3,)),
     Config("lamport", 2, 0, found=True, ticks=5),
+    Config("lamport", 3, 0, found=True, ticks=5, delay=3, max_attempts=6),  # the timed mode: time, due ticks
+    Config("causal", 2, 1, crash=(2,), delay=1, jitter=1, max_attempts=6),
 ]
 
 

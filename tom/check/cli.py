@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .world import Config
+from .world import ATTEMPTS, HORIZON, TICK_SECONDS, Config
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -75,6 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ticks", type=int, default=None, metavar="K",
                    help="heartbeat periods a stuck peer may see pass (default 2, 5 with --found; a state left stuck only for "
                         "want of more is not judged for liveness, and the search says how many)")
+    timed = p.add_argument_group("timed mode", (
+        "time is global, in ticks of 0.5 s (half a heartbeat period): a frame sent at tick t arrives at "
+        "tick t+K (t+K..t+K+J with --jitter), links FIFO; time advances a tick at every peer only when no "
+        "frame is overdue, and stops when nothing but heartbeats would happen (no --ticks, no timeout steps: "
+        "the clock suspects the silent)"))
+    timed.add_argument("--delay", type=int, metavar="K", help="every frame takes K ticks (K=3: 1.5 s)")
+    timed.add_argument("--jitter", type=int, default=0, metavar="J",
+                       help="a frame takes K..K+J ticks, each a schedule of its own (default 0)")
+    timed.add_argument("--horizon", type=int, default=HORIZON, metavar="T",
+                       help=f"time stops at tick T (default {HORIZON}: {HORIZON * TICK_SECONDS:g} s); states it cuts "
+                            "off are counted, their liveness not judged")
+    p.add_argument("--max-attempts", type=int, metavar="N",
+                   help=f"progress: a peer's founding attempts, or one view change's rounds, past N without a "
+                        f"decision is a violation (livelock), found without waiting for a terminal state "
+                        f"(default {ATTEMPTS} with --delay, none without)")
     p.add_argument("--dynamic", action="store_true",
                    help="views and failure detection even without a fault (default: a static group)")
     p.add_argument("--strategy", choices=("bfs", "dfs", "random"), default="dfs")
@@ -106,13 +121,22 @@ def config_of(args: argparse.Namespace) -> Config:
     bad = [p for p in named if p not in everyone]
     if bad:
         raise ValueError(f"peer {bad[0]} is not one of 1..{n + args.join}")
+    if args.delay is None and (args.jitter or args.horizon != HORIZON):
+        raise ValueError("--jitter and --horizon are the timed mode's: give --delay too")
+    if args.delay is not None and not (0 <= args.delay and 0 <= args.jitter and 1 <= args.horizon):
+        raise ValueError("--delay and --jitter must be 0 or more, --horizon 1 or more")
+    if args.max_attempts is not None and args.max_attempts < 1:
+        raise ValueError("--max-attempts must be 1 or more")
     if args.cut and sorted(p for side in args.cut for p in side) != sorted(set(p for side in args.cut for p in side)):
         raise ValueError("--cut: a peer is on two sides")
     return Config(order=args.order, peers=n, messages=args.messages, crash=tuple(args.crash), join=args.join,
                   leave=tuple(args.leave), cut=args.cut, cut_one_way=tuple(args.cut_one_way),
                   false_suspicion=args.false_suspicion, dynamic=args.dynamic, heal_late=args.heal_late,
                   senders=tuple(args.senders) if args.senders else None,
-                  ticks=args.ticks if args.ticks is not None else 5 if args.found else 2, found=args.found)
+                  ticks=args.ticks if args.ticks is not None else 5 if args.found else 2, found=args.found,
+                  delay=args.delay, jitter=args.jitter, horizon=args.horizon,
+                  max_attempts=args.max_attempts if args.max_attempts is not None
+                  else ATTEMPTS if args.delay is not None else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,7 +165,8 @@ def _main(args: argparse.Namespace, console: Console) -> int:
 
     if prefix:
         console.print(f"from: {args.start}, after its first {len(prefix)} steps", markup=False)
-    console.print(f"checking: {config.describe()}; strategy {args.strategy}, ticks {config.ticks}"
+    console.print(f"checking: {config.describe()}; strategy {args.strategy}"
+                  + ("" if config.timed else f", ticks {config.ticks}")
                   + (f", depth {args.depth}" if args.depth else "")
                   + (f", time limit {args.time_limit:g} s" if args.time_limit else ""), markup=False)
     progress = _Progress(console) if console.is_terminal else None
@@ -152,13 +177,18 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     finally:
         if progress is not None:
             progress.stop()
-    how = "exhaustive" if result.exhaustive else f"bounded by {result.bound}"
+    how = ("exhaustive" if result.exhaustive else f"bounded by {result.bound}" if result.bound
+           else "stopped at the first violation")
+    if result.exhaustive and result.horizon_cut:
+        how = f"exhaustive up to the horizon (tick {config.horizon})"
+    quiescent = result.terminal - result.tick_bounded - result.horizon_cut
     console.print(f"{result.states:,} distinct states, {result.transitions:,} transitions, depth {result.depth}, "
                   f"{result.terminal:,} terminal states"
                   + (f" ({result.tick_bounded:,} of them stuck for want of ticks: liveness not judged there)"
                      if result.tick_bounded else "")
-                  + (f", {result.terminal - result.tick_bounded:,} quiescent "
-                     f"({100 * (result.terminal - result.tick_bounded) / result.terminal:.1f}% of terminal states)"
+                  + (f" ({result.horizon_cut:,} of them cut off by the horizon, tick {config.horizon}: liveness not "
+                     f"judged there)" if config.timed else "")
+                  + (f", {quiescent:,} quiescent ({100 * quiescent / result.terminal:.1f}% of terminal states)"
                      if result.terminal else "")
                   + f", {result.elapsed:.1f} s ({result.rate:,.0f} states/s); {how}", markup=False)
     if result.found is None:
@@ -199,7 +229,7 @@ def write_counterexample(config: Config, found, out: Path) -> list[Path]:
 
 # what --from takes from the transcript: options that would change the group are refused with it
 _GROUP_OPTIONS = ("order", "peers", "messages", "senders", "crash", "join", "leave", "cut", "cut_one_way",
-                  "false_suspicion", "found", "dynamic")
+                  "false_suspicion", "found", "dynamic", "delay", "jitter", "horizon", "max_attempts")
 
 
 def start_of(spec: str, args: argparse.Namespace | None = None) -> tuple[Config, list]:

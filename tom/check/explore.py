@@ -42,6 +42,7 @@ class Result:
     bound: str = ""  # what stopped a non-exhaustive search
     terminal: int = 0  # terminal states reached (liveness checked there)
     tick_bounded: int = 0  # terminal only because a stuck peer used up its ticks (liveness not judged)
+    horizon_cut: int = 0  # timed mode: terminal only because time reached the horizon (liveness not judged)
     found: Found | None = None
     shrunk: Found | None = None
 
@@ -51,8 +52,12 @@ class Result:
 
 
 def _at_terminal(result: Result, world: World) -> Violation | None:
-    """Count a terminal state and judge its liveness: the violation, or None."""
+    """Count a terminal state and judge its liveness: the violation, or None. In the timed mode a
+    terminal state that is not quiet (`World.quiet`) is at the horizon: time would move it on."""
     result.terminal += 1
+    if world.config.timed and not world.quiet():
+        result.horizon_cut += 1
+        return None
     try:
         if not invariants.check_terminal(world):
             result.tick_bounded += 1
@@ -226,7 +231,7 @@ def replay(config: Config, steps: list[Step]) -> tuple[World, list[list[Event]],
             invariants.check(world)
         except Violation as v:
             return world, trace, v
-    if not world.steps():
+    if not world.steps() and not (config.timed and not world.quiet()):
         try:
             invariants.check_terminal(world)
         except Violation as v:

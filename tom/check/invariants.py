@@ -287,7 +287,7 @@ def check_terminal(world: World) -> bool:
     state is terminal only because a stuck peer used up its ticks (`Config.ticks`): time would move
     it on, so it is a bound of the search, not a deadlock."""
     limit = world.config.ticks
-    if any(local.stuck and world.ticks.get(n, 0) >= limit for n, local in world.locals.items()
+    if not world.config.timed and any(local.stuck and world.ticks.get(n, 0) >= limit for n, local in world.locals.items()
            if n not in world.crashed and n not in world.left):
         return False
     failed = _failed(world)

@@ -22,7 +22,7 @@ import re
 
 from ..codec.shiviz import SHIVIZ_REGEX, VectorClocks, shiviz_log
 from .explore import Found, replay
-from .world import Config, Event, Step
+from .world import HORIZON, Config, Event, Step
 
 LETTERS = "ABCDEFGHIJ"
 
@@ -55,6 +55,10 @@ def config_line(c: Config) -> str:
         words.append("found")
     if c.heal_late:
         words.append("heal-late")
+    if c.delay is not None:
+        words += [f"delay={c.delay}", f"jitter={c.jitter}", f"horizon={c.horizon}"]
+    if c.max_attempts is not None:
+        words.append(f"attempts={c.max_attempts}")
     return " ".join(words)
 
 
@@ -79,6 +83,9 @@ def parse_config(line: str) -> Config:
                   join=int(opts.get("join", "0")), cut=cut, cut_one_way=one_way,
                   false_suspicion="false-suspicion" in words, dynamic=words[0] == "group",
                   ticks=int(opts.get("ticks", "2")), found="found" in words, heal_late="heal-late" in words,
+                  delay=int(opts["delay"]) if "delay" in opts else None, jitter=int(opts.get("jitter", "0")),
+                  horizon=int(opts.get("horizon", str(HORIZON))),
+                  max_attempts=int(opts["attempts"]) if "attempts" in opts else None,
                   senders=tuple(LETTERS.index(x) + 1 for x in opts["senders"].split(",")) if "senders" in opts
                   else None)
 
@@ -96,7 +103,7 @@ def command(step: Step, events: list[Event]) -> str:
     if k == "leave":
         return f"{letter(step.a)} leave"
     if k == "tick":
-        return f"{letter(step.a)} tick"
+        return f"{letter(step.a)} tick" if step.a else "tick"
     if k in ("crash", "join"):
         return f"{k} {letter(step.a)}"
     return k
@@ -114,7 +121,7 @@ def parse_command(line: str) -> Step:
         return Step(words[1], LETTERS.index(words[0]) + 1)
     if len(words) == 2 and words[0] in ("crash", "join"):
         return Step(words[0], LETTERS.index(words[1]) + 1)
-    if words in (["cut"], ["heal"]):
+    if words in (["cut"], ["heal"], ["tick"]):
         return Step(words[0])
     raise ValueError(f"not a transcript command: {line!r}")
 
@@ -122,6 +129,9 @@ def parse_command(line: str) -> Step:
 def outputs(events: list[Event]) -> list[str]:
     lines = []
     for e in events:
+        if not e.peer:  # (the timed mode's tick: the time it is now)
+            lines.append(e.note)
+            continue
         me = letter(e.peer)
         if e.note == "crash":
             lines.append(f"{me} stops")
@@ -199,6 +209,8 @@ def shiviz(config: Config, found: Found) -> str:
     out = []
     for step, events in zip(found.steps, found.events):
         for e in events:
+            if not e.peer:  # (the timed mode's tick: no peer's event)
+                continue
             host = letter(e.peer)
             what = e.note or "step"
             if step.kind == "deliver" and e.peer == step.b and e.note.startswith("<- "):
@@ -230,7 +242,7 @@ def shiviz(config: Config, found: Found) -> str:
 def page(config: Config, found: Found) -> str:
     """A self-contained page: the counterexample on a Lamport space-time diagram (a line per peer,
     an arrow per delivered frame), drawn up to the step chosen with the slider or the arrow keys."""
-    peers = sorted({e.peer for ev in found.events for e in ev} | set(range(1, config.peers + 1)))
+    peers = sorted({e.peer for ev in found.events for e in ev if e.peer} | set(range(1, config.peers + 1)))
     sends: dict[tuple[int, int], list[int]] = {}
     items = []
     for i, (step, events) in enumerate(zip(found.steps, found.events)):

@@ -19,6 +19,25 @@ A *step* is one event, and a state's enabled steps are all the ways it can go on
   Y's clock jumps past the timeout and the verification period; every other member is taken as heard
   at the new time (heartbeats are not modelled as a stream: they would make the space infinite).
 
+*Timed mode* (``Config.delay`` set: ``tom check --delay K``): time is global and counted in ticks of
+`TICK_SECONDS` (half a heartbeat period). A frame sent at tick t may arrive from tick t + delay on,
+and must by tick t + delay + jitter (links stay FIFO: only a link's first frame moves). Steps:
+
+* ``deliver A>B`` — as above, once the first frame of A->B is due;
+* ``tick`` — time advances by one tick at every peer at once (`Core.tick` of the new time at every
+  running core, each first taking a periodic heartbeat of every running peer not cut off from it,
+  once a delay has passed since the start — periodic heartbeats are not put on the links, as above;
+  a heartbeat in flight when its sender crashes or is cut off is lost with it): enabled only when no frame is overdue (frames are urgent: one is never held past its
+  latest tick, else an unbounded delay would make anything a livelock), before ``Config.horizon``,
+  and while the world is not *quiet* (`World.quiet`: nothing in flight, every running peer in a
+  view with a quorum, hearing every member of it — where only heartbeats would pass);
+* ``send``, ``crash``, ``cut``/``heal``, ``join``, ``leave`` — as above, at any tick; there are no
+  ``timeout X@Y`` or per-peer ``tick A`` steps: the clock suspects the silent.
+
+Progress (``Config.max_attempts``, timed mode's default `ATTEMPTS`): a peer that makes more than that
+many founding attempts while outside a view, or more than that many rounds of one view change, is a
+violation ("livelock"), judged as the step runs: a livelock never reaches a terminal state.
+
 Invariant: a `World` never changes once it is in the explorer's frontier or seen set. `successor`
 copies it, deep-copying only the core the step touches (copy on write); the others are shared.
 Each core runs as the shell runs it: one event, then `Core.ready`, whose sends go to the links,
@@ -33,12 +52,18 @@ import pickle
 from array import array
 from dataclasses import dataclass, field
 
-from ..core import Core, Delivery, Timing, ViewDelivery
+from ..core import Core, Delivery, Timing, ViewDelivery, admission
 from ..errors import FrameError, UsageError
 from ..codec.frames import Heartbeat, Install, format_frame, parse_frame
 
 BASE_PORT = 5000
 TIMING = Timing(heartbeat=1.0, suspect_after=5.0, verify_after=1.0, form_after=2.5, admit_after=1e9)
+TICK_SECONDS = 0.5
+"""A tick of the timed mode: half a heartbeat period, so a delay of 3 ticks is 1.5 s."""
+HORIZON = 60
+"""The timed mode's default horizon in ticks (30 s): time does not advance past it."""
+ATTEMPTS = 6
+"""The timed mode's default bound on attempts without a decision (`Local.attempts`)."""
 
 
 _NUMBERS: dict[str, int] = {}
@@ -80,6 +105,16 @@ class Config:
     # the heal comes only once nothing but time passing is left on either side (`World.steps`): every
     # schedule of the partition itself, and of what follows the heal, without heals in between
     heal_late: bool = False
+    # the timed mode (module docstring): a frame's delay in ticks (None: time is abstract), the extra
+    # ticks it may take, the last tick, and the bound on attempts without a decision (None: no bound)
+    delay: int | None = None
+    jitter: int = 0
+    horizon: int = HORIZON
+    max_attempts: int | None = None
+
+    @property
+    def timed(self) -> bool:
+        return self.delay is not None
 
     def sends(self, n: int) -> int:
         """How many messages peer ``n`` sends."""
@@ -108,6 +143,11 @@ class Config:
             parts.append("false suspicions")
         if self.found:
             parts.append("founding the group")
+        if self.delay is not None:
+            jitter = f" (+0..{self.jitter})" if self.jitter else ""
+            parts.append(f"delay {self.delay}{jitter} ticks of {TICK_SECONDS:g} s, horizon {self.horizon} ticks")
+        if self.max_attempts is not None:
+            parts.append(f"livelock past {self.max_attempts} attempts")
         return ", ".join(parts)
 
 
@@ -122,8 +162,8 @@ class Step:
             return f"deliver {self.a}>{self.b}"
         if self.kind == "timeout":
             return f"timeout {self.a}@{self.b}"
-        if self.kind in ("cut", "heal"):
-            return self.kind
+        if self.kind in ("cut", "heal") or (self.kind == "tick" and not self.a):
+            return self.kind  # (a tick with no peer: the timed mode's, at every peer)
         return f"{self.kind} {self.a}"
 
     @staticmethod
@@ -135,7 +175,7 @@ class Step:
         if kind == "timeout":
             a, _, b = rest.partition("@")
             return Step(kind, int(a), int(b))
-        if kind in ("cut", "heal"):
+        if kind in ("cut", "heal") or (kind == "tick" and not rest):
             return Step(kind)
         if kind in ("send", "crash", "join", "leave", "tick"):
             return Step(kind, int(rest))
@@ -257,6 +297,8 @@ class Local:
     leaving: bool
     now: float
     no_quorum: bool
+    attempts: int  # attempts without a decision: founding attempts outside a view, rounds of a view change
+
 
     @property
     def stuck(self) -> bool:
@@ -266,8 +308,14 @@ class Local:
     @staticmethod
     def of(core: Core) -> "Local":
         blob, fp = freeze(core)
-        return Local(blob, fp, getattr(core.mode, "value", core.mode), core.view.members if core.view is not None else frozenset(),
-                     frozenset(core.detector.suspected), core.backlog(), core.leaving, core.now, core.no_quorum is not None)
+        mode = getattr(core.mode, "value", core.mode)
+        if core.view is None:
+            attempts = core.founding.attempts if mode == "joining" else 0
+        else:  # (`ViewChange.highest`: the highest round of the change under way, from 0; -1 outside one)
+            attempts = core.change.highest + 1
+        return Local(blob, fp, mode, core.view.members if core.view is not None else frozenset(),
+                     frozenset(core.detector.suspected), core.backlog(), core.leaving, core.now, core.no_quorum is not None,
+                     attempts)
 
     def core(self) -> Core:
         return thaw(self.blob)
@@ -324,6 +372,15 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
             for p in heard:
                 core.detector.last_heard[p] = t
             core.tick(t)
+        elif kind == "clock":  # the timed mode: the heartbeats of ``heard`` arrive, then time is ``t``
+            heard, t = arg
+            detector = core.detector
+            unannounced = admission.unannounced(core.view, core.static)
+            for p in heard:
+                # as the core takes a frame (`Core.receive`): a member that announced the view speaks,
+                # which ends a suspicion of it (one raised before its announcement came, say)
+                detector.spoke(p, t, core.view, core.peers, unannounced)
+            core.tick(t)
         elif kind == "leave":
             core.leave()
         elif kind == "connected":
@@ -378,15 +435,17 @@ class Book:
         self.config = config
         self.everyone = everyone
         self.pairs = [(a, b) for a in everyone for b in everyone if a != b]  # sorted
-        parts: list[tuple] = [(kind,) for kind in ("crashed", "cut_on", "cut_done", "started", "left", "timed_out")]
+        parts: list[tuple] = [(kind,) for kind in ("crashed", "cut_on", "cut_done", "started", "left", "timed_out",
+                                                   "time")]
         parts += [(kind, n) for n in everyone for kind in ("local", "sent", "log", "ticks")]
-        parts += [(kind, pair) for pair in self.pairs for kind in ("link", "announced")]
+        parts += [(kind, pair) for pair in self.pairs for kind in ("link", "announced", "due")]
         self.slots: dict[tuple, int] = {part: i for i, part in enumerate(parts)}
         self.fixed = len(self.slots)
         self.foreign = False  # a part outside the peers' slots was seen (`slot`)
         self.local_slot = {n: self.slots[("local", n)] for n in everyone}
         self.log_slot = {n: self.slots[("log", n)] for n in everyone}
         self.link_slot = {pair: self.slots[("link", pair)] for pair in self.pairs}
+        self.due_slot = {pair: self.slots[("due", pair)] for pair in self.pairs}
         self.logs_of = operator.itemgetter(*(self.log_slot[n] for n in everyone))  # sig -> the logs' ids
         self.ids: dict[object, int] = {}
         self.infos: dict[int, object] = {}  # log id -> invariants.LogInfo
@@ -457,6 +516,9 @@ class World:
     announced: dict[tuple[int, int], int] = field(default_factory=dict)  # link -> last view announced
     broken: Violation | None = None  # what the step being taken broke (raised when it is done)
     ticks: dict[int, int] = field(default_factory=dict)  # heartbeat periods each peer saw pass
+    # the timed mode: the tick it is, and per link the tick from which each of its frames may arrive
+    time: int = 0
+    due: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)
     # Derived, never part of the state (see `Book`, `successor`, `invariants.check`): the signature
     # (ids of the parts the fingerprint covers), the fingerprint, the peers whose logs the step that
     # made this world grew with their lengths before (None: unknown), whether this world passed
@@ -535,9 +597,16 @@ class World:
         busy = [pair for pair in book.pairs if links.get(pair)]  # sorted, as book.pairs is
         if len(busy) != len(links):  # a link outside the peers' pairs (none is known), or an empty one
             busy = [pair for pair in sorted(links) if links[pair]]
-        if self.cut_on:
-            out: list[Step] = [deliver.get(pair) or _step("deliver", *pair) for pair in busy
-                               if pair[1] not in crashed and not self.blocked(*pair)]
+        urgent = False
+        if c.timed:  # only a frame that is due moves (module docstring)
+            now, due, late = self.time, self.due, self.time - c.jitter
+            busy = [pair for pair in busy if due[pair][0] <= now and pair[1] not in crashed
+                    and not (self.cut_on and self.blocked(*pair))]
+            urgent = any(due[pair][0] <= late for pair in busy)
+            out: list[Step] = [deliver.get(pair) or _step("deliver", *pair) for pair in busy]
+        elif self.cut_on:
+            out = [deliver.get(pair) or _step("deliver", *pair) for pair in busy
+                   if pair[1] not in crashed and not self.blocked(*pair)]
         elif crashed:
             out = [deliver.get(pair) or _step("deliver", *pair) for pair in busy if pair[1] not in crashed]
         else:
@@ -551,6 +620,8 @@ class World:
                 continue
             if sent.get(n, 0) < sends[n] and local.mode not in ("left", "removed") and not local.leaving:
                 out.append(_step("send", n))
+        if c.timed and not urgent and self.time < c.horizon and not self.quiet():
+            out.append(_step("tick", 0))
         if not book.faults:
             return out
         for n in c.crash:
@@ -567,6 +638,10 @@ class World:
         for n in c.leave:
             if n not in left and n not in crashed and self._member(n, n):
                 out.append(_step("leave", n))
+        if self.cut_on and c.heal_late and c.timed and all(s.kind == "tick" for s in out):
+            out.append(_step("heal"))
+        if c.timed:  # (the clock suspects the silent and moves the stuck: `tick`)
+            return out
         timed_out = self.timed_out
         cut_on = self.cut_on
         anyway = c.false_suspicion
@@ -588,6 +663,27 @@ class World:
         if self.cut_on and c.heal_late and all(s.kind == "tick" for s in out):
             out.append(_step("heal"))
         return out
+
+    def quiet(self) -> bool:
+        """The timed mode's rest: nothing in flight that can move (a frame across a cut waits for the
+        heal, which is a step), and every running peer (neither crashed nor gone) in a view, not
+        changing it, with a quorum, not leaving, and hearing every member of it. Only heartbeats would
+        pass, which announce nothing new (module docstring): time stops, as the untimed mode's ticks
+        do when no peer is stuck."""
+        crashed = self.crashed
+        for (a, b), frames in self.links.items():
+            if frames and b not in crashed and not (self.cut_on and self.blocked(a, b)):
+                return False
+        for n, local in self.locals.items():
+            if n in crashed or local.mode in ("left", "removed"):
+                continue
+            if local.stuck or local.mode != "normal" or local.leaving:
+                return False
+            for m in local.members:
+                x = number(m)
+                if x != n and (x in crashed or x not in self.locals or self.blocked(x, n)):
+                    return False
+        return True
 
     def _cut_pairs(self) -> list[tuple[int, int]]:
         """The directed pairs the cut separates."""
@@ -634,6 +730,8 @@ class World:
         w.announced = self.announced
         w.broken = None
         w.ticks = self.ticks
+        w.time = self.time
+        w.due = dict(self.due) if self.config.delay is not None else self.due
         w.book = book
         w.sig = sig[:]
         w.fp = None
@@ -650,6 +748,8 @@ class World:
                 w.links[(a, b)] = rest
             else:
                 del w.links[(a, b)]
+            if self.config.delay is not None:
+                w._pop_due((a, b))
             slot = book.link_slot.get((a, b))
             if slot is None:
                 w._renumber(("link", (a, b)), rest or None)
@@ -682,6 +782,8 @@ class World:
             for link in [link for link in w.links if step.a in link]:
                 del w.links[link]  # what was on its way to it, or from it, dies with it
                 w._renumber(("link", link), None)
+                if w.due.pop(link, None) is not None:
+                    w._renumber(("due", link), None)
             if events is not None:
                 events.append(Event(step.a, note="crash"))
         elif k == "cut":
@@ -709,7 +811,8 @@ class World:
                     w._apply(x, step_core(w.locals[x], "connected", (pid(y), y)), events, f"connected {y}")
         elif k == "join":
             n = step.a
-            w.locals[n] = Local.of(Core.joining(pid(n), n, TIMING, order=self.config.order, now=0.0))
+            start = w.time * TICK_SECONDS  # (0 but in the timed mode: it starts now)
+            w.locals[n] = Local.of(Core.joining(pid(n), n, TIMING, order=self.config.order, now=start))
             w._renumber(("local", n), w.locals[n].fp)
             if n not in w.sent:
                 w.sent = {**w.sent, n: 0}
@@ -728,6 +831,20 @@ class World:
             w.left = w.left | {n}
             w._renumber(("left",), w.left)
             w._apply(n, step_core(w.locals[n], "leave", ()), events, "leave")
+        elif k == "tick" and not step.a:  # the timed mode: a tick passes everywhere
+            w.time = t = self.time + 1
+            w._renumber(("time",), t)
+            now = t * TICK_SECONDS
+            delay = self.config.delay or 0
+            if events is not None:
+                events.append(Event(0, note=f"t={t} ({now:g} s)"))
+            for y in sorted(w.locals):
+                if y in w.crashed:
+                    continue
+                # (heartbeats are sent from the first tick on and take the delay too)
+                heard = () if t <= delay else tuple(sorted(pid(p) for p in w.locals
+                                                           if p != y and p not in w.crashed and not w.blocked(p, y)))
+                w._apply(y, step_core(w.locals[y], "clock", (heard, now)), events, "tick")
         elif k == "tick":
             y = step.a
             w.ticks = {**w.ticks, y: w.ticks.get(y, 0) + 1}
@@ -754,6 +871,15 @@ class World:
             w.fp = _blake2b(w.sig.tobytes(), digest_size=16).digest()
         return w, events
 
+    def _pop_due(self, link: tuple[int, int]) -> None:
+        """The first frame of ``link`` left it: so does its due tick."""
+        rest = self.due[link][1:]
+        if rest:
+            self.due[link] = rest
+        else:
+            del self.due[link]
+        self._renumber(("due", link), rest or None)
+
     def _break(self, violation: Violation) -> None:
         if self.broken is None:
             self.broken = violation
@@ -777,6 +903,7 @@ class World:
         locals_ = self.locals
         crashed = self.crashed
         announced = None
+        delay = self.config.delay
         for dests, text, beat in out.sends:
             targets: list[int] = []
             for d in dests:
@@ -793,6 +920,11 @@ class World:
                     continue
                 frames = links.get(link, ()) + (text,)
                 links[link] = frames
+                if delay is not None:  # due a delay from now, never before the frame ahead of it (FIFO)
+                    ahead = self.due.get(link, ())
+                    at = self.time + delay
+                    self.due[link] = dues = ahead + (max(at, ahead[-1]) if ahead else at,)
+                    self._renumber(("due", link), dues)
                 if sig is not None:
                     slot = book.link_slot.get(link)
                     if slot is None:
@@ -817,6 +949,11 @@ class World:
                 self.grew.append((n, len(before)))
         if out.alarm:
             self._break(Violation("false divergence alarm", f"peer {n}: {out.alarm}"))
+        bound = self.config.max_attempts
+        if bound is not None and local.attempts > bound:
+            what = "founding attempts outside a view" if not local.members else "rounds of a view change"
+            self._break(Violation("livelock", f"{local.attempts} attempts without a decision: peer {n}, "
+                                              f"{what} (bound {bound})"))
         if events is not None:
             events.append(Event(n, tuple(sends), out.described, what))
 
@@ -863,12 +1000,17 @@ class World:
             self._renumber(("announced", link), beat)
         for n, count in self.ticks.items():
             self._renumber(("ticks", n), count)
+        if self.config.delay is not None:
+            self._renumber(("time",), self.time)
+        for link, dues in self.due.items():
+            self._renumber(("due", link), dues)
         return sig
 
     def fingerprint(self) -> bytes:
         """A digest of the cores, the links, the messages sent, the faults so far, the logs, the
-        views announced on each link and the ticks seen: equal for equal worlds (as far as what
-        happens next and the invariants go; time and a message's past are left out)."""
+        views announced on each link and the ticks seen (in the timed mode: the tick it is and each
+        frame's due tick): equal for equal worlds (as far as what happens next and the invariants go;
+        the untimed mode's time and a message's past are left out)."""
         fp = self.fp
         if fp is None:
             sig = self.sig
