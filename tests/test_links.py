@@ -228,3 +228,28 @@ async def test_a_run_of_messages_is_one_frame_at_both_ends_of_a_link_and_across_
     assert frames == msgs[4:] and taken == 1
     for stream in (client, server, client2, server2):
         await stream.aclose()
+
+
+async def test_jitter_is_an_extra_delay_per_link_that_changes_every_period(autojump_clock):
+    # a draw per frame makes no premature ACK: under load each link waits for its slowest draw, so all
+    # links end as slow as the largest one. A delay per link, drawn again each period, lets one path
+    # be slower than two others for a while (issue 41: `--jitter` showed no premature ACK)
+    from tom.codec.frames import Heartbeat
+    from tom.net.sender import JITTER_PERIOD, Router
+
+    random.seed(5)
+    b, c = "127.0.0.1:5001", "127.0.0.1:5002"
+    links = {b: Link(b), c: Link(c)}  # (not connected: every frame waits in the buffer, with its release)
+    route = Router(links, delay=1.0, jitter=2.0)
+    extra: dict[str, list[float]] = {b: [], c: []}
+    for k in range(8):  # four sends a period, two periods
+        now = trio.current_time()
+        route([((b, c), Heartbeat(k))])
+        for pid in (b, c):
+            extra[pid].append(round(links[pid].buffer[-1][0] - now - 1.0, 6))
+        await trio.sleep(JITTER_PERIOD / 4)
+    for pid in (b, c):
+        first, second = extra[pid][:4], extra[pid][4:]
+        assert len(set(first)) == 1 and len(set(second)) == 1 and 0 <= first[0] <= 2, extra  # held a period
+        assert first[0] != second[0], extra  # then drawn again
+    assert extra[b][0] != extra[c][0], extra  # each link its own

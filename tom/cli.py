@@ -106,8 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--delay", type=_seconds(0, 60), default=0.0, metavar="SECONDS",
                       help="hold every outgoing frame this long (keeps each link's order)")
     peer.add_argument("--jitter", type=_seconds(0, 60), default=0.0, metavar="SECONDS",
-                      help="add a random extra delay up to this much, per link (never reorders a link): "
-                           "ACKs then overtake messages (premature ACKs)")
+                      help="add a random extra delay up to this much, each link its own, drawn again every 2 s "
+                           "(never reorders a link): ACKs then overtake messages (premature ACKs)")
     peer.add_argument("--quorum", choices=QUORUMS, default="majority",
                       help="majority (default): a first group is founded only by a majority of the neighbors "
                            "file's peers (a peer alone waits); when a partition or failures leave fewer than a "

@@ -74,14 +74,25 @@ async def dial(link: Link, me: str, incarnation: int, incoming: EventSink,
         attempt = attempt + 1 if trio.current_time() - began < 1.0 else 0
 
 
+JITTER_PERIOD = 2.0
+"""How long a link keeps the extra delay drawn for it (`Router`), in seconds."""
+
+
 class Router:
     """Queues the processor's frames on their links, in the processor's own step (no task between):
-    each frame encoded once, queued with release time ``now + delay`` (plus a random share of
-    ``jitter`` drawn per link and batch — never overtaking a frame queued before it on the same link),
-    and written at once where the link is idle (`Link.push_many`)."""
+    each frame encoded once, queued with release time ``now + delay`` (plus, with ``jitter``, an extra
+    delay of the link's own, drawn from 0 to ``jitter`` anew every `JITTER_PERIOD` — never overtaking
+    a frame queued before it on the same link), and written at once where the link is idle
+    (`Link.push_many`).
+
+    Links differ for a while, as real paths do, so a frame that goes A -> B -> C can overtake one
+    that goes A -> C: an ACK comes before its message (a premature ACK). A draw per frame would not
+    do it: under any load a link's next frame waits for the slowest draw before it, and every link
+    ends up as slow as the largest draw."""
 
     def __init__(self, links: dict[str, Link], delay: float = 0.0, jitter: float = 0.0) -> None:
         self.links, self.delay, self.jitter = links, delay, jitter
+        self._extra: dict[str, tuple[float, float]] = {}  # dest -> (its extra delay, when drawn)
 
     def __call__(self, sends: Sends) -> None:
         if TRACE is not None:
@@ -98,7 +109,14 @@ class Router:
                                 "neighbors files differ?): %d frames for it not sent%s", dest, len(data),
                                 held_back(held))
                 continue
-            link.push_many(release + random.uniform(0.0, jitter) if jitter else release, data, now)
+            link.push_many(release + self._extra_delay(dest, now) if jitter else release, data, now)
+
+    def _extra_delay(self, dest: str, now: float) -> float:
+        extra, drawn = self._extra.get(dest, (0.0, float("-inf")))
+        if now - drawn >= JITTER_PERIOD:
+            extra = random.uniform(0.0, self.jitter)
+            self._extra[dest] = (extra, now)
+        return extra
 
 
 async def sender(

@@ -397,7 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=0.0, help="messages per second per peer (0: as fast as possible)")
     p.add_argument("--delay", type=float, default=0.0, help="artificial delay of every frame, seconds")
     p.add_argument("--jitter", type=float, default=0.0,
-                   help="random extra delay per link and batch, up to this many seconds (keeps each link FIFO)")
+                   help="random extra delay per link, up to this many seconds, drawn again every 2 s (keeps "
+                        "each link FIFO; ACKs overtake messages: premature ACKs)")
     p.add_argument("--seed", type=int, default=1, help="workload seed")
     p.add_argument("--deadline", type=float, default=300.0, help="seconds to wait for delivery everywhere")
     p.add_argument("--runs", type=Path, default=Path("runs"), help="folder for run folders (default runs/)")
