@@ -791,13 +791,13 @@ class Core:
         return len(self.held.texts) + sum(1 for e in self.traffic.order if e.pid == self.me and e.text is not None)
 
     def status(self) -> Status:
-        view = self.view
+        view, order = self.view, self.traffic.order
         members = sorted_pids(view.members) if view is not None else []
-        order = self.traffic.order
         return Status(self.me, self.mode, self.traffic.clock.time, view, self.traffic.delivered,
                       pending_status(order, members), tuple(sorted_pids(self.detector.suspected)),
                       dict(self.detector.last_heard), self.now, tuple(self.divergence.alarms), self.view_delivered,
-                      self.digest, order.name, self.no_quorum, self.reach.pairs)
+                      self.digest, order.name, self.no_quorum, self.reach.pairs, dict(self.stats),
+                      dict(self.detector.trips.srtt))
 
 
 # -- dispatch: `tom.core.dispatch.TABLE`, its names made handlers -----------------------------------

@@ -124,6 +124,8 @@ class Status:
     order: str = "lamport"
     no_quorum: tuple[int, int] | None = None  # (reachable, members of the view) while the quorum is lost
     unreachable: tuple[tuple[str, str], ...] = ()  # (reporter, target): pairs that cannot reach each other
+    stats: Mapping[str, int] | None = None  # premature ACKs, deliveries released behind a head, alarms
+    round_trips: Mapping[str, float] | None = None  # peer -> smoothed round trip, where one was measured
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

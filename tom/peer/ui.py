@@ -57,28 +57,35 @@ def render_status(status: Status, links: dict[str, Link], now: float) -> list:
     where = f"view {view.id} ({len(view.members)} members)" if view is not None else "no view yet"
     head = (f"[bold]{status.me}[/]  order: [bold]{status.order}[/]  Lamport clock: [bold cyan]{status.clock}[/]  "
             f"delivered: {status.delivered}  {where}  [dim]{status.mode}; {describe()}[/]")
+    stats = status.stats or {}
+    if status.order != "sequencer" and stats:
+        head += (f"\npremature ACKs (an ACK before its message): [bold]{stats.get('premature_acks', 0)}[/]  "
+                 f"released behind a blocked head: [bold]{stats.get('released_behind_head', 0)}[/]")
     if status.no_quorum is not None:
         head += (f"\n[bold red]no quorum[/]: {status.no_quorum[0]} of {status.no_quorum[1]} members reachable; "
                  f"waiting (messages entered here are held)")
     if status.unreachable:
         head += "\n[bold red]unreachable[/]: " + "; ".join(f"{r} cannot reach {t}" for r, t in status.unreachable)
     members = Table(title="Peers", title_justify="left", box=None, pad_edge=False)
-    for col in ("peer", "member", "connection", "incarnation", "frames in", "frames out", "queued", "last heard"):
+    for col in ("peer", "member", "connection", "incarnation", "frames in", "frames out", "queued", "last heard",
+                "round trip"):
         members.add_column(col)
+    trips = status.round_trips or {}
     in_view = set(view.members) if view is not None else set()
     for pid in sorted([status.me, *links], key=pid_key):
         member = "[green]yes[/]" if pid in in_view else "[dim]no[/]"
         if pid in status.suspected:
             member = "[red]suspected[/]"
         if pid == status.me:
-            members.add_row(pid, member, "[dim]this peer[/]", "", "", "", "", "")
+            members.add_row(pid, member, "[dim]this peer[/]", "", "", "", "", "", "")
             continue
         link = links[pid]
         state = {"up": "[green]up[/]", "connecting": "[yellow]connecting[/]"}.get(link.state, "[red]down[/]")
         heard = status.last_heard.get(pid)
         age = "never" if heard is None else f"{max(0.0, status.now - heard):.1f}s ago"
+        rtt = trips.get(pid)
         members.add_row(pid, member, state, str(link.incarnation or ""), str(link.frames_in), str(link.frames_out),
-                        str(link.queued), age)
+                        str(link.queued), age, "" if rtt is None else f"{rtt:.1f}s")
     pending = Table(title=f"Pending messages ({len(status.pending)})", title_justify="left", box=None,
                     pad_edge=False)
     lamport = status.order == "lamport"
