@@ -11,7 +11,8 @@ The window doubles with each attempt (`Timing.suspect_after` for the first, at m
 ``2 ** MAX_DOUBLINGS`` times that): both sides derive it from the attempt number the proposal carries,
 so no clock or delay is shared. This cannot livelock on slow links: a founding fails for want of time
 only while a round trip is longer than half the window, and the window outgrows any round trip up to
-``2 ** MAX_DOUBLINGS * suspect_after / 2`` (80 s with the default timing) after a few attempts.
+``2 ** MAX_DOUBLINGS * suspect_after / 2`` (160 s with the default timing: a one-way delay of 80 s,
+more than ``--delay`` takes) after a few attempts (docs/design/slow-links.md).
 
 Invariants: a peer holds at most one live promise; ``last_promised`` remembers the members of the last
 founding it promised — it may have been installed without this peer hearing of it (a partition) —
@@ -37,7 +38,7 @@ from .roundtrip import RoundTrips
 Members = tuple[tuple[str, int], ...]
 """(pid, incarnation) pairs in pid order."""
 
-MAX_DOUBLINGS = 5
+MAX_DOUBLINGS = 6
 """A founding attempt's window doubles at most this many times (`window`)."""
 
 
