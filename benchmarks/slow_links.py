@@ -8,7 +8,7 @@ written a view without it. A configuration that reaches neither within ``--give-
 
     python -m benchmarks.slow_links --peers 3 --delays 0,0.5,1,2 [--jitter 2] [--src DIR]
 
-``--src DIR`` runs the peers from another checkout (its ``tom`` package first on PYTHONPATH,
+``--src DIR`` runs the peers from another checkout (in it, its ``tom`` package first on PYTHONPATH,
 interpreted), to compare builds in one run.
 """
 
@@ -65,7 +65,7 @@ def measure(n: int, delay: float, jitter: float, give_up: float, src: str | None
         try:
             for i, port in enumerate(ports):
                 argv = PeerCommand(nb, outs[i], port, delay=delay, jitter=jitter).argv()
-                group.start(i, PeerProcess(argv, work / f"log-{port}.txt", env=env))
+                group.start(i, PeerProcess(argv, work / f"log-{port}.txt", env=env, cwd=Path(src) if src else None))
             first = wait_until(lambda: all(views(o) for o in outs), give_up)
             if first is None:
                 return None, None
