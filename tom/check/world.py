@@ -731,7 +731,7 @@ class World:
         w.broken = None
         w.ticks = self.ticks
         w.time = self.time
-        w.due = dict(self.due) if self.config.delay is not None else self.due
+        w.due = dict(self.due) if self.config.timed else self.due
         w.book = book
         w.sig = sig[:]
         w.fp = None

@@ -73,13 +73,11 @@ class FailureDetector:
         announced = {**peers.views, **dict.fromkeys(elsewhere, -1)} if elsewhere else peers.views
         for pid in view.members:
             if pid != me and pid not in suspected:
+                allowed = self.allowance(pid, suspect_after)
                 if not peers.member_link(view, pid):
                     self.dead_now(pid, now)
-                elif now - last_heard.get(pid, started_at) >= self.allowance(pid, suspect_after):
-                    suspected[pid] = now
-                    self.timed.add(pid)
-                elif (announced.get(pid, -1) < view.id
-                      and now - installed_at >= self.allowance(pid, suspect_after) + round_trip):
+                elif (now - last_heard.get(pid, started_at) >= allowed
+                      or (announced.get(pid, -1) < view.id and now - installed_at >= allowed + round_trip)):
                     suspected[pid] = now
                     self.timed.add(pid)
 

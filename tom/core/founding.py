@@ -31,7 +31,7 @@ from ..codec.frames import Flushed, Install, Propose
 from ..codec.pid import pid_key
 from .notices import NoFoundingQuorum
 from .peers import Peers
-from .quorum import has_quorum
+from .quorum import has_quorum, kept_file
 from .records import Timing
 from .roundtrip import RoundTrips
 
@@ -56,10 +56,9 @@ class Founding:
                  "rejoining", "cut_from", "trips", "file")
 
     def __init__(self, expected: Iterable[str], bound_for: float, trips: RoundTrips | None = None,
-                 last_man_standing: bool = False) -> None:
+                 quorum: bool = True, last_man_standing: bool = False) -> None:
         self.expected = frozenset(expected)  # empty: any peer may found a group of its own
-        # the peers a view change keeps a primary component of (`tom.core.quorum.kept_file`)
-        self.file = frozenset() if last_man_standing else self.expected
+        self.file = kept_file(self.expected, quorum, last_man_standing)  # what a view change keeps a primary of
         self.short: tuple[int, int] | None = None  # (here, expected) while too few are here to found
         # this founder's proposal of view 1, the founders that promised (-> their clock), when it went
         self.proposing: tuple[Propose, dict[str, int], float] | None = None
@@ -192,8 +191,8 @@ class Founding:
         if (p.view != 1 or p.coordinator != src or p.removed or members.get(me) != incarnation
                 or self.promised_elsewhere(src, p.group, now)):
             return None
-        last, bound = self.last_promised, self.binding(me)
-        if last is not None and bound is not None and last[0] != src and not has_quorum(bound, members):
+        last = self.last_promised
+        if last is not None and last[0] != src and self.possibly_in_another(members, me):
             return None
         self.promise = (src, p.group, p.attempt, now + window(self.bound_for, p.attempt))
         self.trips.ask(("install", 1, p.attempt), now)

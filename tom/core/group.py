@@ -64,7 +64,7 @@ from .modes import TRANSITIONS, Mode
 from .order import ORDERS, Order, pending_status
 from .outbox import Outbox
 from .peers import NO_INCARNATION, Peers
-from .quorum import coordinator, kept_file, lost_quorum, quorum_news
+from .quorum import coordinator, lost_quorum, quorum_news
 from .reach import Reach, sees
 from .records import Ready, Status, Timing, View
 from .texts import check_text
@@ -118,8 +118,8 @@ class Core:
         self.traffic = Traffic(me, order, wire, self.stats, self.out)
         self.detector = FailureDetector(timing.verify_after)
         self.change = ViewChange(self.detector.trips)
-        self.founding = Founding(expected, timing.suspect_after, self.detector.trips, last_man_standing)
-        self.file = kept_file(self.founding.expected, self.quorum, last_man_standing)
+        self.founding = Founding(expected, timing.suspect_after, self.detector.trips, self.quorum, last_man_standing)
+        self.file = self.founding.file
         self.divergence = DivergenceCheck(self.stats)
         self.reach = Reach()
         self.mode = JOINING

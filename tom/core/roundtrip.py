@@ -48,7 +48,7 @@ class RoundTrips:
         """``pid`` answered ``question`` ``now``: a sample, if it was asked (``last``: nobody else will
         answer it, it is closed)."""
         at = self.asked.pop(question, None) if last else self.asked.get(question)
-        if at is not None and pid:
+        if at is not None:
             self.sample(pid, now - at)
 
     def sample(self, pid: str, rtt: float) -> None:

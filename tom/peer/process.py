@@ -30,7 +30,7 @@ from ..net.listener import listener, open_listener
 from ..codec.neighbors import load_neighbors
 from .output import NoOutput, OutputFile
 from .pathtrace import TRACE
-from ..codec.pid import make_pid, pid_key, sorted_pids, split_pid
+from ..codec.pid import make_pid, pid_key, split_pid
 from .processor import Inbox, processor, ticker
 from ..net.sender import Router, sender
 from .ui import TerminalUI, headless
@@ -417,8 +417,7 @@ class Peer:
         if founding.attempts > 1:
             parts.append(f"{founding.attempts - 1} founding attempt{'s' if founding.attempts > 2 else ''} "
                          "failed for want of time; each waits twice as long as the one before")
-        measured = {p: trips.of(p) for p in self.links}
-        rtts = [f"{p} {rtt:.1f} s" for p, rtt in measured.items() if rtt is not None]
+        rtts = [f"{p} {rtt:.1f} s" for p in self.links if (rtt := trips.of(p)) is not None]
         parts.append(f"round trips: {', '.join(rtts)}" if rtts else "no round trip measured yet")
         return parts
 
@@ -441,7 +440,7 @@ class Peer:
         refused = {p: link.refused for p, link in self.links.items() if link.refused and not link.mismatch}
         other_order = [link.mismatch for link in self.links.values() if link.mismatch and link.stream is None]
         silent = [p for p in self.links if p not in up and p not in refused and not self.links[p].mismatch]
-        in_group = sorted_pids(p for p, v in self.core.peers.views.items() if v > 0)
+        in_group = any(v > 0 for v in self.core.peers.views.values())  # (a neighbor announced a view)
         parts = [f"not admitted to the group after {waited:.0f} s: "
                  + (f"no member adds {self.me}" if in_group else "no group founded yet")]
         if unreachable:
