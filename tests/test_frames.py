@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from tom.errors import FrameError
 from tom.codec import frames
-from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, Direct, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
+from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, CatchUp, Direct, History, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
                               Leave, Marks, Message, Messages, Prepare, Promise, Propose, Received, Refused, Relay, Removed, Resume,
                               Sees, Suspect, Seq,
                               FRAME_KINDS, _parse_by_table, _plain_message, encode_frame, escape_text, format_frame, parse_frame)
@@ -178,6 +178,7 @@ BAD_BUILDS = [
     lambda: Prepare(1, -1, P), lambda: Prepare(1, 1, P, "a\nb"),
     lambda: Promise(2, 1, P, ((0, P, (P,), Install(3, 0, P, 1, (), (), (), ())),)),
     lambda: Flush(1, 1, P, -1), lambda: Propose(2, 1, P, (), (), "", Install(3, 0, P, 1, (), (), (), ())),
+    lambda: CatchUp(1, -1, 2), lambda: History("maybe"), lambda: History("end", ("x", 1)),
 ]
 
 
@@ -524,6 +525,9 @@ GOLDEN = [
      'INSTALL-{"view":3,"attempt":0,"coordinator":"my-host.lan:80","clock":41,"members":[["127.0.0.1:5000",1],'
      '["my-host.lan:80",2],["[::1]:65535",1]],"joined":["[::1]:65535"],"left":[],"removed":[],"group":"g",'
      '"marks":[["127.0.0.1:5000",7],["[::1]:65535",0]]}'),
+    (CatchUp(3, 12, 5), "CATCHUP-3-12-5"),
+    (History("more", ('{"kind":"message","text":"a-b\\n"}',)), 'HISTORY-more-["{\\"kind\\":\\"message\\",\\"text\\":\\"a-b\\\\n\\"}"]'),
+    (History("none"), "HISTORY-none-[]"),
 ]
 """One frame or more of every kind, and its exact wire text (as TOM formatted it before the codec became a
 table): a change to any of these lines is a change of the wire."""

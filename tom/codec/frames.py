@@ -84,7 +84,7 @@ from .pid import is_pid
 __all__ = [
     "FRAME_KINDS", "LINK_WIRE", "MAX_CLOCK", "MAX_FRAME_BYTES", "MAX_MARKS", "MAX_RUN", "MAX_VC_CHARS",
     "WIRE_VERSION",
-    "Ack", "Acks", "Direct", "Flush", "Flushed", "Frame", "FrameError", "FrameKind", "Heartbeat", "Hello", "Install",
+    "Ack", "Acks", "CatchUp", "Direct", "History", "Flush", "Flushed", "Frame", "FrameError", "FrameKind", "Heartbeat", "Hello", "Install",
     "Join", "Leave", "Marks", "Message", "Messages", "Prepare", "Promise", "Propose", "Received", "Refused", "Relay", "Removed",
     "Resume", "Sees", "Seq", "Suspect", "delivery_digest", "encode_frame", "escape_text", "format_frame",
     "message_frame_bytes",
@@ -484,6 +484,60 @@ class Direct(Frame):
     def __post_init__(self) -> None:
         if type(self.text) is not str or len(self.text) > MAX_FRAME_BYTES:
             raise FrameError("a direct text is a str that fits in a frame")
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUp(Frame):
+    """A durable peer admitted again asks a member for the group's events it missed: those after
+    message ``count`` of view ``view`` (``count`` 0: right after the view's record), up to view
+    ``upto``'s record, which it delivers itself (`tom.durable.catchup`)."""
+
+    view: int
+    count: int
+    upto: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+        _check_count(self.count, "count")
+        _check_count(self.upto, "view")
+
+
+HISTORY_STATUS: Final = ("more", "end", "none")
+"""A `History` frame's status: more records follow; the last records (the catch-up is complete); the
+sender does not hold what was asked (ask another member)."""
+
+
+@dataclass(frozen=True, slots=True)
+class History(Frame):
+    """An answer to `CatchUp`: ``records``, the group's delivered events in its order, each the JSON of
+    an output record (docs/output-format.md), and whether more follow (``status``)."""
+
+    status: str
+    records: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in HISTORY_STATUS:
+            raise FrameError(f"bad history status {self.status!r}")
+        if type(self.records) is not tuple or any(type(r) is not str for r in self.records):
+            raise FrameError("history records are JSON texts")
+
+
+def _parse_catch_up(head: str, rest: str) -> CatchUp:
+    parts = rest.split("-")
+    if len(parts) != 3:
+        raise FrameError("CATCHUP takes a view, a count and a view")
+    return CatchUp(_int(parts[0], "view"), _int(parts[1], "count"), _int(parts[2], "view"))
+
+
+def _parse_history(head: str, rest: str) -> History:
+    status, _, body = rest.partition("-")
+    try:
+        records = json.loads(body) if body else []
+    except ValueError:
+        raise FrameError("HISTORY records are not JSON") from None
+    if not isinstance(records, list):
+        raise FrameError("HISTORY records are a JSON list")
+    return History(status, tuple(records))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1406,6 +1460,9 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
     FrameKind(("JOIN",), Join, lambda j: f"JOIN-{j.pid}-{j.incarnation}", _parse_join),
     FrameKind(("DIRECT",), Direct, lambda d: f"DIRECT-{escape_text(d.text)}",
               lambda head, rest: Direct(unescape_text(rest))),
+    FrameKind(("CATCHUP",), CatchUp, lambda c: f"CATCHUP-{c.view}-{c.count}-{c.upto}", _parse_catch_up),
+    FrameKind(("HISTORY",), History,
+              lambda h: f"HISTORY-{h.status}-{json.dumps(list(h.records), separators=(',', ':'))}", _parse_history),
     FrameKind(("LEAVE",), Leave, lambda leave: f"LEAVE-{leave.pid}", lambda head, rest: Leave(rest)),
     FrameKind(("FLUSH",), Flush,
               lambda f: f"FLUSH-{f.view}-{f.attempt}-{f.coordinator}" + (f"-{f.clock}" if f.clock else ""),

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from ..codec.frames import (
-    MAX_FRAME_BYTES, WIRE_VERSION, Ack, Acks, Direct, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave,
+    MAX_FRAME_BYTES, WIRE_VERSION, Ack, Acks, CatchUp, Direct, Flush, Flushed, Frame, Heartbeat, History, Install, Join, Leave,
     Marks, Message, Prepare, Promise, Propose, Relay, Removed, Sees, Seq, Suspect,
 )
 from ..codec.frames import escape_text
@@ -842,7 +842,12 @@ def on_direct(core: Core, src: str, frame: Direct) -> None:
     core.out.notice(notices.DirectText(src, frame.text))
 
 
-BESIDE: dict[str, Handler] = {"on_direct": on_direct}
+def on_durable(core: Core, src: str, frame: CatchUp | History) -> None:
+    """A catch-up frame, for the data folder's side of the peer (`tom.durable.catchup`): a notice."""
+    core.out.notice(notices.DurableFrame(src, frame))
+
+
+BESIDE: dict[str, Handler] = {"on_direct": on_direct, "on_durable": on_durable}
 """Handlers `TABLE` names that are functions beside `Core`, not its methods (it stays small)."""
 
 

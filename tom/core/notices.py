@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..codec.frames import CatchUp, History
+
 
 @dataclass(frozen=True, slots=True)
 class Left:
@@ -95,4 +97,14 @@ class DirectText:
     tag: ClassVar[str] = "direct"
 
 
-Notice = Left | Removed | Rejoining | NoQuorum | QuorumBack | NoFoundingQuorum | NotAdmitted | Unreachable | DirectText
+@dataclass(frozen=True, slots=True)
+class DurableFrame:
+    """A catch-up frame (`CatchUp`, `History`) from ``src``, for the peer's data folder (`tom.durable`):
+    outside the group's order, like a direct text."""
+
+    src: str
+    frame: CatchUp | History
+    tag: ClassVar[str] = "durable"
+
+
+Notice = Left | Removed | Rejoining | NoQuorum | QuorumBack | NoFoundingQuorum | NotAdmitted | Unreachable | DirectText | DurableFrame
