@@ -165,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="step mode, for a lab: every MESSAGE, ACK, MARKS, SEQ and RELAY received waits at a "
                            "gate, per link and in order, until released from the dashboard's Step panel or with "
                            "POST /api/gate/release (needs --http); failure detection is frozen for what is held")
+    peer.add_argument("--data", type=Path, metavar="DIR",
+                      help="a durable peer: keep what it delivered and accepted in DIR (created; one peer's "
+                           "own). Started again with the same DIR after a crash or a leave, it catches up what "
+                           "the group delivered meanwhile (written before anything new, marked caught_up) and "
+                           "sends again what it had accepted and the group did not deliver")
+    peer.add_argument("--fsync", choices=("always", "batch", "never"), default="always",
+                      help="with --data: when its writes reach the disk: always (default: before anything is "
+                           "acknowledged or sent on them), batch (once per step), never (the kernel decides). "
+                           "Each survives a crash of the process; only always survives a power cut")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")
 
     keys = sub.add_parser("keys", help="create a closed group's credentials",
@@ -262,6 +271,13 @@ def run_peer(args: argparse.Namespace) -> int:
         return run_handout(args, host, name, interactive)
     if args.dynamic:
         raise ConfigError("--dynamic is for --wire handout (TOM's own wire is dynamic unless --static)")
+    if args.data is not None:
+        if args.static:
+            raise ConfigError("--data is for a dynamic group: a --static group takes no member back, so a "
+                              "restarted peer has nothing to catch up in")
+        if args.order != "lamport":
+            raise ConfigError(f"--data needs --order lamport (the {args.order} order's files may differ per "
+                              "member, so a catch-up has no one sequence to copy)")
     if args.step and args.http is None:
         raise ConfigError("--step holds every received frame until it is released through the HTTP API or "
                           "the dashboard: give --http too")
@@ -270,7 +286,7 @@ def run_peer(args: argparse.Namespace) -> int:
                            http=args.http, api_token=api_token_file(args), order=args.order,
                            quorum=args.quorum, last_man_standing=args.last_man_standing, ring=args.ring,
                            trace=args.trace, trace_limit=args.trace_limit * 1024 * 1024,
-                           step=args.step))
+                           step=args.step, data=args.data, fsync=args.fsync))
 
     def late_signal(signum, frame) -> None:
         # a SIGINT/SIGTERM while the peer is not listening for one: before it started, stop at once;
@@ -305,6 +321,7 @@ def run_handout(args: argparse.Namespace, host: str, name: str | None, interacti
                (args.trace is not None, "--trace (it records TOM's links)"),
                (args.api_token_file is not None, "--api-token-file"),
                (args.step, "--step (step mode is TOM's wire's)"),
+               (args.data is not None, "--data (the handout's tools keep nothing to catch up from)"),
                (args.static and args.dynamic, "--static together with --dynamic")]
     for bad, what in refused:
         if bad:

@@ -510,12 +510,15 @@ sender does not hold what was asked (ask another member)."""
 @dataclass(frozen=True, slots=True)
 class History(Frame):
     """An answer to `CatchUp`: ``records``, the group's delivered events in its order, each the JSON of
-    an output record (docs/output-format.md), and whether more follow (``status``)."""
+    an output record (docs/output-format.md), whether more follow (``status``), and how many the whole
+    answer holds (``total``)."""
 
     status: str
+    total: int = 0
     records: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _check_count(self.total, "total")
         if self.status not in HISTORY_STATUS:
             raise FrameError(f"bad history status {self.status!r}")
         if type(self.records) is not tuple or any(type(r) is not str for r in self.records):
@@ -530,14 +533,15 @@ def _parse_catch_up(head: str, rest: str) -> CatchUp:
 
 
 def _parse_history(head: str, rest: str) -> History:
-    status, _, body = rest.partition("-")
+    status, _, rest = rest.partition("-")
+    total, _, body = rest.partition("-")
     try:
         records = json.loads(body) if body else []
     except ValueError:
         raise FrameError("HISTORY records are not JSON") from None
     if not isinstance(records, list):
         raise FrameError("HISTORY records are a JSON list")
-    return History(status, tuple(records))
+    return History(status, _int(total, "total"), tuple(records))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1462,7 +1466,7 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
               lambda head, rest: Direct(unescape_text(rest))),
     FrameKind(("CATCHUP",), CatchUp, lambda c: f"CATCHUP-{c.view}-{c.count}-{c.upto}", _parse_catch_up),
     FrameKind(("HISTORY",), History,
-              lambda h: f"HISTORY-{h.status}-{json.dumps(list(h.records), separators=(',', ':'))}", _parse_history),
+              lambda h: f"HISTORY-{h.status}-{h.total}-{json.dumps(list(h.records), separators=(',', ':'))}", _parse_history),
     FrameKind(("LEAVE",), Leave, lambda leave: f"LEAVE-{leave.pid}", lambda head, rest: Leave(rest)),
     FrameKind(("FLUSH",), Flush,
               lambda f: f"FLUSH-{f.view}-{f.attempt}-{f.coordinator}" + (f"-{f.clock}" if f.clock else ""),

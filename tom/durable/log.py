@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import TomError
+from ..errors import ConfigError
 
 MAGIC = b"TOMLOG1\n"
 """The first bytes of every log file."""
@@ -45,7 +45,7 @@ MAX_RECORD = 64 * 1024 * 1024
 FSYNC = ("always", "batch", "never")
 
 
-class DataError(TomError):
+class DataError(ConfigError):
     """The data folder or a log in it cannot be used (corrupt, another peer's, held by another process):
     one line naming the file (and the offset, for a corrupt record)."""
 
@@ -56,6 +56,7 @@ class LogRead:
     on a torn last record that was dropped (empty if none)."""
 
     records: list[bytes] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
     end: int = len(MAGIC)
     torn: str = ""
 
@@ -106,6 +107,7 @@ def read_log(path: Path) -> LogRead:
             out.torn = f"{path}: dropped a torn last record at offset {at} ({item}): a crash while it was written"
             break
         out.records.append(item)
+        out.offsets.append(at)
         out.end = at + HEADER.size + len(item)
     return out
 
@@ -126,18 +128,27 @@ class RecordLog:
                 os.write(self._fd, MAGIC)
             else:
                 os.ftruncate(self._fd, self.read.end)  # (a torn last record goes)
-            os.lseek(self._fd, 0, os.SEEK_END)
+            self.size = os.lseek(self._fd, 0, os.SEEK_END)
             os.fsync(self._fd)
             self._sync_dir()
         except OSError as e:
             raise DataError(f"{path}: cannot open it for writing: {e.strerror or e}") from None
         self.dirty = False
 
-    def append(self, payloads: Iterable[bytes]) -> None:
-        """Write ``payloads`` as records, in order, in one write; with ``always``, on the disk on return."""
-        blob = b"".join(HEADER.pack(len(p), zlib.crc32(p)) + p for p in payloads)
+    def append(self, payloads: Iterable[bytes]) -> list[int]:
+        """Write ``payloads`` as records, in order, in one write; with ``always``, on the disk on return.
+        Returns the records' offsets."""
+        offsets: list[int] = []
+        parts: list[bytes] = []
+        at = self.size
+        for p in payloads:
+            offsets.append(at)
+            parts.append(HEADER.pack(len(p), zlib.crc32(p)))
+            parts.append(p)
+            at += HEADER.size + len(p)
+        blob = b"".join(parts)
         if not blob:
-            return
+            return offsets
         view = memoryview(blob)
         try:
             while view:
@@ -147,7 +158,32 @@ class RecordLog:
             if self.fsync == "always":
                 self.sync()
         except OSError as e:  # (a full disk: what was half written is a torn tail, dropped when read back)
+            try:
+                os.ftruncate(self._fd, self.size)
+                os.lseek(self._fd, self.size, os.SEEK_SET)
+            except OSError:
+                pass
             raise DataError(f"{self.path}: cannot write: {e.strerror or e}") from None
+        self.size = at
+        return offsets
+
+    def read_records(self, start: int, end: int) -> list[bytes]:
+        """The payloads of the whole records from offset ``start`` up to offset ``end`` (as written by
+        this log: `append`'s offsets)."""
+        out: list[bytes] = []
+        try:
+            data = os.pread(self._fd, end - start, start)
+        except OSError as e:
+            raise DataError(f"{self.path}: cannot read it: {e.strerror or e}") from None
+        at = 0
+        while at + HEADER.size <= len(data):
+            length, crc = HEADER.unpack_from(data, at)
+            payload = data[at + HEADER.size:at + HEADER.size + length]
+            if len(payload) != length or zlib.crc32(payload) != crc:
+                raise DataError(f"{self.path}: corrupt record at offset {start + at}")
+            out.append(payload)
+            at += HEADER.size + length
+        return out
 
     def sync(self) -> None:
         """What was appended is on the disk (a no-op under ``never``, or when nothing was appended)."""

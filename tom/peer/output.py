@@ -91,6 +91,15 @@ class OutputFile:
         self._append("".join(out).encode())
         self.written += len(out)
 
+    def render(self, deliveries: Sequence[Delivery | ViewDelivery], delivered_at: float) -> list[str]:
+        """The lines `write` would append for ``deliveries`` (each with its newline)."""
+        return lines(deliveries, self.peer, self._peer, self.offset, delivered_at, self._quoted)
+
+    def append_lines(self, out: Sequence[str]) -> None:
+        """Append lines made by `render` (or records of the same form) and flush."""
+        self._append("".join(out).encode())
+        self.written += len(out)
+
     def _append(self, data: bytes) -> None:
         """Write ``data`` whole, or raise OutputError with the file cut back to its last whole line."""
         if self.failed is not None:
@@ -126,9 +135,18 @@ class NoOutput:
 
     resumed: str | None = None
     failed: OutputError | None = None
+    peer = ""
 
     def __init__(self) -> None:
         self.written = 0
+        self.offset = 0
+        self._quoted: dict[str, str] = {}
+
+    def render(self, deliveries: Sequence[Delivery | ViewDelivery], delivered_at: float) -> list[str]:
+        return lines(deliveries, self.peer, json.dumps(self.peer), self.offset, delivered_at, self._quoted)
+
+    def append_lines(self, out: Sequence[str]) -> None:
+        self.written += len(out)
 
     def write(self, deliveries: Sequence[Delivery | ViewDelivery | HandoutDelivery], delivered_at: float) -> None:
         self.written += len(deliveries)

@@ -29,6 +29,7 @@ from ..net.links import MAX_BACKOFF, Link
 from ..net.listener import listener, open_listener
 from ..codec.neighbors import load_neighbors
 from .output import NoOutput, OutputFile
+from .durable import Durable
 from .pathtrace import TRACE
 from ..codec.pid import make_pid, pid_key, split_pid
 from .processor import Inbox, processor, ticker
@@ -77,6 +78,8 @@ class PeerConfig:
     embedded: bool = False  # run inside another program (`tom.library`): no signal handlers, no prints
     # on stdout, the process's garbage collector left as it is
     step: bool = False  # --step: the links' ordered frames wait at a gate until released (`tom.peer.gate`)
+    data: Path | None = None  # --data: the data folder of a durable peer (`tom.peer.durable`)
+    fsync: str = "always"  # --fsync: when the data folder's writes reach the disk
 
 
 # young collections every 50,000 net allocations instead of 700, full ones a hundred times rarer: a
@@ -142,6 +145,14 @@ class Peer:
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
         self.trace = self._open_trace() if cfg.trace is not None else None
         self.output: OutputFile | NoOutput = OutputFile(cfg.output, self.me) if cfg.output is not None else NoOutput()
+        self.durable: Durable | None = None
+        if cfg.data is not None:
+            try:
+                self.durable = Durable(cfg.data, self.me, cfg.fsync, patience=2 * cfg.timeout)
+            except BaseException:
+                self.output.close()
+                raise
+            self.durable.last_index = self.output.offset
         self.on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None
         self.on_stop: Callable[[], None] | None = None  # called once the peer has stopped
         self.on_direct: Callable[[str, str], None] | None = None  # (src, text) of a direct text
@@ -188,7 +199,7 @@ class Peer:
                 nursery.start_soon(sender, self.me, self.incarnation, self.links, links_in, self.keys, cfg.order)
                 nursery.start_soon(processor, self.core, in_rx, Router(self.links, cfg.delay, cfg.jitter), self.output,
                                    ui.on_deliver if ui else self.on_deliver, self._on_notice, self._on_output_error,
-                                   self.feed, in_tx)
+                                   self.feed, in_tx, self.durable)
                 if http is not None:
                     nursery.start_soon(*http)
                 nursery.start_soon(ticker, in_tx, cfg.heartbeat / 4)
@@ -200,6 +211,8 @@ class Peer:
                 mode += ", step mode: received frames wait to be released" if cfg.step else ""
                 if self.output.resumed:
                     log.info("%s", self.output.resumed)
+                for line in self.durable.said if self.durable is not None else ():
+                    log.info("%s", line)
                 if cfg.embedded:
                     log.info("listening on %s:%s as %s (%s)", cfg.host, self.port, self.me, mode)
                 else:
@@ -237,6 +250,8 @@ class Peer:
 
     def _close_files(self) -> None:
         self.output.close()
+        if self.durable is not None:
+            self.durable.close()
         if self.trace is not None:
             self.trace.close()
 

@@ -24,6 +24,8 @@ from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
 from .events import Connected, Disconnected, Event, EventSink, FramesIn, Heard, LeaveGroup, SendDirect, SendTexts, Tick
 from .output import NoOutput, OutputFile
+from .durable import Durable
+from ..core.notices import DurableFrame
 from .pathtrace import TRACE
 from ..net.ratelimit import LogLimiter, held_back
 
@@ -44,8 +46,9 @@ def divergence_line(me: str, alarm: Divergence) -> str:
                    f"(ours {alarm.mine:08x}, theirs {alarm.theirs:08x})")
 
 
-def apply(core: Core, event: Event, now: float) -> None:
-    """Feed one event to the core; reject bad frames one by one with a log line."""
+def apply(core: Core, event: Event, now: float, durable: Durable | None = None) -> None:
+    """Feed one event to the core; reject bad frames one by one with a log line. With ``durable``, the
+    user's texts are on its disk before the core takes them (and wait there until it is caught up)."""
     t = type(event)
     if t is FramesIn:
         src = event.src  # type: ignore[union-attr]
@@ -56,7 +59,21 @@ def apply(core: Core, event: Event, now: float) -> None:
     elif t is SendTexts:
         on_sent = event.on_sent  # type: ignore[union-attr]
         stamp = time.time()  # one send time for the texts taken together (so they go as one run)
-        for text in event.texts:  # type: ignore[union-attr]
+        texts = event.texts  # type: ignore[union-attr]
+        if durable is not None:
+            try:
+                taken = durable.accept(texts)
+            except OutputError as e:  # (a full disk: nothing accepted)
+                if on_sent is not None:
+                    for _ in texts:
+                        on_sent(UsageError(f"not accepted: {e}"))
+                raise
+            if len(taken) < len(texts):  # (waiting in the data folder until this peer is caught up)
+                if on_sent is not None:
+                    for _ in texts:
+                        on_sent(None)
+                return
+        for text in texts:
             try:
                 sent = core.broadcast(text, sent_at=stamp)
             except UsageError as e:
@@ -127,6 +144,7 @@ async def processor(
     on_output_error: Callable[[OutputError], None] | None = None,
     tap: EventFeed | None = None,
     inbox: Inbox | None = None,
+    durable: Durable | None = None,
 ) -> None:
     """Run the core over ``incoming`` until it closes; show every step to ``tap`` (``--http``) if any.
     With ``inbox`` (the counted face of ``incoming``'s sending end), its senders may step an event
@@ -137,35 +155,82 @@ async def processor(
         if TRACE is not None:
             TRACE.note("step")
         now = trio.current_time()
+        shown: list[Delivery | ViewDelivery] = []  # recorded on disk, so shown
         for event in events:
-            apply(core, event, now)
+            try:
+                apply(core, event, now, durable)
+            except OutputError as e:
+                fail(e)
             if tap is not None:
                 tap.incoming(event)
+            if durable is not None and output.failed is None:
+                t = type(event)
+                if t is Tick:
+                    took(durable.tick(output, time.time(), now), shown)
+                elif t is Disconnected:
+                    took(durable.gone(event.pid, output, time.time(), now), shown)  # type: ignore[union-attr]
         ready = core.ready()
+        if durable is not None:
+            unsent = durable.take_unsent()
+            if unsent:  # (admitted and caught up: what was accepted before goes first)
+                for text in unsent:
+                    try:
+                        core.broadcast(text, sent_at=time.time())
+                    except UsageError as e:
+                        log.warning("an accepted text not sent again: %s", e)
+                more = core.ready()
+                ready.sends += more.sends
+                ready.deliveries += more.deliveries
+                ready.notices += more.notices
         if TRACE is not None:
             TRACE.note("core")
         if ready.sends:
             route(ready.sends)
-        shown: list[Delivery | ViewDelivery] = []  # recorded on disk, so shown
         if ready.deliveries and output.failed is None:
             try:
-                output.write(ready.deliveries, time.time())
+                if durable is not None:
+                    took(durable.deliver(ready.deliveries, output, time.time(), now), shown)
+                else:
+                    output.write(ready.deliveries, time.time())
+                    shown += ready.deliveries
                 if TRACE is not None:
                     TRACE.note("written")
             except OutputError as e:
-                if on_output_error is not None:
-                    on_output_error(e)
-            else:
-                shown = ready.deliveries
-                if on_deliver is not None:
-                    on_deliver(shown)
+                fail(e)
+        notes = ready.notices
+        if durable is not None and notes:
+            notes = []
+            for notice in ready.notices:
+                if type(notice) is DurableFrame:
+                    if output.failed is None:
+                        try:
+                            took(durable.on_frame(notice.src, notice.frame, output, time.time(), now), shown)
+                        except OutputError as e:
+                            fail(e)
+                else:
+                    notes.append(notice)
+        if shown and on_deliver is not None:
+            on_deliver(shown)
         if tap is not None:
-            tap.step(ready.sends, shown, ready.notices, ready.alarms)
+            tap.step(ready.sends, shown, notes, ready.alarms)
         for alarm in ready.alarms:
             log.error("%s", divergence_line(core.me, alarm))
-        for notice in ready.notices:
+        for notice in notes:
             if on_notice is not None:
                 on_notice(notice)
+
+    def took(step: tuple[list[Delivery | ViewDelivery], Sends], shown: list[Delivery | ViewDelivery]) -> None:
+        """What the data folder wrote (shown) and sends (routed now)."""
+        written, sends = step
+        shown += written
+        if sends:
+            route(sends)
+
+    def fail(e: OutputError) -> None:
+        if output.failed is None:
+            output.failed = e  # (nothing more is written)
+        if on_output_error is not None:
+            on_output_error(e)
 
     if inbox is not None:
         inbox.step = step

@@ -1,0 +1,77 @@
+"""Durable peers (``tom peer --data DIR``) as a user runs them: real processes on loopback, SIGKILLed
+and started again with the same command line; every output file is read start to end.
+
+The promise checked (docs/guarantees.md, "Durable peers"): a durable member's file holds the group's
+order from its first record to its last, each message once, the stretch it missed while it was away
+written as caught-up records before anything of the view that admitted it again; and every text a peer
+accepted is delivered once, even when the peer was killed right after accepting it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from procs import PeerProcs
+
+pytestmark = pytest.mark.e2e
+
+
+def group_order(records_by_peer: list[list[dict]]) -> list[tuple]:
+    """The group's Lamport order of messages, from every file: (view, clock, pid) sorted, once each."""
+    keys = {(r["view"], r["clock"], r["pid"]) for recs in records_by_peer for r in recs if r["kind"] == "message"}
+    return sorted(keys)
+
+
+def messages(recs: list[dict]) -> list[tuple]:
+    return [(r["view"], r["clock"], r["pid"]) for r in recs if r["kind"] == "message"]
+
+
+def assert_whole(recs: list[dict], order: list[tuple], who: str) -> None:
+    """``recs`` (a durable peer's file) holds a contiguous stretch of ``order``, each message once."""
+    mine = messages(recs)
+    assert len(mine) == len(set(mine)), f"{who}: a message twice"
+    start = order.index(mine[0])
+    assert mine == order[start:start + len(mine)], f"{who}: not the group's order (a gap?)"
+    indexes = [r["index"] for r in recs]
+    assert indexes == list(range(1, len(recs) + 1)), f"{who}: indexes not 1..n"
+
+
+def wait_until(check, deadline: float, what: str, procs: PeerProcs):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {deadline} s; logs: {procs.log_text()[-6000:]}")
+
+
+def test_a_peer_killed_and_started_again_catches_up_what_the_group_delivered_meanwhile(tmp_path):
+    extra = ("--heartbeat", "0.2", "--timeout", "1")
+    each = [("--data", str(tmp_path / f"data-{i}")) for i in range(3)]
+    with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+        g.send(0, [f"a{k}" for k in range(20)])
+        g.wait_delivered(20)
+        g.procs[2].kill()
+        g.procs[2].wait(10)
+        # the group goes on without it: a view change, then messages it misses
+        g.send(0, [f"b{k}" for k in range(30)])
+        g.send(1, [f"c{k}" for k in range(30)])
+        wait_until(lambda: len(g.messages(0)) >= 80 and len(g.messages(1)) >= 80, 30, "survivors deliver", g)
+        g.group.start(2, g.procs[2])  # the same command line again
+        g.send(1, ["after"])
+        wait_until(lambda: any(r.get("text") == "after" for r in g.records(2)), 40, "the restarted peer delivers", g)
+        recs = [g.records(i) for i in range(3)]
+        order = group_order(recs)
+        for i in range(3):
+            assert_whole(recs[i], order, f"peer {i}")
+        caught = [r for r in recs[2] if r.get("caught_up")]
+        assert sum(r["kind"] == "message" for r in caught) >= 60
+        assert any(r["kind"] == "view" for r in caught), "the view that removed it comes too"
+        # caught up before the view that admitted it again
+        admitted = next(k for k, r in enumerate(recs[2]) if r["kind"] == "view" and f"127.0.0.1:{g.ports[2]}" in r["joined"]
+                        and k > 0 and not r.get("caught_up"))
+        assert all(k < admitted for k, r in enumerate(recs[2]) if r.get("caught_up"))
+        assert all(r.get("durable") for r in recs[2] if r["kind"] == "view")
+        assert g.terminate() == [0, 0, 0]

@@ -1,0 +1,241 @@
+"""Catching up: what a durable peer admitted again missed, asked of the group over its links. Sans-IO:
+records and frames in, decisions out (no disk, no clock read, no socket).
+
+A *position* in the group's order is ``(view, n)``: the view's record, then its messages counted from
+1 (``n = 0``: right after the view's record). Every member that stays from view ``v`` into ``v + 1``
+delivers the same messages in ``v`` (virtual synchrony, Lamport order), so a position names the same
+point of the order at every member of the view.
+
+`Recovery` is the restarted peer's side. Admitted again by view ``w`` (its record names this peer in
+``joined``) with a last position ``(v, n)``, it holds every event it delivers from ``w``'s record on,
+asks one member that was in the view before ``w`` (`CatchUp(v, n, w)`), takes the records that come
+back (each must follow the last one: `follows`), and once the answer ends releases what it held. A
+member that does not hold what was asked, is silent for ``patience`` or goes away is replaced by the
+next; when none is left, the missing stretch becomes one explicit gap record.
+
+`plan` is the serving member's side: where its own history holds the asked stretch.
+
+Invariant: the records a peer writes, read start to end, follow one another (`follows`) except across
+a gap record: nothing twice, nothing skipped without saying so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..codec.frames import CatchUp, History
+
+Position = tuple[int, int]
+"""``(view, n)``: after message ``n`` of view ``view`` (``n = 0``: after the view's record)."""
+
+MAX_HISTORY_BYTES = 48 * 1024
+"""Records per `History` frame, in bytes of JSON: a frame stays under `MAX_FRAME_BYTES`."""
+
+
+def advance(last: Position | None, kind: str, view: int) -> Position:
+    """The position of a record of ``kind`` in ``view`` delivered after ``last``."""
+    if kind == "view":
+        return (view, 0)
+    if last is not None and last[0] == view:
+        return (view, last[1] + 1)
+    return (view, 1)
+
+
+def follows(last: Position | None, kind: str, view: int) -> bool:
+    """Whether a record of ``kind`` in ``view`` may come right after ``last`` in the group's order: the
+    next message of the same view, or the record of a later view."""
+    if last is None:
+        return True
+    if kind == "view":
+        return view > last[0]
+    return kind == "message" and view == last[0]
+
+
+@dataclass
+class ViewSpan:
+    """Where one view's records are in a member's history: the record number of its view record and
+    how many messages of it follow."""
+
+    first: int
+    messages: int = 0
+
+
+@dataclass
+class HistoryIndex:
+    """A member's delivered history, as positions: for each view, where its records start. Records are
+    numbered from 0 in the order written; the shell keeps their offsets."""
+
+    views: dict[int, ViewSpan] = field(default_factory=dict)
+    count: int = 0
+    last: Position | None = None
+    own: int = 0  # messages of this peer's own in the history (`Recovery.resend`)
+
+    def add(self, kind: str, view: int, own: bool = False) -> None:
+        if kind == "view":
+            self.views[view] = ViewSpan(self.count)
+        elif kind == "message":
+            span = self.views.get(view)
+            if span is not None:
+                span.messages += 1
+            self.own += own
+        if kind in ("view", "message"):
+            self.last = advance(self.last, kind, view)
+        self.count += 1
+
+    def skip_to(self, last: Position) -> None:
+        """A gap: the history goes on from ``last`` (what follows is told apart from what was lost)."""
+        self.last = last
+        self.count += 1
+
+
+def plan(index: HistoryIndex, ask: CatchUp) -> tuple[int, int] | str:
+    """Where the records ``ask`` wants start in ``index``'s history, and how many to skip from there
+    (``(record number, skip)``); or why not: ``"none"`` (this member does not hold them) or ``"wait"``
+    (it has not delivered view ``ask.upto``'s record yet)."""
+    span = index.views.get(ask.view)
+    if span is None or ask.count > span.messages or ask.upto <= ask.view:
+        return "none"
+    if ask.upto not in index.views:
+        return "wait" if index.last is not None and index.last[0] < ask.upto else "none"
+    return span.first + 1 + ask.count, 0
+
+
+def batches(records: Iterable[str]) -> list[tuple[str, ...]]:
+    """``records`` cut into `History` frames' worth (`MAX_HISTORY_BYTES`)."""
+    out: list[tuple[str, ...]] = []
+    batch: list[str] = []
+    size = 0
+    for r in records:
+        if batch and size + len(r) > MAX_HISTORY_BYTES:
+            out.append(tuple(batch))
+            batch, size = [], 0
+        batch.append(r)
+        size += len(r) + 8
+    if batch:
+        out.append(tuple(batch))
+    return out
+
+
+def answer(records: list[str]) -> list[History]:
+    """The `History` frames that carry ``records`` (the last one says ``end``)."""
+    parts = batches(records) or [()]
+    return [History("end" if i == len(parts) - 1 else "more", len(records), part) for i, part in enumerate(parts)]
+
+
+@dataclass
+class Caught:
+    """What `Recovery` decides for one step: frames to send, records to write as caught up (parsed),
+    a gap record to write (its fields), deliveries to release, and lines to say."""
+
+    sends: list[tuple[str, CatchUp]] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)
+    gap: dict | None = None
+    release: list = field(default_factory=list)
+    said: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+class Recovery:
+    """A durable peer's catch-up (the module docstring). ``last``: the last position in its history
+    (None: it never delivered anything, so it owes nothing)."""
+
+    def __init__(self, me: str, last: Position | None, patience: float) -> None:
+        self.me, self.last, self.patience = me, last, patience
+        self.upto: int | None = None  # catching up to this view's record
+        self.candidates: list[str] = []
+        self.asking: str | None = None
+        self.asked_at = 0.0
+        self.held: list = []
+        self.got = 0  # caught-up records so far, of ``total``
+        self.total: int | None = None
+
+    @property
+    def catching_up(self) -> bool:
+        return self.upto is not None
+
+    def delivered(self, kind: str, view: int, members: Iterable[str], joined: Iterable[str], item: object,
+                  now: float) -> Caught | None:
+        """A delivery of this peer's: None if it may be written now (then `wrote`); else it is held (a
+        `Caught` with what to send, when it starts a catch-up)."""
+        if self.upto is not None:
+            self.held.append(item)
+            return Caught()
+        if kind == "view" and self.me in joined and self.last is not None and view > self.last[0]:
+            joiners = set(joined)
+            self.upto, self.candidates, self.held = view, sorted(p for p in members if p not in joiners), [item]
+            self.got, self.total = 0, None
+            return self._ask_next(now, "")
+        return None
+
+    def wrote(self, kind: str, view: int) -> None:
+        """A record of this peer's own delivery is written (the last position moves on)."""
+        if kind in ("view", "message"):
+            self.last = advance(self.last, kind, view)
+
+    def _ask_next(self, now: float, why: str) -> Caught:
+        step = Caught()
+        if why:
+            step.said.append(why)
+        if self.candidates:
+            self.asking = self.candidates.pop(0)
+            self.asked_at = now
+            assert self.last is not None and self.upto is not None
+            step.sends.append((self.asking, CatchUp(self.last[0], self.last[1], self.upto)))
+            return step
+        assert self.last is not None
+        step.gap = {"view": self.upto, "after": list(self.last),
+                    "reason": "no member of the group holds the events after it any more"}
+        step.said.append(f"lost the group's events after message {self.last[1]} of view {self.last[0]} up to "
+                         f"view {self.upto}: no member holds them any more (a gap record marks it in the output)")
+        return self._finish(step)
+
+    def _finish(self, step: Caught) -> Caught:
+        step.release, self.held = self.held, []
+        self.upto, self.asking = None, None
+        step.done = True
+        return step
+
+    def history(self, src: str, frame: History, now: float) -> Caught | None:
+        """A `History` frame from ``src``: the records that follow, and the end of the catch-up."""
+        if src != self.asking or self.upto is None:
+            return None
+        if frame.status == "none":
+            return self._ask_next(now, f"{src} does not hold the events after message {self.last[1]} of view "  # type: ignore[index]
+                                       f"{self.last[0]}; asking the next member")  # type: ignore[index]
+        self.asked_at = now
+        self.total = frame.total
+        step = Caught()
+        for text in frame.records:
+            try:
+                rec = json.loads(text)
+                kind, view = rec["kind"], rec["view"]
+                ok = isinstance(view, int) and view <= self.upto and (
+                    kind == "gap" or (view < self.upto and follows(self.last, kind, view)))
+            except (ValueError, TypeError, KeyError):
+                ok = False
+            if not ok:
+                return self._ask_next(now, f"{src} sent a record that does not follow message {self.last[1]} of "  # type: ignore[index]
+                                           f"view {self.last[0]}; asking the next member")  # type: ignore[index]
+            step.records.append(rec)
+            if kind != "gap":
+                self.last = advance(self.last, kind, view)
+            self.got += 1
+        if frame.status == "end":
+            return self._finish(step)
+        return step
+
+    def gone(self, pid: str, now: float) -> Caught | None:
+        """``pid`` is no longer there to answer (its link went down, or the group removed it)."""
+        if pid == self.asking and self.upto is not None:
+            return self._ask_next(now, f"{pid} went away during the catch-up; asking the next member")
+        if pid in self.candidates:
+            self.candidates.remove(pid)
+        return None
+
+    def tick(self, now: float) -> Caught | None:
+        if self.upto is not None and self.asking is not None and now - self.asked_at > self.patience:
+            return self._ask_next(now, f"{self.asking} did not answer within {self.patience:.0f} s; asking the "
+                                       "next member")
+        return None

@@ -1,0 +1,266 @@
+"""A durable peer's data folder at work (``tom peer --data DIR``): the shell around `tom.durable`.
+
+The folder holds, besides its lock and identity (`tom.durable.log.DataDir`):
+
+* ``history.log``: every event this peer wrote to its output, in order, each record the output line
+  itself (caught-up and gap records included). It is what this peer serves to a member catching up
+  (`tom.durable.catchup.plan`), and what tells a restarted peer where it stopped;
+* ``accepted.log``: every text this peer accepted (the terminal's ``sending:``, the API's 2xx, a line
+  read), written before the text reaches the core. Once the peer is admitted again and caught up, the
+  accepted texts that the group's order does not hold yet are sent again, before anything new: a peer
+  numbers its own messages by the order it accepted them, and the group delivers an origin's messages
+  in that order (FIFO), so the ones delivered are always the first ones accepted.
+
+Invariants: an event reaches the output file only after it is in ``history.log``; a text is
+accepted (``on_sent`` told) only once it is in ``accepted.log``; while catching up nothing of the new
+view is written, so the file reads as the group's order, start to end, across restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..codec.frames import CatchUp, History
+from ..core import Delivery, ViewDelivery
+from ..core.records import Sends
+from ..durable.catchup import Caught, HistoryIndex, Recovery, answer, plan
+from ..durable.log import DataDir, DataError
+from ..errors import OutputError
+from .output import NoOutput, OutputFile
+
+log = logging.getLogger("tom.peer.durable")
+
+
+def _kind_view(payload: bytes) -> tuple[str, int, str]:
+    rec = json.loads(payload)
+    return rec["kind"], int(rec.get("view", 0)), rec.get("pid", "")
+
+
+class Durable:
+    """One peer's data folder, open (locked) until `close`. ``patience``: how long a catch-up waits for a
+    silent member before it asks the next."""
+
+    def __init__(self, path: Path, me: str, fsync: str = "always", patience: float = 10.0) -> None:
+        self.me = me
+        self.dir = DataDir(path, me)
+        try:
+            self.history = self.dir.log("history.log", fsync)
+            self.accepted_log = self.dir.log("accepted.log", fsync)
+        except DataError:
+            self.dir.close()
+            raise
+        self.said: list[str] = [r.torn for r in (self.history.read, self.accepted_log.read) if r.torn]
+        self.offsets = array("q", self.history.read.offsets)
+        self.index = HistoryIndex()
+        try:
+            for payload in self.history.read.records:
+                kind, view, pid = _kind_view(payload)
+                self.index.add(kind, view, kind == "message" and pid == me)
+            self.accepted = [json.loads(p)["text"] for p in self.accepted_log.read.records]
+        except (ValueError, KeyError, TypeError) as e:
+            self.close()
+            raise DataError(f"{path}: a record of its logs is not TOM's ({e})") from None
+        self.history.read.records.clear()  # (only the index is kept)
+        self.recovery = Recovery(me, self.index.last, patience)
+        # texts accepted and not known delivered: sent once admitted and caught up (None: done)
+        self.unsent: list[str] | None = None
+        self.waiting: list[tuple[str, CatchUp]] = []  # asks to answer once their view is delivered here
+        self.last_index = 0  # the last index written to the output file
+        self.started = False  # admitted to a view since this process started
+        self.restarted = self.index.last is not None  # this folder has a past
+        if self.index.last is not None:
+            self.said.append(f"data folder {path}: {self.index.count} events delivered before, the last after "
+                             f"message {self.index.last[1]} of view {self.index.last[0]}; "
+                             f"{len(self.accepted) - self.index.own} accepted text(s) not known delivered")
+
+    # -- accepting ---------------------------------------------------------------------------------
+
+    def accept(self, texts: Sequence[str]) -> list[str]:
+        """Make ``texts`` durable; return those the core takes now. Until this peer is admitted and
+        caught up (`take_unsent`) they wait: they go after the texts accepted before a restart."""
+        payloads = [json.dumps({"text": t}, ensure_ascii=False).encode() for t in texts]
+        try:
+            self.accepted_log.append(payloads)
+        except DataError as e:
+            raise OutputError(str(e)) from None
+        self.accepted.extend(texts)
+        return list(texts) if self.unsent is not None else []
+
+    def take_unsent(self) -> list[str]:
+        """Once admitted and caught up: the accepted texts the group's order does not hold yet (once)."""
+        if self.unsent is not None or not self.started or self.recovery.catching_up:
+            return []
+        self.unsent = []
+        texts = self.accepted[self.index.own:]
+        if texts and self.restarted:
+            log.info("sending %d accepted text(s) the group has not delivered", len(texts))
+        return texts
+
+    # -- delivering --------------------------------------------------------------------------------
+
+    def deliver(self, deliveries: Sequence[Delivery | ViewDelivery], output: OutputFile | NoOutput,
+                at: float, now: float) -> tuple[list[Delivery | ViewDelivery], Sends]:
+        """Write what may be written now (history first, then the output file); hold the rest while
+        catching up. Returns what was written (to show) and what to send."""
+        sends: Sends = []
+        written: list[Delivery | ViewDelivery] = []
+        batch: list[Delivery | ViewDelivery] = []
+        for d in deliveries:
+            if type(d) is ViewDelivery:
+                if self.me in d.joined:
+                    self.started = True
+                step = self.recovery.delivered("view", d.view, d.members, d.joined, d, now)
+                asking = self.recovery.asking
+                if asking is not None and (asking in d.removed or asking in d.left) and step is not None:
+                    self._write(batch, output, at, written)
+                    batch = []
+                    self._apply(step, output, at, sends, written)
+                    step = self.recovery.gone(asking, now) or Caught()
+            else:
+                step = self.recovery.delivered("message", d.view, (), (), d, now)
+            if step is None:
+                batch.append(d)
+            else:
+                self._write(batch, output, at, written)
+                batch = []
+                self._apply(step, output, at, sends, written)
+        self._write(batch, output, at, written)
+        sends += self._answer_waiting()
+        return written, sends
+
+    def _write(self, deliveries: list[Delivery | ViewDelivery], output: OutputFile | NoOutput, at: float,
+               written: list[Delivery | ViewDelivery]) -> None:
+        if not deliveries:
+            return
+        lines = output.render(deliveries, at)
+        kinds: list[tuple[str, int, bool]] = []
+        for i, d in enumerate(deliveries):
+            if type(d) is ViewDelivery:
+                rec = json.loads(lines[i])
+                rec["durable"] = True
+                lines[i] = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
+                kinds.append(("view", d.view, False))
+            else:
+                kinds.append(("message", d.view, d.pid == self.me))
+        self._append(lines, kinds, output)
+        for kind, view, _ in kinds:
+            self.recovery.wrote(kind, view)
+        self.last_index = deliveries[-1].index + output.offset
+        written.extend(deliveries)
+
+    def _append(self, lines: list[str], kinds: list[tuple[str, int, bool]], output: OutputFile | NoOutput) -> None:
+        try:
+            offsets = self.history.append([line.rstrip("\n").encode() for line in lines])
+        except DataError as e:
+            raise OutputError(str(e)) from None
+        self.offsets.extend(offsets)
+        for kind, view, own in kinds:
+            self.index.add(kind, view, own)
+        output.append_lines(lines)
+
+    def _apply(self, step: Caught | None, output: OutputFile | NoOutput, at: float, sends: Sends,
+               written: list[Delivery | ViewDelivery]) -> None:
+        if step is None:
+            return
+        for line in step.said:
+            log.warning("%s", line)
+        for dest, frame in step.sends:
+            sends.append(((dest,), frame))
+            log.info("catching up: asked %s for the group's events after message %d of view %d, up to view %d",
+                     dest, frame.count, frame.view, frame.upto)
+        records = list(step.records)
+        if step.gap is not None:
+            records.append({"kind": "gap", **step.gap})
+        if records:
+            lines, kinds = [], []
+            for k, rec in enumerate(records, 1):
+                if rec["kind"] == "gap":
+                    rec = {"v": 2, "kind": "gap", "index": self.last_index + k, "peer": self.me,
+                           "delivered_at": round(at, 6), "view": rec["view"], "after": rec["after"],
+                           "reason": rec["reason"]}
+                else:
+                    rec = {**rec, "index": self.last_index + k, "peer": self.me, "delivered_at": round(at, 6),
+                           "caught_up": True}
+                lines.append(json.dumps(rec, separators=(",", ":")) + "\n")
+                kinds.append((rec["kind"], int(rec["view"]), rec["kind"] == "message" and rec.get("pid") == self.me))
+            self._append(lines, kinds, output)
+            self.last_index += len(records)
+            output.offset += len(records)
+        if step.done and step.gap is None:
+            log.info("caught up: %d event(s) the group delivered while this peer was away", self.recovery.got)
+        if step.release:
+            self._write(list(step.release), output, at, written)  # (from the view that admitted it on)
+
+    # -- serving and catching up -------------------------------------------------------------------
+
+    def on_frame(self, src: str, frame: CatchUp | History, output: OutputFile | NoOutput, at: float,
+                 now: float) -> tuple[list[Delivery | ViewDelivery], Sends]:
+        """A catch-up frame from ``src``: answer an ask, or take an answer."""
+        sends: Sends = []
+        written: list[Delivery | ViewDelivery] = []
+        if type(frame) is CatchUp:
+            sends += self._serve(src, frame)
+        else:
+            assert type(frame) is History
+            step = self.recovery.history(src, frame, now)
+            self._apply(step, output, at, sends, written)
+        return written, sends
+
+    def _serve(self, src: str, ask: CatchUp) -> Sends:
+        where = plan(self.index, ask)
+        if where == "wait":
+            self.waiting.append((src, ask))
+            return []
+        if isinstance(where, str):
+            log.info("%s asks for the events after message %d of view %d: not held here", src, ask.count, ask.view)
+            return [((src,), History("none"))]
+        first, _ = where
+        last = self.index.views[ask.upto].first
+        records = (self.history.read_records(self.offsets[first], self.offsets[last]) if last > first else [])
+        log.info("%s catches up from here: %d event(s) after message %d of view %d, up to view %d", src,
+                 len(records), ask.count, ask.view, ask.upto)
+        return [((src,), f) for f in answer([r.decode() for r in records])]
+
+    def _answer_waiting(self) -> Sends:
+        if not self.waiting:
+            return []
+        waiting, self.waiting = self.waiting, []
+        sends: Sends = []
+        for src, ask in waiting:
+            sends += self._serve(src, ask)
+        return sends
+
+    def gone(self, pid: str, output: OutputFile | NoOutput, at: float,
+             now: float) -> tuple[list[Delivery | ViewDelivery], Sends]:
+        sends: Sends = []
+        written: list[Delivery | ViewDelivery] = []
+        self.waiting = [(s, a) for s, a in self.waiting if s != pid]
+        self._apply(self.recovery.gone(pid, now), output, at, sends, written)
+        return written, sends
+
+    def tick(self, output: OutputFile | NoOutput, at: float, now: float) -> tuple[list[Delivery | ViewDelivery], Sends]:
+        sends: Sends = []
+        written: list[Delivery | ViewDelivery] = []
+        self._apply(self.recovery.tick(now), output, at, sends, written)
+        return written, sends
+
+    def status(self) -> str | None:
+        """"catching up k of n" while it does, else None."""
+        r = self.recovery
+        if not r.catching_up:
+            return None
+        return f"catching up {r.got} of {r.total if r.total is not None else '?'} from {r.asking}"
+
+    def close(self) -> None:
+        for f in (getattr(self, "history", None), getattr(self, "accepted_log", None)):
+            if f is not None:
+                try:
+                    f.close()
+                except DataError:
+                    pass
+        self.dir.close()
+
