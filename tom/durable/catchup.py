@@ -90,16 +90,16 @@ class HistoryIndex:
         self.count += 1
 
 
-def plan(index: HistoryIndex, ask: CatchUp) -> tuple[int, int] | str:
-    """Where the records ``ask`` wants start in ``index``'s history, and how many to skip from there
-    (``(record number, skip)``); or why not: ``"none"`` (this member does not hold them) or ``"wait"``
+def plan(index: HistoryIndex, ask: CatchUp) -> int | str:
+    """The number of the first record ``ask`` wants in ``index``'s history (they run up to view
+    ``ask.upto``'s record, excluded); or why not: ``"none"`` (this member does not hold them) or ``"wait"``
     (it has not delivered view ``ask.upto``'s record yet)."""
     span = index.views.get(ask.view)
     if span is None or ask.count > span.messages or ask.upto <= ask.view:
         return "none"
     if ask.upto not in index.views:
         return "wait" if index.last is not None and index.last[0] < ask.upto else "none"
-    return span.first + 1 + ask.count, 0
+    return span.first + 1 + ask.count
 
 
 def batches(records: Iterable[str]) -> list[tuple[str, ...]]:

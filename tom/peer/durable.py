@@ -218,7 +218,7 @@ class Durable:
         if isinstance(where, str):
             log.info("%s asks for the events after message %d of view %d: not held here", src, ask.count, ask.view)
             return [((src,), History("none"))]
-        first, _ = where
+        first = where
         last = self.index.views[ask.upto].first
         records = (self.history.read_records(self.offsets[first], self.offsets[last]) if last > first else [])
         log.info("%s catches up from here: %d event(s) after message %d of view %d, up to view %d", src,

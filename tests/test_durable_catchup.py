@@ -1,0 +1,98 @@
+"""The catch-up's decisions (`tom.durable.catchup`), sans-IO: positions, what a member serves, and a
+restarted peer's side through asks, answers, refusals, silence and a member gone."""
+
+from __future__ import annotations
+
+import json
+
+from tom.codec.frames import CatchUp, History
+from tom.durable.catchup import MAX_HISTORY_BYTES, HistoryIndex, Recovery, advance, answer, follows, plan
+
+A, B, C = "127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"
+
+
+def msg(view: int, clock: int, pid: str = A) -> str:
+    return json.dumps({"kind": "message", "view": view, "clock": clock, "pid": pid, "text": f"t{clock}"})
+
+
+def view(v: int) -> str:
+    return json.dumps({"kind": "view", "view": v, "members": [A, B], "joined": [], "left": [], "removed": [C]})
+
+
+def test_positions_count_the_messages_of_a_view_after_its_record():
+    assert advance(None, "view", 1) == (1, 0)
+    assert advance((1, 0), "message", 1) == (1, 1)
+    assert advance((1, 4), "view", 2) == (2, 0)
+    assert follows((1, 4), "message", 1) and follows((1, 4), "view", 2)
+    assert not follows((1, 4), "message", 2) and not follows((2, 0), "view", 2)
+
+
+def history(*records: tuple[str, int]) -> HistoryIndex:
+    index = HistoryIndex()
+    for kind, v in records:
+        index.add(kind, v)
+    return index
+
+
+def test_a_member_serves_from_after_the_asked_position_up_to_the_view_asked():
+    index = history(("view", 1), ("message", 1), ("message", 1), ("view", 2), ("message", 2), ("view", 3))
+    assert plan(index, CatchUp(1, 1, 3)) == 2  # records from 0: record 2 is the second message of view 1
+    assert plan(index, CatchUp(1, 2, 3)) == 3
+    assert plan(index, CatchUp(1, 3, 3)) == "none"  # more messages of view 1 than it delivered
+    assert plan(index, CatchUp(0, 0, 3)) == "none"  # before its history
+    assert plan(index, CatchUp(2, 0, 4)) == "wait"  # view 4 not delivered here yet
+
+
+def test_an_answer_is_cut_into_frames_that_fit_and_the_last_says_end():
+    records = [msg(1, k) + "x" * 500 for k in range(400)]
+    frames = answer(records)
+    assert len(frames) > 1 and all(sum(len(r) for r in f.records) <= MAX_HISTORY_BYTES + 600 for f in frames)
+    assert [f.status for f in frames] == ["more"] * (len(frames) - 1) + ["end"]
+    assert [r for f in frames for r in f.records] == records and frames[0].total == 400
+    assert answer([]) == [History("end", 0, ())]
+
+
+def test_a_restarted_peer_holds_the_new_view_asks_an_old_member_and_releases_after_the_end():
+    r = Recovery(C, (1, 1), patience=5.0)
+    step = r.delivered("view", 3, (A, B, C), (C,), "view-3", now=0.0)
+    assert step is not None and step.sends == [(A, CatchUp(1, 1, 3))]
+    assert r.delivered("message", 3, (), (), "m", now=0.1) is not None  # held too
+    step = r.history(A, History("more", 3, (msg(1, 5), view(2))), now=0.2)
+    assert step is not None and [rec["kind"] for rec in step.records] == ["message", "view"] and not step.release
+    step = r.history(A, History("end", 3, (msg(2, 9),)), now=0.3)
+    assert step is not None and step.done and step.release == ["view-3", "m"]
+    assert r.last == (2, 1) and not r.catching_up
+
+
+def test_a_member_that_does_not_hold_it_or_is_silent_is_replaced_and_none_left_makes_a_gap():
+    r = Recovery(C, (1, 1), patience=5.0)
+    r.delivered("view", 3, (A, B, C), (C,), "view-3", now=0.0)
+    step = r.history(A, History("none"), now=1.0)
+    assert step is not None and step.sends == [(B, CatchUp(1, 1, 3))]
+    assert r.tick(5.0) is None
+    step = r.tick(7.0)  # B silent for longer than the patience
+    assert step is not None and step.done and step.gap == {"view": 3, "after": [1, 1], "reason": step.gap["reason"]}
+    assert step.release == ["view-3"] and any("lost" in line for line in step.said)
+
+
+def test_a_record_that_does_not_follow_is_refused_and_the_next_member_asked():
+    r = Recovery(C, (1, 1), patience=5.0)
+    r.delivered("view", 3, (A, B, C), (C,), "view-3", now=0.0)
+    step = r.history(A, History("more", 1, (msg(2, 4),)), now=0.1)  # a message of view 2 before view 2's record
+    assert step is not None and step.sends == [(B, CatchUp(1, 1, 3))] and not step.records
+
+
+def test_an_answer_from_a_member_not_asked_is_ignored_and_a_member_gone_is_replaced():
+    r = Recovery(C, (1, 1), patience=5.0)
+    r.delivered("view", 3, (A, B, C), (C,), "view-3", now=0.0)
+    assert r.history(B, History("end", 1, (msg(1, 5),)), now=0.1) is None
+    step = r.gone(A, now=0.2)
+    assert step is not None and step.sends == [(B, CatchUp(1, 1, 3))]
+
+
+def test_a_new_data_folder_owes_nothing_and_a_founding_asks_nobody():
+    fresh = Recovery(C, None, patience=5.0)
+    assert fresh.delivered("view", 3, (A, B, C), (C,), "v", now=0.0) is None
+    r = Recovery(C, (1, 1), patience=5.0)
+    step = r.delivered("view", 2, (A, B, C), (A, B, C), "v", now=0.0)  # every member new: nobody to ask
+    assert step is not None and step.gap is not None and step.release == ["v"]
