@@ -9,6 +9,8 @@ accepted is delivered once, even when the peer was killed right after accepting 
 
 from __future__ import annotations
 
+import json
+import random
 import time
 
 import pytest
@@ -74,4 +76,59 @@ def test_a_peer_killed_and_started_again_catches_up_what_the_group_delivered_mea
                         and k > 0 and not r.get("caught_up"))
         assert all(k < admitted for k, r in enumerate(recs[2]) if r.get("caught_up"))
         assert all(r.get("durable") for r in recs[2] if r["kind"] == "view")
+        assert g.terminate() == [0, 0, 0]
+
+
+def settle(g: PeerProcs, deadline: float = 60.0) -> None:
+    """Until every peer delivers one same marker text (all three are members of one view again)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        marker = f"settle-{time.monotonic_ns()}"
+        g.send(0, [marker])
+        time.sleep(1.0)
+        if all(any(r.get("text") == marker for r in g.records(i)) for i in range(3)):
+            return
+    raise AssertionError(f"no view of all three within {deadline} s: {g.log_text()[-6000:]}")
+
+
+def accepted_texts(folder) -> list[str]:
+    from tom.durable.log import read_log
+
+    return [json.loads(p)["text"] for p in read_log(folder / "accepted.log").records]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_peers_killed_at_random_points_under_load_lose_nothing_and_deliver_each_accepted_text_once(tmp_path, seed):
+    rng = random.Random(seed)
+    extra = ("--heartbeat", "0.2", "--timeout", "1")
+    data = [tmp_path / f"data-{i}" for i in range(3)]
+    each = [("--data", str(d)) for d in data]
+    with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+        settle(g)  # a group of all three first
+        for rnd in range(3):
+            for i in range(3):
+                g.send(i, [f"p{i}-r{rnd}-{k}" for k in range(40)])
+            time.sleep(rng.uniform(0.0, 0.4))
+            victim = rng.randrange(3)
+            for again in range(2 if rng.random() < 0.5 else 1):  # the second time: during its rejoin or catch-up
+                g.procs[victim].kill()
+                g.procs[victim].wait(10)
+                time.sleep(rng.uniform(0.2, 1.5))
+                g.group.start(victim, g.procs[victim])
+                time.sleep(rng.uniform(1.0, 3.0))
+            settle(g)  # one down at a time: the other two are a majority of the view, and go on
+        settle(g)
+        want: set[str] = set()
+        for d in data:
+            want |= set(accepted_texts(d))
+        wait_until(lambda: want <= {r.get("text") for i in range(3) for r in g.records(i)}, 30,
+                   "every accepted text delivered", g)
+        recs = [g.records(i) for i in range(3)]
+        order = group_order(recs)
+        for i in range(3):
+            assert_whole(recs[i], order, f"peer {i}")
+            texts = [r["text"] for r in recs[i] if r["kind"] == "message"]
+            assert len(texts) == len(set(texts)), f"peer {i}: a text twice"
+        delivered = {r["text"] for r in recs[0] + recs[1] + recs[2] if r["kind"] == "message"}
+        assert want <= delivered, f"accepted and never delivered: {sorted(want - delivered)[:5]}"
         assert g.terminate() == [0, 0, 0]
