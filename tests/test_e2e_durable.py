@@ -106,13 +106,15 @@ def test_peers_killed_at_random_points_under_load_lose_nothing_and_deliver_each_
     with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
         settle(g)  # a group of all three first
         for rnd in range(3):
-            for i in range(3):
-                g.send(i, [f"p{i}-r{rnd}-{k}" for k in range(40)])
-            time.sleep(rng.uniform(0.0, 0.4))
             victim = rng.randrange(3)
             for again in range(2 if rng.random() < 0.5 else 1):  # the second time: during its rejoin or catch-up
+                for i in range(3):
+                    g.send(i, [f"p{i}-r{rnd}.{again}-{k}" for k in range(40)])
+                time.sleep(rng.uniform(0.0, 0.01))  # killed with texts it accepted not delivered yet
                 g.procs[victim].kill()
                 g.procs[victim].wait(10)
+                for i in set(range(3)) - {victim}:  # the group goes on meanwhile
+                    g.send(i, [f"p{i}-r{rnd}.{again}-away-{k}" for k in range(30)])
                 time.sleep(rng.uniform(0.2, 1.5))
                 g.group.start(victim, g.procs[victim])
                 time.sleep(rng.uniform(1.0, 3.0))

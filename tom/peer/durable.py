@@ -35,9 +35,9 @@ from .output import NoOutput, OutputFile
 log = logging.getLogger("tom.peer.durable")
 
 
-def _kind_view(payload: bytes) -> tuple[str, int, str]:
+def _kind_view(payload: bytes) -> tuple[str, int, str, int]:
     rec = json.loads(payload)
-    return rec["kind"], int(rec.get("view", 0)), rec.get("pid", "")
+    return rec["kind"], int(rec.get("view", 0)), rec.get("pid", ""), int(rec["index"])
 
 
 class Durable:
@@ -56,15 +56,17 @@ class Durable:
         self.said: list[str] = [r.torn for r in (self.history.read, self.accepted_log.read) if r.torn]
         self.offsets = array("q", self.history.read.offsets)
         self.index = HistoryIndex()
+        indexes: list[int] = []
         try:
             for payload in self.history.read.records:
-                kind, view, pid = _kind_view(payload)
+                kind, view, pid, at = _kind_view(payload)
                 self.index.add(kind, view, kind == "message" and pid == me)
+                indexes.append(at)
             self.accepted = [json.loads(p)["text"] for p in self.accepted_log.read.records]
         except (ValueError, KeyError, TypeError) as e:
             self.close()
             raise DataError(f"{path}: a record of its logs is not TOM's ({e})") from None
-        self.history.read.records.clear()  # (only the index is kept)
+        self._indexes = indexes  # (until `reconcile`)
         self.recovery = Recovery(me, self.index.last, patience)
         # texts accepted and not known delivered: sent once admitted and caught up (None: done)
         self.unsent: list[str] | None = None
@@ -76,6 +78,22 @@ class Durable:
             self.said.append(f"data folder {path}: {self.index.count} events delivered before, the last after "
                              f"message {self.index.last[1]} of view {self.index.last[0]}; "
                              f"{len(self.accepted) - self.index.own} accepted text(s) not known delivered")
+
+    def reconcile(self, output: OutputFile | NoOutput) -> None:
+        """Write to the output file the records the history holds past its end: a process killed between
+        the two writes (history first) left them out. Then the history alone is kept as an index."""
+        records, indexes = self.history.read.records, self._indexes
+        missing = [k for k, at in enumerate(indexes) if at > output.offset]
+        if isinstance(output, NoOutput):  # (no file: the history alone)
+            output.offset = indexes[-1] if indexes else 0
+        elif missing:
+            output.append_lines([records[k].decode() + "\n" for k in missing])
+            output.offset = indexes[-1]
+            self.said.append(f"output file: {len(missing)} record(s) the data folder holds and the file did not "
+                             "(the peer was killed between the two writes) written again")
+        self.last_index = output.offset
+        records.clear()
+        self._indexes = []
 
     # -- accepting ---------------------------------------------------------------------------------
 

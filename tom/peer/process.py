@@ -152,7 +152,12 @@ class Peer:
             except BaseException:
                 self.output.close()
                 raise
-            self.durable.last_index = self.output.offset
+            try:
+                self.durable.reconcile(self.output)
+            except OutputError as e:
+                self.durable.close()
+                self.output.close()
+                raise ConfigError(str(e)) from None
         self.on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None
         self.on_stop: Callable[[], None] | None = None  # called once the peer has stopped
         self.on_direct: Callable[[str, str], None] | None = None  # (src, text) of a direct text

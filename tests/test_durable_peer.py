@@ -1,0 +1,136 @@
+"""A durable peer's data folder at work (`tom.peer.durable.Durable`) on the real disk: what reaches the
+history and the output file, and in what order; a restart after a kill between the two writes; what a
+member serves; bad folders refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tom.codec.frames import CatchUp, History
+from tom.core import Delivery, ViewDelivery
+from tom.durable.log import DataError
+from tom.peer.durable import Durable
+from tom.peer.output import OutputFile
+
+A, B, C = "127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"
+
+
+def view(index: int, v: int, joined: tuple[str, ...] = (), removed: tuple[str, ...] = ()) -> ViewDelivery:
+    members = tuple(sorted({A, B, C} - set(removed)))
+    return ViewDelivery(index, 1, A, v, members, joined, (), removed)
+
+
+def msg(index: int, clock: int, v: int = 1, pid: str = A) -> Delivery:
+    return Delivery(index, clock, pid, f"t{clock}", 1.5, v)
+
+
+def lines(path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_the_history_gets_every_record_before_the_output_file_and_a_kill_between_is_repaired(tmp_path):
+    out = OutputFile(tmp_path / "out.jsonl", A)
+    d = Durable(tmp_path / "data", A)
+    d.reconcile(out)
+    written, _ = d.deliver([view(1, 1, joined=(A, B, C)), msg(2, 5), msg(3, 6, pid=B)], out, 10.0, 0.0)
+    assert len(written) == 3
+    d.close()
+    out.close()
+    whole = (tmp_path / "out.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "out.jsonl").write_text("".join(whole[:1]))  # killed after the history, before the file
+    out = OutputFile(tmp_path / "out.jsonl", A)
+    d = Durable(tmp_path / "data", A)
+    d.reconcile(out)
+    assert (tmp_path / "out.jsonl").read_text() == "".join(whole)
+    assert d.index.last == (1, 2) and d.index.own == 1 and d.last_index == 3
+    assert any("written again" in line for line in d.said)
+    assert all(r.get("durable") for r in lines(tmp_path / "out.jsonl") if r["kind"] == "view")
+    d.close()
+    out.close()
+
+
+def restarted(tmp_path, peer=C) -> tuple[Durable, OutputFile]:
+    """A durable peer that delivered view 1 and one message, killed, started again."""
+    out = OutputFile(tmp_path / f"out-{peer}.jsonl", peer)
+    d = Durable(tmp_path / f"data-{peer}", peer)
+    d.reconcile(out)
+    d.deliver([view(1, 1, joined=(A, B, C)), msg(2, 5)], out, 10.0, 0.0)
+    d.close()
+    out.close()
+    out = OutputFile(tmp_path / f"out-{peer}.jsonl", peer)
+    d = Durable(tmp_path / f"data-{peer}", peer)
+    d.reconcile(out)
+    return d, out
+
+
+def test_a_restarted_peer_writes_the_caught_up_records_before_the_view_that_admitted_it(tmp_path):
+    # the member that serves: it went on without C
+    out_a = OutputFile(tmp_path / "out-a.jsonl", A)
+    server = Durable(tmp_path / "data-a", A)
+    server.reconcile(out_a)
+    server.deliver([view(1, 1, joined=(A, B, C)), msg(2, 5), msg(3, 7, pid=B), view(4, 2, removed=(C,)), msg(5, 9, 2),
+                    view(6, 3, joined=(C,))], out_a, 10.0, 0.0)
+    d, out = restarted(tmp_path)
+    written, sends = d.deliver([view(1, 3, joined=(C,)), msg(2, 11, 3)], out, 20.0, 1.0)
+    assert written == [] and sends == [((A,), CatchUp(1, 1, 3))]  # held; A asked (the smallest old member)
+    assert d.status() == "catching up 0 of ? from 127.0.0.1:5001"
+    _, answers = server.on_frame(C, CatchUp(1, 1, 3), out_a, 20.0, 1.0)
+    assert [dest for dest, _ in answers] == [(C,)] and answers[-1][1].status == "end"
+    for _, frame in answers:
+        written, _ = d.on_frame(A, frame, out, 21.0, 1.1)
+    recs = lines(tmp_path / f"out-{C}.jsonl")
+    assert [(r["kind"], r["view"], r.get("clock"), bool(r.get("caught_up"))) for r in recs] == [
+        ("view", 1, 1, False), ("message", 1, 5, False),
+        ("message", 1, 7, True), ("view", 2, 1, True), ("message", 2, 9, True),  # what it missed
+        ("view", 3, 1, False), ("message", 3, 11, False)]  # then what it held
+    assert [r["index"] for r in recs] == list(range(1, 8)) and {r["peer"] for r in recs} == {C}
+    assert len(written) == 2 and d.status() is None
+
+
+def test_a_member_that_has_not_delivered_the_view_asked_answers_once_it_has(tmp_path):
+    out = OutputFile(tmp_path / "out-a.jsonl", A)
+    server = Durable(tmp_path / "data-a", A)
+    server.reconcile(out)
+    server.deliver([view(1, 1, joined=(A, B, C)), msg(2, 5)], out, 10.0, 0.0)
+    _, sends = server.on_frame(C, CatchUp(1, 1, 3), out, 11.0, 1.0)
+    assert sends == []
+    _, sends = server.deliver([view(3, 2, removed=(C,)), view(4, 3, joined=(C,))], out, 12.0, 2.0)
+    assert len(sends) == 1 and sends[0][1].status == "end" and len(sends[0][1].records) == 1
+    _, sends = server.on_frame(C, CatchUp(0, 0, 3), out, 11.0, 1.0)
+    assert sends == [((C,), History("none"))]
+
+
+def test_texts_accepted_before_a_kill_are_sent_again_after_the_catch_up_in_the_order_accepted(tmp_path):
+    out = OutputFile(tmp_path / "out.jsonl", C)
+    d = Durable(tmp_path / "data", C)
+    d.reconcile(out)
+    assert d.accept(["early"]) == []  # not admitted yet: it waits in the folder
+    d.deliver([view(1, 1, joined=(A, B, C))], out, 1.0, 0.0)
+    assert d.take_unsent() == ["early"] and d.take_unsent() == []
+    assert d.accept(["x", "y"]) == ["x", "y"]
+    d.deliver([msg(2, 3, pid=C)], out, 2.0, 0.0)  # "early" delivered; x and y not yet
+    d.close()
+    out.close()
+    out = OutputFile(tmp_path / "out.jsonl", C)
+    d = Durable(tmp_path / "data", C)
+    d.reconcile(out)
+    assert d.accept(["z"]) == []
+    d.deliver([view(1, 2, joined=(C,))], out, 3.0, 0.0)  # admitted again: asks first
+    assert d.take_unsent() == []
+    d.on_frame(A, History("end", 0, ()), out, 3.0, 0.0)
+    assert d.take_unsent() == ["x", "y", "z"]
+
+
+def test_a_second_process_on_the_same_folder_and_a_corrupt_history_are_refused_in_one_line(tmp_path):
+    d = Durable(tmp_path / "data", A)
+    with pytest.raises(DataError, match="another process holds this data folder"):
+        Durable(tmp_path / "data", A)
+    d.close()
+    with pytest.raises(DataError, match="not 127.0.0.1:5002's"):
+        Durable(tmp_path / "data", B)
+    log = tmp_path / "data" / "history.log"
+    log.write_bytes(log.read_bytes() + b"\x00\x00\x00\x05\x00\x00\x00\x00abcde" + b"\x00\x00\x00\x01\x00\x00\x00\x00z")
+    with pytest.raises(DataError, match="corrupt record at offset 8"):
+        Durable(tmp_path / "data", A)
