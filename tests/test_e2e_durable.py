@@ -134,3 +134,23 @@ def test_peers_killed_at_random_points_under_load_lose_nothing_and_deliver_each_
         delivered = {r["text"] for r in recs[0] + recs[1] + recs[2] if r["kind"] == "message"}
         assert want <= delivered, f"accepted and never delivered: {sorted(want - delivered)[:5]}"
         assert g.terminate() == [0, 0, 0]
+
+
+def test_a_durable_peer_beside_in_memory_members_is_told_none_hold_its_stretch_and_writes_a_gap(tmp_path):
+    extra = ("--heartbeat", "0.2", "--timeout", "1")
+    each = [(), (), ("--data", str(tmp_path / "data-2"))]
+    with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+        settle(g)
+        g.procs[2].kill()
+        g.procs[2].wait(10)
+        g.send(0, [f"away-{k}" for k in range(10)])
+        wait_until(lambda: sum(r.get("text", "").startswith("away") for r in g.records(0)) == 10, 30, "survivors", g)
+        g.group.start(2, g.procs[2])
+        settle(g)
+        recs = g.records(2)
+        gaps = [r for r in recs if r["kind"] == "gap"]
+        assert len(gaps) == 1 and not any(r.get("text", "").startswith("away") for r in recs)
+        nxt = recs[recs.index(gaps[0]) + 1]
+        assert nxt["kind"] == "view" and nxt["view"] == gaps[0]["view"] and g.procs[0].running()
+        assert "lost the group's events" in g.log_text()
+        assert g.terminate() == [0, 0, 0]

@@ -26,6 +26,7 @@ from .events import Connected, Disconnected, Event, EventSink, FramesIn, Heard, 
 from .output import NoOutput, OutputFile
 from .durable import Durable
 from ..core.notices import DurableFrame
+from ..codec.frames import CatchUp, History
 from .pathtrace import TRACE
 from ..net.ratelimit import LogLimiter, held_back
 
@@ -198,11 +199,14 @@ async def processor(
             except OutputError as e:
                 fail(e)
         notes = ready.notices
-        if durable is not None and notes:
+        if notes:
             notes = []
             for notice in ready.notices:
                 if type(notice) is DurableFrame:
-                    if output.failed is None:
+                    if durable is None:  # (no history kept here: ask another member)
+                        if type(notice.frame) is CatchUp:
+                            route([((notice.src,), History("none"))])
+                    elif output.failed is None:
                         try:
                             took(durable.on_frame(notice.src, notice.frame, output, time.time(), now), shown)
                         except OutputError as e:
