@@ -176,7 +176,18 @@ class TerminalUI:
                 except UsageError as e:
                     console.print(f"[red]{escape(str(e))}[/]", highlight=False)
                     continue
-                await self.send.send(SendTexts([arg]))
+                taken, box = trio.Event(), []
+
+                def on_sent(result: object) -> None:
+                    box.append(result)
+                    taken.set()
+
+                await self.send.send(SendTexts([arg], on_sent))
+                with trio.move_on_after(5.0):
+                    await taken.wait()  # (with --data: on the disk first, so `sending:` means accepted)
+                if box and isinstance(box[0], UsageError):
+                    console.print(f"[red]{escape(str(box[0]))}[/]", highlight=False)
+                    continue
                 console.print(f"[dim]sending:[/] {escape(arg)}", highlight=False)
             elif command == "status":
                 for part in render_status(self.status(), self.links, trio.current_time()):
