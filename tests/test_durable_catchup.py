@@ -36,11 +36,22 @@ def history(*records: tuple[str, int]) -> HistoryIndex:
 
 def test_a_member_serves_from_after_the_asked_position_up_to_the_view_asked():
     index = history(("view", 1), ("message", 1), ("message", 1), ("view", 2), ("message", 2), ("view", 3))
-    assert plan(index, CatchUp(1, 1, 3)) == 2  # records from 0: record 2 is the second message of view 1
-    assert plan(index, CatchUp(1, 2, 3)) == 3
+    assert plan(index, CatchUp(1, 1, 3)) == (2, 5)  # records from 0: 2, the second message of view 1, to 5
+    assert plan(index, CatchUp(1, 2, 3)) == (3, 5)
     assert plan(index, CatchUp(1, 3, 3)) == "none"  # more messages of view 1 than it delivered
     assert plan(index, CatchUp(0, 0, 3)) == "none"  # before its history
     assert plan(index, CatchUp(2, 0, 4)) == "wait"  # view 4 not delivered here yet
+    assert plan(index, CatchUp(2, 0, 4), holding=True) == (4, 6)  # ... but held here too: all it has
+
+
+def test_a_group_founded_again_asks_every_member_in_turn_from_where_the_last_answer_ended():
+    r = Recovery(C, (1, 1), patience=5.0)
+    step = r.delivered("view", 3, (A, B, C), (A, B, C), "view-3", now=0.0)  # every member joined: founded again
+    assert step is not None and step.sends == [(A, CatchUp(1, 1, 3))]
+    step = r.history(A, History("end", 1, (msg(1, 5),)), now=0.1)
+    assert step is not None and step.sends == [(B, CatchUp(1, 2, 3))] and len(step.records) == 1 and not step.done
+    step = r.history(B, History("none"), now=0.2)  # B is behind: nothing more anywhere
+    assert step is not None and step.done and step.gap is None and step.release == ["view-3"]
 
 
 def test_an_answer_is_cut_into_frames_that_fit_and_the_last_says_end():
@@ -90,9 +101,6 @@ def test_an_answer_from_a_member_not_asked_is_ignored_and_a_member_gone_is_repla
     assert step is not None and step.sends == [(B, CatchUp(1, 1, 3))]
 
 
-def test_a_new_data_folder_owes_nothing_and_a_founding_asks_nobody():
+def test_a_new_data_folder_owes_nothing():
     fresh = Recovery(C, None, patience=5.0)
     assert fresh.delivered("view", 3, (A, B, C), (C,), "v", now=0.0) is None
-    r = Recovery(C, (1, 1), patience=5.0)
-    step = r.delivered("view", 2, (A, B, C), (A, B, C), "v", now=0.0)  # every member new: nobody to ask
-    assert step is not None and step.gap is not None and step.release == ["v"]

@@ -154,3 +154,37 @@ def test_a_durable_peer_beside_in_memory_members_is_told_none_hold_its_stretch_a
         assert nxt["kind"] == "view" and nxt["view"] == gaps[0]["view"] and g.procs[0].running()
         assert "lost the group's events" in g.log_text()
         assert g.terminate() == [0, 0, 0]
+
+
+def test_a_group_killed_as_a_whole_and_started_again_goes_on_with_its_group_and_view_numbering(tmp_path):
+    extra = ("--heartbeat", "0.2", "--timeout", "1")
+    data = [tmp_path / f"data-{i}" for i in range(3)]
+    each = [("--data", str(d)) for d in data]
+    with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+        settle(g)
+        for i in range(3):
+            g.send(i, [f"p{i}-before-{k}" for k in range(60)])
+        time.sleep(0.05)
+        for p in g.procs:  # all at once, under load
+            p.kill()
+        for p in g.procs:
+            p.wait(10)
+        before = [g.records(i) for i in range(3)]
+        last_view = max(r["view"] for recs in before for r in recs)
+        groups = {json.loads((d / "identity.json").read_text())["group"] for d in data}
+        for i in (2, 0):  # in another order, and one later
+            g.group.start(i, g.procs[i])
+            time.sleep(0.5)
+        time.sleep(3.0)
+        g.group.start(1, g.procs[1])
+        settle(g)
+        recs = [g.records(i) for i in range(3)]
+        order = group_order(recs)
+        for i in range(3):
+            assert_whole(recs[i], order, f"peer {i}")
+        refounded = [r for r in recs[0] if r["kind"] == "view" and r["view"] > last_view and not r.get("caught_up")]
+        assert refounded and refounded[0]["view"] == last_view + 1, "the view numbering goes on"
+        assert len(groups) == 1 and {json.loads((d / "identity.json").read_text())["group"] for d in data} == groups
+        want = set().union(*(accepted_texts(d) for d in data))
+        wait_until(lambda: want <= {r.get("text") for r in g.records(0)}, 30, "every accepted text delivered", g)
+        assert g.terminate() == [0, 0, 0]

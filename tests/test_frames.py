@@ -178,7 +178,7 @@ BAD_BUILDS = [
     lambda: Prepare(1, -1, P), lambda: Prepare(1, 1, P, "a\nb"),
     lambda: Promise(2, 1, P, ((0, P, (P,), Install(3, 0, P, 1, (), (), (), ())),)),
     lambda: Flush(1, 1, P, -1), lambda: Propose(2, 1, P, (), (), "", Install(3, 0, P, 1, (), (), (), ())),
-    lambda: CatchUp(1, -1, 2), lambda: History("maybe"), lambda: History("end", 1, ("x", 1)), lambda: History("end", -1),
+    lambda: CatchUp(1, -1, 2), lambda: Join(P, 1, 3), lambda: Join(P, 1, 0, "g"), lambda: History("maybe"), lambda: History("end", 1, ("x", 1)), lambda: History("end", -1),
 ]
 
 
@@ -526,6 +526,7 @@ GOLDEN = [
      '["my-host.lan:80",2],["[::1]:65535",1]],"joined":["[::1]:65535"],"left":[],"removed":[],"group":"g",'
      '"marks":[["127.0.0.1:5000",7],["[::1]:65535",0]]}'),
     (CatchUp(3, 12, 5), "CATCHUP-3-12-5"),
+    (Join(B, 7, 12, "127.0.0.1:5000/1"), "JOIN-my-host.lan:80-7-12 127.0.0.1:5000/1"),
     (History("more", 7, ('{"kind":"message","text":"a-b\\n"}',)), 'HISTORY-more-7-["{\\"kind\\":\\"message\\",\\"text\\":\\"a-b\\\\n\\"}"]'),
     (History("none"), "HISTORY-none-0-[]"),
 ]

@@ -546,14 +546,23 @@ def _parse_history(head: str, rest: str) -> History:
 
 @dataclass(frozen=True, slots=True)
 class Join(Frame):
-    """Request: add ``pid`` (running as ``incarnation``) to the group."""
+    """Request: add ``pid`` (running as ``incarnation``) to the group. A durable peer started again
+    (``tom peer --data``) says where its history ends: the last ``view`` of ``group`` it delivered
+    (0 and no group: none), so that a group restarted as a whole goes on from there
+    (`tom.core.founding`)."""
 
     pid: str
     incarnation: int
+    view: int = 0
+    group: str = ""
 
     def __post_init__(self) -> None:
         _check_pid(self.pid)
         _check_count(self.incarnation, "incarnation")
+        _check_count(self.view, "view")
+        _check_group(self.group)
+        if (self.view == 0) != (self.group == "") or " " in self.group:
+            raise FrameError("a join's history is a view and its group, or neither")
 
 
 @dataclass(frozen=True, slots=True)
@@ -1260,8 +1269,18 @@ def _parse_hello(head: str, rest: str) -> Hello:
 
 
 def _parse_join(head: str, rest: str) -> Join:
+    rest, group = _split_group(rest)
+    if group:
+        parts = rest.rsplit("-", 2)
+        if len(parts) != 3:
+            raise FrameError("JOIN with a group takes a pid, an incarnation and a view")
+        return Join(parts[0], _int(parts[1], "incarnation"), _int(parts[2], "view"), group)
     pid, inc = rest.rsplit("-", 1) if "-" in rest else (rest, "")
     return Join(pid, _int(inc, "incarnation"))
+
+
+def _format_join(j: Join) -> str:
+    return f"JOIN-{j.pid}-{j.incarnation}-{j.view} {j.group}" if j.group else f"JOIN-{j.pid}-{j.incarnation}"
 
 
 def _parse_flush(head: str, rest: str) -> Flush:
@@ -1461,7 +1480,7 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
     FrameKind(("REFUSED",), Refused, lambda r: f"REFUSED-{escape_text(r.reason)}",
               lambda head, rest: Refused(unescape_text(rest))),
     FrameKind(("HELLO",), Hello, _format_hello, _parse_hello),
-    FrameKind(("JOIN",), Join, lambda j: f"JOIN-{j.pid}-{j.incarnation}", _parse_join),
+    FrameKind(("JOIN",), Join, _format_join, _parse_join),
     FrameKind(("DIRECT",), Direct, lambda d: f"DIRECT-{escape_text(d.text)}",
               lambda head, rest: Direct(unescape_text(rest))),
     FrameKind(("CATCHUP",), CatchUp, lambda c: f"CATCHUP-{c.view}-{c.count}-{c.upto}", _parse_catch_up),

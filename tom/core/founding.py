@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 
 from mypy_extensions import mypyc_attr
 
-from ..codec.frames import Flushed, Install, Propose
+from ..codec.frames import Flushed, Install, Join, Propose
 from ..codec.pid import pid_key
 from .notices import NoFoundingQuorum
 from .peers import Peers
@@ -53,10 +53,10 @@ class Founding:
     """This peer's side of the founding handshake, as founder and as promiser."""
 
     __slots__ = ("expected", "short", "proposing", "promise", "last_promised", "attempts", "bound_for",
-                 "rejoining", "cut_from", "trips", "file")
+                 "rejoining", "cut_from", "trips", "file", "resume")
 
     def __init__(self, expected: Iterable[str], bound_for: float, trips: RoundTrips | None = None,
-                 quorum: bool = True, last_man_standing: bool = False) -> None:
+                 quorum: bool = True, last_man_standing: bool = False, resume: tuple[int, str] = (0, "")) -> None:
         self.expected = frozenset(expected)  # empty: any peer may found a group of its own
         self.file = kept_file(self.expected, quorum, last_man_standing)  # what a view change keeps a primary of
         self.short: tuple[int, int] | None = None  # (here, expected) while too few are here to found
@@ -69,6 +69,11 @@ class Founding:
         self.rejoining = False
         self.cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
         self.trips = RoundTrips() if trips is None else trips  # (timed: a proposal, a promise)
+        self.resume = resume  # a durable peer's history: its last view and group ((0, ""): none)
+
+    def join(self, me: str, incarnation: int) -> Join:
+        """This joining peer's JOIN (naming where its history ends, if it has one)."""
+        return Join(me, incarnation, *self.resume)
 
     def done(self) -> None:
         """A view was installed: the handshake is over (and a rejoin with it)."""
@@ -90,7 +95,8 @@ class Founding:
         by a member that did not know yet)."""
         if dict(i.members).get(me) != incarnation:
             return False
-        if self.promised_elsewhere(i.coordinator if i.view == 1 else "", i.group, now):
+        founding = len(i.joined) == len(i.members)  # (a group founded, or founded again from its members' data)
+        if self.promised_elsewhere(i.coordinator if founding else "", i.group, now):
             return False
         return not (i.group == self.cut_from[0] and i.view <= self.cut_from[1])
 
@@ -137,10 +143,19 @@ class Founding:
         if self.possibly_in_another(members, me):
             return None  # it may be in a group founded meanwhile: it waits to hear of it
         ordered = tuple(sorted(members.items(), key=lambda kv: pid_key(kv[0])))
-        group = f"{me}/{incarnation}"
+        view, group = self.first_view(me, incarnation, members, peers.resumes)
         if not (quorum and self.expected) or len(ordered) == 1:
-            return view_one(me, 0, clock, ordered, group)
-        return self.propose(me, group, ordered, clock, now)
+            return view_one(me, 0, clock, ordered, group, view)
+        return self.propose(me, group, ordered, clock, now, view)
+
+    def first_view(self, me: str, incarnation: int, members: Iterable[str],
+                   resumes: Mapping[str, tuple[int, str]]) -> tuple[int, str]:
+        """The view a founding installs and its group: view 1 of a new group, or — when founders
+        bring a history (durable peers restarted: `resume`) — the view after the last one any of them
+        delivered, of that view's group: a group restarted as a whole goes on."""
+        known = [self.resume] + [resumes.get(p, (0, "")) for p in members if p != me]
+        last, group = max(known, key=lambda r: (r[0], r[1]))
+        return (last + 1, group) if last else (1, f"{me}/{incarnation}")
 
     def promised_elsewhere(self, founder: str, group: str, now: float) -> bool:
         """Whether this peer holds a live promise to another founder (or another group of it)."""
@@ -167,28 +182,33 @@ class Founding:
             return None
         return last[2]
 
-    def propose(self, me: str, group: str, ordered: Members, clock: int, now: float) -> Propose | None:
+    def propose(self, me: str, group: str, ordered: Members, clock: int, now: float,
+                view: int = 1) -> Propose | None:
         """The proposal of view 1 to send to the other founders, or None (one is under way, or this
         peer promised another founder)."""
         if self.promised_elsewhere(me, group, now):
             return None
         current = self.proposing
-        if (current is not None and current[0].members == ordered
+        if (current is not None and current[0].members == ordered and current[0].view == view
                 and now - current[2] < window(self.bound_for, current[0].attempt) / 2):
             return None
         self.attempts += 1
-        proposal = Propose(1, self.attempts, me, ordered, (), group)
+        proposal = Propose(view, self.attempts, me, ordered, (), group)
         self.proposing = (proposal, {me: clock}, now)
         self.trips.ask(("found", 1, proposal.attempt), now)
         return proposal
 
     def on_proposal(self, src: str, p: Propose, me: str, incarnation: int, clock: int,
-                    now: float) -> Flushed | None:
-        """A founder's proposal reached this joining peer: the promise to send it, or None."""
+                    now: float, founder_joining: bool = True) -> Flushed | None:
+        """A founder's proposal reached this joining peer: the promise to send it, or None.
+        ``founder_joining``: ``src`` is outside any group too (it announced no view)."""
         if self.rejoining:
             return None
         members = dict(p.members)
-        if (p.view != 1 or p.coordinator != src or p.removed or members.get(me) != incarnation
+        # view 1 of a new group; or, for a durable peer, a later view founded again by a joining peer
+        # (not a view change of a running group, which a member proposes), past this peer's history
+        refounded = self.resume[0] > 0 and founder_joining and p.view > self.resume[0]
+        if (not (p.view == 1 or refounded) or p.coordinator != src or p.removed or members.get(me) != incarnation
                 or self.promised_elsewhere(src, p.group, now)):
             return None
         last = self.last_promised
@@ -197,13 +217,13 @@ class Founding:
         self.promise = (src, p.group, p.attempt, now + window(self.bound_for, p.attempt))
         self.trips.ask(("install", 1, p.attempt), now)
         self.last_promised = (src, members[src], frozenset(members))
-        return Flushed(1, p.attempt, clock)
+        return Flushed(p.view, p.attempt, clock)
 
     def on_promise(self, me: str, src: str, f: Flushed, now: float) -> Install | None:
         """A founder's promise came: the INSTALL of view 1 once every founder promised in time."""
         self.trips.answer(("found", 1, f.attempt), src, now)
         current = self.proposing
-        if current is None or f.view != 1 or f.attempt != current[0].attempt:
+        if current is None or f.view != current[0].view or f.attempt != current[0].attempt:
             return None
         proposal, promised, at = current
         if src not in dict(proposal.members):
@@ -214,9 +234,10 @@ class Founding:
         self.proposing = None
         if now - at >= window(self.bound_for, proposal.attempt) / 2:
             return None  # too late to be sure every promise still holds: the next tick proposes again
-        return view_one(me, proposal.attempt, max(promised.values()), proposal.members, proposal.group)
+        return view_one(me, proposal.attempt, max(promised.values()), proposal.members, proposal.group, proposal.view)
 
 
-def view_one(me: str, attempt: int, clock: int, members: Members, group: str) -> Install:
-    """The INSTALL of view 1 of a new group of ``members``, founded by ``me``: every member joins it."""
-    return Install(1, attempt, me, clock, members, tuple(p for p, _ in members), (), (), group=group)
+def view_one(me: str, attempt: int, clock: int, members: Members, group: str, view: int = 1) -> Install:
+    """The INSTALL of a founding by ``me`` of ``members`` (view 1 of a new group, or the next view of a
+    group founded again from its members' data): every member joins it."""
+    return Install(view, attempt, me, clock, members, tuple(p for p, _ in members), (), (), group=group)

@@ -106,11 +106,10 @@ class Core:
     def __init__(self, me: str, members: Iterable[str] = (), *, incarnation: int = NO_INCARNATION,
                  static: bool = True, timing: Timing = Timing(), now: float = 0.0,
                  order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
-                 expected: Iterable[str] = (), last_man_standing: bool = False) -> None:
+                 expected: Iterable[str] = (), last_man_standing: bool = False, resume: tuple[int, str] = (0, "")) -> None:
         check_options(wire, order, quorum)
         self.me, self.incarnation, self.static, self.timing = me, incarnation, static, timing
-        self.quorum = quorum == "majority"
-        self.wire = wire
+        self.quorum, self.wire = quorum == "majority", wire
         self.now = now
         self.started_at = now
         self.stats = {"premature_acks": 0, "released_behind_head": 0, "divergence_alarms": 0}
@@ -118,7 +117,7 @@ class Core:
         self.traffic = Traffic(me, order, wire, self.stats, self.out)
         self.detector = FailureDetector(timing.verify_after)
         self.change = ViewChange(self.detector.trips)
-        self.founding = Founding(expected, timing.suspect_after, self.detector.trips, self.quorum, last_man_standing)
+        self.founding = Founding(expected, timing.suspect_after, self.detector.trips, self.quorum, last_man_standing, resume)
         self.file = self.founding.file
         self.divergence = DivergenceCheck(self.stats)
         self.reach = Reach()
@@ -148,12 +147,12 @@ class Core:
     @classmethod
     def joining(cls, me: str, incarnation: int, timing: Timing = Timing(), now: float = 0.0,
                 order: str = "lamport", quorum: str = "majority", wire: int = WIRE_VERSION,
-                expected: Iterable[str] = (), last_man_standing: bool = False) -> "Core":
+                expected: Iterable[str] = (), last_man_standing: bool = False, resume: tuple[int, str] = (0, "")) -> "Core":
         """Outside any group: join one, or found one. ``expected``: the peers a first group is founded
         among (the neighbors file); with a quorum, founding and every view change keep a primary
-        component of them, unless ``last_man_standing`` (`tom.core.quorum`)."""
+        component of them, unless ``last_man_standing`` (`tom.core.quorum`). ``resume``: `Founding`'s."""
         return cls(me, incarnation=incarnation, static=False, timing=timing, now=now, order=order,
-                   quorum=quorum, wire=wire, expected=expected, last_man_standing=last_man_standing)
+                   quorum=quorum, wire=wire, expected=expected, last_man_standing=last_man_standing, resume=resume)
 
     # -- what the shell and tools read -----------------------------------------------------------
 
@@ -232,7 +231,7 @@ class Core:
             self._maybe_propose()  # (a member restarted: its old incarnation is gone)
         if self.mode == JOINING:
             self.detector.trips.ask(("join", 0, 0), self.now)
-            self.out.send((pid,), Join(self.me, self.incarnation))
+            self.out.send((pid,), self.founding.join(self.me, self.incarnation))
         elif view is not None:
             self._replay(self.early.take(pid))
 
@@ -262,7 +261,7 @@ class Core:
             self._last_heartbeat = now
             self._send_heartbeats()
             if self.mode == JOINING:
-                self.out.send_some(tuple(self.peers.links), Join(self.me, self.incarnation))
+                self.out.send_some(tuple(self.peers.links), self.founding.join(self.me, self.incarnation))
             elif self.leaving and self.mode == NORMAL:
                 self._request_leave()
         if self.static:
@@ -544,11 +543,11 @@ class Core:
         self.last_install = None
         self.started_at = self.now
         self.out.notice(notices.Rejoining())
-        self.out.send_some(tuple(self.peers.links), Join(self.me, self.incarnation))
+        self.out.send_some(tuple(self.peers.links), self.founding.join(self.me, self.incarnation))
 
     def _on_join(self, src: str, join: Join) -> None:
         self._check_join(src, join)
-        view, member = self.view, self.peers.join(src, join.incarnation, self.view, self.now)
+        view, member = self.view, self.peers.join(src, join.incarnation, self.view, self.now, (join.view, join.group))
         self._trusted = None
         if view is not None and not member and self.mode in MEMBER:
             self.out.send_all(sees(view, self.me, join, self.peers.leaves, self.detector.verified(self.now)))
@@ -578,7 +577,8 @@ class Core:
 
     def _on_founding_proposal(self, src: str, p: Propose) -> None:
         """A founder's proposal of view 1 reaches this joining peer: promise, unless bound elsewhere."""
-        promise = self.founding.on_proposal(src, p, self.me, self.incarnation, self.traffic.clock.time, self.now)
+        joining = self.peers.views.get(src, 0) == 0
+        promise = self.founding.on_proposal(src, p, self.me, self.incarnation, self.traffic.clock.time, self.now, joining)
         if promise is not None:
             self.out.send((src,), promise)
 

@@ -28,7 +28,8 @@ NO_INCARNATION = 0
 class Peers:
     """Connections, announced views, and join / leave requests of the other peers."""
 
-    __slots__ = ("links", "incarnations", "views", "groups", "joins", "leaves", "told_removed", "held_back")
+    __slots__ = ("links", "incarnations", "views", "groups", "joins", "leaves", "told_removed", "held_back",
+                 "resumes")
 
     def __init__(self) -> None:
         self.links: dict[str, int] = {}  # connected peers -> their incarnation
@@ -36,6 +37,7 @@ class Peers:
         self.views: dict[str, int] = {}  # the view each peer last announced on its link
         self.groups: dict[str, str] = {}  # the group of that view ("" or absent: none named)
         self.joins: dict[str, tuple[int, float]] = {}  # join requests: pid -> (incarnation, when)
+        self.resumes: dict[str, tuple[int, str]] = {}  # durable joiners' history: pid -> (last view, group)
         self.leaves: dict[str, float] = {}  # leave requests: pid -> when
         self.told_removed: dict[str, float] = {}  # pid -> when it was last told it is not a member
         self.held_back: set[str] = set()  # joiners not admitted yet: a member does not reach them (`Reach`)
@@ -108,11 +110,14 @@ class Peers:
         told, so that it joins again."""
         return announced > 0 and view is not None and not self.member_link(view, pid)
 
-    def join(self, pid: str, incarnation: int, view: View | None, now: float) -> bool:
-        """``pid`` asks ``now`` to join as ``incarnation``: the request is kept, and a peer that is not a
-        member of ``view`` is in no group now (cut off, and told so). Whether it is a member of ``view``
-        as that incarnation already (it missed the INSTALL)."""
+    def join(self, pid: str, incarnation: int, view: View | None, now: float,
+             resume: tuple[int, str] = (0, "")) -> bool:
+        """``pid`` asks ``now`` to join as ``incarnation`` (with its history's last view and group, if
+        durable: ``resume``): the request is kept, and a peer that is not a member of ``view`` is in no
+        group now (cut off, and told so). Whether it is a member of ``view`` as that incarnation
+        already (it missed the INSTALL)."""
         self.joins[pid] = (incarnation, now)
+        self.resumes[pid] = resume
         if view is None:
             return False
         if not self.member_link(view, pid) and self.views.get(pid, 0):

@@ -90,16 +90,21 @@ class HistoryIndex:
         self.count += 1
 
 
-def plan(index: HistoryIndex, ask: CatchUp) -> int | str:
-    """The number of the first record ``ask`` wants in ``index``'s history (they run up to view
-    ``ask.upto``'s record, excluded); or why not: ``"none"`` (this member does not hold them) or ``"wait"``
-    (it has not delivered view ``ask.upto``'s record yet)."""
+def plan(index: HistoryIndex, ask: CatchUp, holding: bool = False) -> tuple[int, int] | str:
+    """The records ``ask`` wants from ``index``'s history, as record numbers ``(first, end)`` (``end``
+    excluded: view ``ask.upto``'s record, or the history's end while this member ``holding`` that view
+    itself — it is catching up to it too, so all it has comes before it); or why not: ``"none"`` (this
+    member does not hold them) or ``"wait"`` (it has not delivered view ``ask.upto``'s record yet)."""
     span = index.views.get(ask.view)
     if span is None or ask.count > span.messages or ask.upto <= ask.view:
         return "none"
-    if ask.upto not in index.views:
-        return "wait" if index.last is not None and index.last[0] < ask.upto else "none"
-    return span.first + 1 + ask.count
+    first = span.first + 1 + ask.count
+    end = index.views.get(ask.upto)
+    if end is not None:
+        return first, end.first
+    if holding:
+        return first, index.count
+    return "wait" if index.last is not None and index.last[0] < ask.upto else "none"
 
 
 def batches(records: Iterable[str]) -> list[tuple[str, ...]]:
@@ -150,6 +155,7 @@ class Recovery:
         self.held: list = []
         self.got = 0  # caught-up records so far, of ``total``
         self.total: int | None = None
+        self.refounded = False  # the view caught up to was founded again by its members, none of them old
 
     @property
     def catching_up(self) -> bool:
@@ -164,8 +170,11 @@ class Recovery:
             return Caught()
         if kind == "view" and self.me in joined and self.last is not None and view > self.last[0]:
             joiners = set(joined)
-            self.upto, self.candidates, self.held = view, sorted(p for p in members if p not in joiners), [item]
-            self.got, self.total = 0, None
+            old = sorted(p for p in members if p not in joiners)
+            # founded again by its members (a group restarted as a whole): each may be ahead, ask all
+            self.refounded = not old
+            self.candidates = old or sorted(p for p in members if p != self.me)
+            self.upto, self.held, self.got, self.total = view, [item], 0, None
             return self._ask_next(now, "")
         return None
 
@@ -185,6 +194,8 @@ class Recovery:
             step.sends.append((self.asking, CatchUp(self.last[0], self.last[1], self.upto)))
             return step
         assert self.last is not None
+        if self.refounded:  # (every member asked: nobody there was further)
+            return self._finish(step)
         step.gap = {"view": self.upto, "after": list(self.last),
                     "reason": "no member of the group holds the events after it any more"}
         step.said.append(f"lost the group's events after message {self.last[1]} of view {self.last[0]} up to "
@@ -223,6 +234,10 @@ class Recovery:
                 self.last = advance(self.last, kind, view)
             self.got += 1
         if frame.status == "end":
+            if self.refounded and self.candidates:  # (the next member may be further still)
+                more = self._ask_next(now, "")
+                more.records = step.records
+                return more
             return self._finish(step)
         return step
 

@@ -256,6 +256,12 @@ class DataDir:
             self.identity = {**self.identity, "group": group}
             self._write_identity(self.identity)
 
+    def set_group(self, group: str) -> None:
+        """This peer is in ``group`` now (founded anew, when the folder's group is gone): recorded."""
+        if self.identity.get("group") != group:
+            self.identity = {**self.identity, "group": group}
+            self._write_identity(self.identity)
+
     def _write_identity(self, identity: dict[str, str]) -> None:
         file, tmp = self.path / "identity.json", self.path / "identity.json.tmp"
         with open(tmp, "w", encoding="utf-8") as f:

@@ -35,9 +35,10 @@ from .output import NoOutput, OutputFile
 log = logging.getLogger("tom.peer.durable")
 
 
-def _kind_view(payload: bytes) -> tuple[str, int, str, int]:
+def _fields(payload: bytes) -> tuple[str, int, str, int, int]:
+    """A history record's kind, view, origin, index in the output file and clock."""
     rec = json.loads(payload)
-    return rec["kind"], int(rec.get("view", 0)), rec.get("pid", ""), int(rec["index"])
+    return rec["kind"], int(rec.get("view", 0)), rec.get("pid", ""), int(rec["index"]), int(rec.get("clock", 0))
 
 
 class Durable:
@@ -57,11 +58,13 @@ class Durable:
         self.offsets = array("q", self.history.read.offsets)
         self.index = HistoryIndex()
         indexes: list[int] = []
+        self.max_clock = 0  # the highest clock in the history: a restarted peer's clock goes on from it
         try:
             for payload in self.history.read.records:
-                kind, view, pid, at = _kind_view(payload)
+                kind, view, pid, at, clock = _fields(payload)
                 self.index.add(kind, view, kind == "message" and pid == me)
                 indexes.append(at)
+                self.max_clock = max(self.max_clock, clock)
             self.accepted = [json.loads(p)["text"] for p in self.accepted_log.read.records]
         except (ValueError, KeyError, TypeError) as e:
             self.close()
@@ -78,6 +81,12 @@ class Durable:
             self.said.append(f"data folder {path}: {self.index.count} events delivered before, the last after "
                              f"message {self.index.last[1]} of view {self.index.last[0]}; "
                              f"{len(self.accepted) - self.index.own} accepted text(s) not known delivered")
+
+    @property
+    def resume(self) -> tuple[int, str]:
+        """Where the history ends, for the JOIN: its last view and that view's group ((0, ""): none)."""
+        group = self.dir.identity.get("group", "")
+        return (self.index.last[0], group) if self.index.last is not None and group else (0, "")
 
     def reconcile(self, output: OutputFile | NoOutput) -> None:
         """Write to the output file the records the history holds past its end: a process killed between
@@ -121,9 +130,10 @@ class Durable:
     # -- delivering --------------------------------------------------------------------------------
 
     def deliver(self, deliveries: Sequence[Delivery | ViewDelivery], output: OutputFile | NoOutput,
-                at: float, now: float) -> tuple[list[Delivery | ViewDelivery], Sends]:
+                at: float, now: float, group: str = "") -> tuple[list[Delivery | ViewDelivery], Sends]:
         """Write what may be written now (history first, then the output file); hold the rest while
-        catching up. Returns what was written (to show) and what to send."""
+        catching up. Returns what was written (to show) and what to send. ``group``: the group of the
+        view installed now (recorded in the folder when this peer is admitted to it)."""
         sends: Sends = []
         written: list[Delivery | ViewDelivery] = []
         batch: list[Delivery | ViewDelivery] = []
@@ -131,6 +141,11 @@ class Durable:
             if type(d) is ViewDelivery:
                 if self.me in d.joined:
                     self.started = True
+                    if group and self.dir.identity.get("group") != group:
+                        if self.dir.identity.get("group"):
+                            log.warning("the group of this data folder (%s) is gone: this peer is in group %s now",
+                                        self.dir.identity.get("group"), group)
+                        self.dir.set_group(group)
                 step = self.recovery.delivered("view", d.view, d.members, d.joined, d, now)
                 asking = self.recovery.asking
                 if asking is not None and (asking in d.removed or asking in d.left) and step is not None:
@@ -229,16 +244,16 @@ class Durable:
         return written, sends
 
     def _serve(self, src: str, ask: CatchUp) -> Sends:
-        where = plan(self.index, ask)
+        where = plan(self.index, ask, self.recovery.upto == ask.upto)
         if where == "wait":
             self.waiting.append((src, ask))
             return []
         if isinstance(where, str):
             log.info("%s asks for the events after message %d of view %d: not held here", src, ask.count, ask.view)
             return [((src,), History("none"))]
-        first = where
-        last = self.index.views[ask.upto].first
-        records = (self.history.read_records(self.offsets[first], self.offsets[last]) if last > first else [])
+        first, last = where
+        end = self.offsets[last] if last < len(self.offsets) else self.history.size
+        records = self.history.read_records(self.offsets[first], end) if last > first else []
         log.info("%s catches up from here: %d event(s) after message %d of view %d, up to view %d", src,
                  len(records), ask.count, ask.view, ask.upto)
         return [((src,), f) for f in answer([r.decode() for r in records])]

@@ -137,13 +137,6 @@ class Peer:
         timing = Timing(heartbeat=cfg.heartbeat, suspect_after=cfg.timeout,
                         verify_after=max(cfg.heartbeat, cfg.timeout / 5), form_after=form_after,
                         admit_after=form_after + cfg.timeout + 2.5 * cfg.heartbeat)
-        if cfg.static:
-            self.core = Core(self.me, self.neighbors, order=cfg.order)
-        else:
-            self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order, quorum=cfg.quorum,
-                                     expected=self.neighbors, last_man_standing=cfg.last_man_standing)
-        self.links = {p: Link(p) for p in self.neighbors if p != self.me}
-        self.trace = self._open_trace() if cfg.trace is not None else None
         self.output: OutputFile | NoOutput = OutputFile(cfg.output, self.me) if cfg.output is not None else NoOutput()
         self.durable: Durable | None = None
         if cfg.data is not None:
@@ -158,6 +151,16 @@ class Peer:
                 self.durable.close()
                 self.output.close()
                 raise ConfigError(str(e)) from None
+        if cfg.static:
+            self.core = Core(self.me, self.neighbors, order=cfg.order)
+        else:
+            self.core = Core.joining(self.me, self.incarnation, timing, order=cfg.order, quorum=cfg.quorum,
+                                     expected=self.neighbors, last_man_standing=cfg.last_man_standing,
+                                     resume=self.durable.resume if self.durable is not None else (0, ""))
+            if self.durable is not None:  # (its clock goes on after every clock it delivered)
+                self.core.clock.time = self.durable.max_clock
+        self.links = {p: Link(p) for p in self.neighbors if p != self.me}
+        self.trace = self._open_trace() if cfg.trace is not None else None
         self.on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None
         self.on_stop: Callable[[], None] | None = None  # called once the peer has stopped
         self.on_direct: Callable[[str, str], None] | None = None  # (src, text) of a direct text

@@ -190,7 +190,8 @@ async def processor(
         if ready.deliveries and output.failed is None:
             try:
                 if durable is not None:
-                    took(durable.deliver(ready.deliveries, output, time.time(), now), shown)
+                    group = core.view.group if core.view is not None else ""
+                    took(durable.deliver(ready.deliveries, output, time.time(), now, group), shown)
                 else:
                     output.write(ready.deliveries, time.time())
                     shown += ready.deliveries
