@@ -577,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.step and (args.messages > 0 or args.no_http or args.wire == "handout"):
             raise ConfigError("--step is for a group stepped by hand from the dashboard: without --messages, "
                               "--no-http or --wire handout")
+        durable = takes_data(args.order, args.wire) and not args.no_data
+        if args.restart is not None and not durable:
+            raise ConfigError("--restart needs durable peers: the lamport order on TOM's wire, without --no-data")
         run_dir = args.runs / time.strftime("%Y%m%d-%H%M%S")
         suffix = 1
         while run_dir.exists():
@@ -599,9 +602,6 @@ def main(argv: list[str] | None = None) -> int:
             keys = run_dir / "keys"
             create_keys(load_neighbors(neighbors), keys)
         http_offset = 0 if args.no_http else args.http_offset
-        durable = takes_data(args.order, args.wire) and not args.no_data
-        if args.restart is not None and not durable:
-            raise ConfigError("--restart needs durable peers: the lamport order on TOM's wire, without --no-data")
         if http_offset:
             group_url(peers, http_offset)  # a port out of range fails here, before anything starts
         if args.messages <= 0:
