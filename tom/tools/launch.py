@@ -552,9 +552,10 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--leave", metavar="PEER", help="end this peer's input (it leaves) at 60%%")
     chaos.add_argument("--restart", metavar="PEER",
                        help="SIGKILL this durable peer at 30%% and start it again 2 s later with the same "
-                            "command line: it catches up what the group delivered meanwhile and must end "
-                            "with the group's whole order (not with --no-data, another order or --wire "
-                            "handout)")
+                            "command line (its output file and data folder): it catches up what the group "
+                            "delivered meanwhile, its workload goes on after the lines it had accepted, and "
+                            "the run waits until its file holds the group's whole order (not with --no-data, "
+                            "another order or --wire handout)")
     return p
 
 
