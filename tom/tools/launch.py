@@ -1,9 +1,16 @@
 """Launch every local peer of a neighbors file: in tmux panes, or headless with a generated workload.
 
 Headless runs keep everything under ``runs/<timestamp>/``: the neighbors file used, the group's keys
-(``keys/``, unless ``--insecure``), one workload and one log and one output file per peer, and the
-verifier's report. A run waits until every message is
-delivered at every peer (or a deadline), stops the peers with SIGTERM, then runs the Spark verifier.
+(``keys/``, unless ``--insecure``), one workload and one log and one output file per peer, each
+peer's data folder (``data-<port>/``: durable peers, `tom peer --data`, where the peer accepts it), and
+the verifier's report. A run waits until every message is delivered at every peer (or a deadline),
+stops the peers with SIGTERM, then runs the Spark verifier.
+
+A peer restarted by the chaos (``--restart``) is killed and started again with its very command line.
+Its feed goes on after the lines its data folder's ``accepted.log`` holds: the peer itself sends again
+those the group did not deliver, and the lines written to the dead peer's stdin and never accepted are
+the feeder's to write again (the peer reads its stdin in order, so what it accepted is a prefix of its
+workload).
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ from ..errors import ConfigError, TomError
 from ..net.keys import create_keys
 from ..codec.neighbors import load_neighbors
 from ..codec.pid import split_pid
-from .peers import LineTail, NotReady, PeerCommand, PeerExited, PeerGroup, PeerProcess
+from ..durable.log import DataError, read_log
+from .peers import KILL_WAIT, LineTail, NotReady, PeerCommand, PeerExited, PeerGroup, PeerProcess
 
 console = Console(stderr=True, highlight=False)
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "0.0.0.0"}
@@ -84,16 +92,20 @@ def group_url(peers: list[str], offset: int, keys: Path | None = None) -> str:
 
 def peer_command(neighbors: Path, output: Path, pid: str, delay: float, headless: bool,
                  jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0,
-                 order: str = "lamport", wire: str = "tom", trace: bool = False, step: bool = False) -> list[str]:
+                 order: str = "lamport", wire: str = "tom", trace: bool = False, step: bool = False,
+                 durable: bool = False) -> list[str]:
     """The command line of the local peer ``pid`` of a launched group; with ``trace``, its frame trace
-    goes beside its output (`trace_path`); ``step``: tom peer --step."""
+    goes beside its output (`trace_path`); ``step``: tom peer --step; ``durable``: tom peer --data
+    with its data folder beside its output (`data_path`)."""
     host, port = split_pid(pid)
     served = None
     http = http_address(pid, http_offset)
     if http is not None:
         served = f"[{http[0]}]:{http[1]}" if ":" in http[0] else f"{http[0]}:{http[1]}"
-    return PeerCommand(neighbors, output, port, host, order, wire, keys, served, delay, jitter, headless,
-                       trace_path(output.parent, pid) if trace else None, ("--step",) if step else ()).argv()
+    return PeerCommand(neighbors, output, port, host, order=order, wire=wire, keys=keys, http=served, delay=delay,
+                       jitter=jitter, headless=headless, trace=trace_path(output.parent, pid) if trace else None,
+                       data=data_path(output.parent, pid) if durable else None,
+                       extra=("--step",) if step else ()).argv()
 
 
 def trace_path(run_dir: Path, pid: str) -> Path:
@@ -101,22 +113,41 @@ def trace_path(run_dir: Path, pid: str) -> Path:
     return run_dir / f"{split_pid(pid)[1]}.trace"
 
 
+def data_path(run_dir: Path, pid: str) -> Path:
+    """A launched durable peer's data folder: ``<run>/data-<port>/`` (made by the peer)."""
+    return run_dir / f"data-{split_pid(pid)[1]}"
+
+
+def takes_data(order: str, wire: str) -> bool:
+    """Whether `tom peer` accepts --data in a group of this order and wire."""
+    return order == "lamport" and wire == "tom"
+
+
+def accepted_count(data: Path) -> int | None:
+    """How many texts the data folder ``data`` says its peer accepted (None: its log cannot be read)."""
+    try:
+        return len(read_log(data / "accepted.log").records)
+    except DataError:
+        return None
+
+
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
                 jitter: float = 0.0, keys: Path | None = None, http_offset: int = 0, order: str = "lamport",
-                wire: str = "tom", trace: bool = False, step: bool = False) -> int:
+                wire: str = "tom", trace: bool = False, step: bool = False, durable: bool = False) -> int:
     """One tmux window split in one pane per peer, each running `tom peer` with its terminal UI (``step``:
     in step mode, each holding what it receives until released from the dashboard)."""
     if shutil.which("tmux") is None:
         raise ConfigError("tmux is not installed (apt-get install tmux), or use --messages for a headless run")
     session = f"tom-{run_dir.name}"
     cmds = [shlex.join(peer_command(neighbors, run_dir / f"out-{split_pid(p)[1]}.jsonl", p, delay, False, jitter,
-                                    keys, http_offset, order, wire, trace, step)) for p in peers]
+                                    keys, http_offset, order, wire, trace, step, durable)) for p in peers]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", cmds[0]], check=True)
     for cmd in cmds[1:]:
         subprocess.run(["tmux", "split-window", "-t", session, cmd], check=True)
         subprocess.run(["tmux", "select-layout", "-t", session, "tiled"], check=True)
     subprocess.run(["tmux", "set-option", "-t", session, "remain-on-exit", "on"], check=False)
-    console.print(f"tmux session [bold]{session}[/]: {len(peers)} peers, {order} order; outputs in {run_dir}")
+    console.print(f"tmux session [bold]{session}[/]: {len(peers)} peers, {order} order; outputs in {run_dir}"
+                  + (" (durable peers: data-<port>/ there)" if durable else ""))
     if trace:
         console.print(f"frame traces in {run_dir}: afterwards, [bold]tom replay {run_dir}[/] draws the run again")
     if http_offset:
@@ -177,9 +208,22 @@ class Chaos:
     join_late: str | None = None  # started at 50 %
     leave: str | None = None  # its input ends (it leaves) at 60 %
     pause_for: float = 2.0
+    restart: str | None = None  # SIGKILL at 30 %, started again `restart_after` seconds later
+    restart_after: float = 2.0
+
+    def roles(self) -> list[str]:
+        return [x for x in (self.kill, self.pause, self.join_late, self.leave, self.restart) if x]
 
     def __bool__(self) -> bool:
-        return any((self.kill, self.pause, self.join_late, self.leave))
+        return bool(self.roles())
+
+
+@dataclass
+class Restart:
+    """When the restarted peer was killed and started again (wall clock, as the output files')."""
+
+    killed_at: float
+    started_at: float | None = None
 
 
 @dataclass
@@ -199,7 +243,9 @@ class HeadlessRun:
     order: str = "lamport"
     wire: str = "tom"  # tom, or handout (a static group: no view records)
     trace: bool = False  # each peer records its frame trace beside its output
+    durable: bool = False  # each peer keeps a data folder in the run folder (tom peer --data)
     killed_at: float | None = None
+    restart: Restart | None = None
     processes: PeerGroup[str] = field(default_factory=PeerGroup)  # by pid; the late joiner last
 
     def output(self, pid: str) -> Path:
@@ -212,7 +258,7 @@ class HeadlessRun:
         pids = [p for p in self.peers if p != self.chaos.join_late] if pids is None else pids
         for pid in pids:
             command = peer_command(self.neighbors, self.output(pid), pid, self.delay, True, self.jitter, self.keys,
-                                   self.http_offset, self.order, self.wire, self.trace)
+                                   self.http_offset, self.order, self.wire, self.trace, durable=self.durable)
             self.processes.start(pid, PeerProcess(command, self.log(pid)))
         try:
             self.processes.wait_ready(pids, timeout=20)
@@ -223,6 +269,9 @@ class HeadlessRun:
 
     def stop(self) -> None:
         self.processes.stop(grace=20)
+
+    def data(self, pid: str) -> Path:
+        return data_path(self.run_dir, pid)
 
     def _feed(self, pid: str, lines: list[str]) -> None:
         if lines:
@@ -246,6 +295,7 @@ class HeadlessRun:
         started_at = {pid: time.monotonic() for pid in self.processes}
         done_events: set[str] = set()
         paused_until = 0.0
+        restart_at = 0.0  # when the restarted peer, killed, is started again (0: not down)
         span = self.messages / self.rate if self.rate > 0 else 1.0
         start = time.monotonic()
         end = start + self.deadline
@@ -266,6 +316,8 @@ class HeadlessRun:
                 phase = (now - start) / span
                 for pid in list(self.processes):
                     n = due(pid, now)
+                    if pid == chaos.restart and restart_at:
+                        continue  # down: its feed waits
                     if n > sent[pid]:
                         self._feed(pid, workload[pid][sent[pid]:n])
                         sent[pid] = n
@@ -274,6 +326,24 @@ class HeadlessRun:
                     self.processes[chaos.kill].kill()
                     self.killed_at = time.time()
                     progress.console.print(f"[red]chaos[/]: SIGKILL {chaos.kill}")
+                if chaos.restart and phase >= 0.3 and "restart" not in done_events:
+                    done_events.add("restart")
+                    self.processes[chaos.restart].kill()
+                    self.restart = Restart(time.time())
+                    restart_at = now + chaos.restart_after
+                    progress.console.print(f"[red]chaos[/]: SIGKILL {chaos.restart}, started again in "
+                                           f"{chaos.restart_after:g} s")
+                if restart_at and now >= restart_at and self.restart is not None:
+                    restart_at = 0.0
+                    peer = self.processes[chaos.restart]  # type: ignore[index]
+                    peer.wait(KILL_WAIT)
+                    accepted = accepted_count(self.data(chaos.restart))  # type: ignore[arg-type]
+                    if accepted is not None:
+                        sent[chaos.restart] = accepted  # type: ignore[index]
+                    self.processes.start(chaos.restart, peer)  # type: ignore[arg-type]
+                    self.restart.started_at = time.time()
+                    progress.console.print(f"[red]chaos[/]: {chaos.restart} starts again (it had accepted "
+                                           f"{sent[chaos.restart]} of its lines)")  # type: ignore[index]
                 if chaos.pause and phase >= 0.4 and "pause" not in done_events:
                     done_events.add("pause")
                     self.processes[chaos.pause].pause()
@@ -297,6 +367,7 @@ class HeadlessRun:
                 origins = [p for p in self.processes if p != chaos.kill]
                 complete = all(sent[p] >= self.messages for p in origins) and \
                     (not chaos.join_late or chaos.join_late in self.processes) and \
+                    (not chaos.restart or ("restart" in done_events and not restart_at)) and \
                     (not chaos.leave or ("leave" in done_events and not self.processes[chaos.leave].running()))
                 for pid, counter in counters.items():
                     counter.update()
@@ -312,8 +383,8 @@ class HeadlessRun:
                         for p in survivors)
                 if complete:
                     return True
-                gone = [p for p, proc in self.processes.items()
-                        if not proc.running() and p not in (chaos.kill, chaos.leave)]
+                gone = [p for p, proc in self.processes.items() if not proc.running()
+                        and p not in (chaos.kill, chaos.leave) and not (p == chaos.restart and restart_at)]
                 if gone:
                     progress.console.print(f"[red]peer {gone[0]} exited during the run[/]: see {self.log(gone[0])}")
                     return False
@@ -346,6 +417,8 @@ def report_stats(run: "HeadlessRun") -> None:
     console.print(stats_line(run.order, premature, released))
     if run.killed_at is not None:
         report_crash(run)
+    if run.restart is not None and run.restart.started_at is not None:
+        console.print(restart_line(run))
 
 
 def report_crash(run: "HeadlessRun") -> None:
@@ -372,6 +445,52 @@ def report_crash(run: "HeadlessRun") -> None:
     if removal:
         console.print(f"crash of {killed}: removed by the survivors {min(removal):.2f}-{max(removal):.2f} s after "
                       f"SIGKILL; longest pause in deliveries after it: {max(pauses, default=0):.2f} s")
+
+
+def restart_line(run: "HeadlessRun") -> str:
+    """One line on the restarted peer: when it was killed, started and admitted again, what it caught up,
+    and when its file held the group's whole order again (its catch-up written, the view that admitted
+    it after it: until then it writes nothing of the new view)."""
+    pid, restart = run.chaos.restart, run.restart
+    assert pid is not None and restart is not None and restart.started_at is not None
+    killed, started = restart.killed_at, restart.started_at
+    admitted = whole = None
+    for other in run.processes:  # the view that admitted it again, as the others installed it
+        if other == pid or not run.output(other).exists():
+            continue
+        for rec in records(run.output(other)):
+            if rec.get("kind") == "view" and pid in rec.get("joined", ()) and rec["delivered_at"] >= started:
+                at = rec["delivered_at"]
+                admitted = at if admitted is None else min(admitted, at)
+                break
+    caught = 0
+    for rec in records(run.output(pid)):
+        if rec.get("caught_up"):
+            caught += 1
+        elif rec.get("kind") == "view" and pid in rec.get("joined", ()) and rec["delivered_at"] >= started:
+            whole = rec["delivered_at"] if whole is None else whole
+    clock = time.strftime("%H:%M:%S", time.localtime(killed)) + f".{int(killed % 1 * 1000):03d}"
+    line = f"restart of {pid}: SIGKILL at {clock}, started again {started - killed:.1f} s later, "
+    line += (f"admitted again {admitted - killed:.2f} s after the SIGKILL; " if admitted is not None
+             else "not seen admitted again; ")
+    line += f"{caught} event(s) caught up"
+    if whole is not None:
+        line += f"; its file held the group's whole order again {whole - killed:.2f} s after the SIGKILL"
+    return line
+
+
+def records(path: Path) -> list[dict]:
+    """The records of an output file (lines that are not JSON objects skipped)."""
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+    return out
 
 
 def run_verifier(run_dir: Path, files: list[Path]) -> int:
@@ -420,12 +539,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wire", choices=("tom", "handout"), default="tom",
                    help="handout: the peers speak the SE424 handout's protocol (tom peer --wire handout): a "
                         "static group on plain TCP, the lamport order, no dashboard")
+    p.add_argument("--no-data", action="store_true",
+                   help="crash-stop peers: without a data folder each (by default, in the lamport order on "
+                        "TOM's wire, every peer is durable: tom peer --data <run>/data-<port>, so a peer "
+                        "killed and started again with its command line catches up what it missed; the other "
+                        "orders and --wire handout run without)")
     chaos = p.add_argument_group("chaos (headless runs; each takes a port or host:port of the neighbors file)")
     chaos.add_argument("--kill", metavar="PEER", help="SIGKILL this peer at 30%% of the workload")
     chaos.add_argument("--pause", metavar="PEER", help="SIGSTOP this peer for --pause-for seconds at 40%%")
     chaos.add_argument("--pause-for", type=float, default=2.0, metavar="SECONDS")
     chaos.add_argument("--join-late", metavar="PEER", help="start this peer only at 50%% of the workload")
     chaos.add_argument("--leave", metavar="PEER", help="end this peer's input (it leaves) at 60%%")
+    chaos.add_argument("--restart", metavar="PEER",
+                       help="SIGKILL this durable peer at 30%% and start it again 2 s later with the same "
+                            "command line (its output file and data folder): it catches up what the group "
+                            "delivered meanwhile, its workload goes on after the lines it had accepted, and "
+                            "the run waits until its file holds the group's whole order (not with --no-data, "
+                            "another order or --wire handout)")
     return p
 
 
@@ -448,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.step and (args.messages > 0 or args.no_http or args.wire == "handout"):
             raise ConfigError("--step is for a group stepped by hand from the dashboard: without --messages, "
                               "--no-http or --wire handout")
+        durable = takes_data(args.order, args.wire) and not args.no_data
+        if args.restart is not None and not durable:
+            raise ConfigError("--restart needs durable peers: the lamport order on TOM's wire, without --no-data")
         run_dir = args.runs / time.strftime("%Y%m%d-%H%M%S")
         suffix = 1
         while run_dir.exists():
@@ -474,25 +607,26 @@ def main(argv: list[str] | None = None) -> int:
             group_url(peers, http_offset)  # a port out of range fails here, before anything starts
         if args.messages <= 0:
             return launch_tmux(neighbors, peers, run_dir, args.delay, not args.no_attach, args.jitter, keys,
-                               http_offset, args.order, args.wire, not args.no_trace, args.step)
+                               http_offset, args.order, args.wire, not args.no_trace, args.step, durable)
         chaos = Chaos(pick(peers, args.kill, "--kill"), pick(peers, args.pause, "--pause"),
                       pick(peers, args.join_late, "--join-late"), pick(peers, args.leave, "--leave"),
-                      args.pause_for)
+                      args.pause_for, pick(peers, args.restart, "--restart"))
         if chaos and args.wire == "handout":
             raise ConfigError("chaos needs TOM's wire: the handout's static group has no failure detection and "
                               "no joins (a stopped peer blocks every delivery)")
         if chaos and args.rate <= 0:
             raise ConfigError("chaos needs a paced workload: give --rate")
-        roles = [x for x in (chaos.kill, chaos.pause, chaos.join_late, chaos.leave) if x]
+        roles = chaos.roles()
         if len(set(roles)) != len(roles):
             raise ConfigError("give each chaos role to a different peer")
         run = HeadlessRun(neighbors, peers, run_dir, args.messages, args.rate, args.delay, args.seed,
                           args.deadline, chaos, args.jitter, keys, http_offset, args.order, wire=args.wire,
-                          trace=not args.no_trace)
+                          trace=not args.no_trace, durable=durable)
         console.print(f"run folder: [bold]{run_dir}[/] — {len(peers)} peers × {args.messages} messages, "
                       f"{args.order} order{', the handout wire' if args.wire == 'handout' else ''}, "
                       f"delay {args.delay}s, rate {args.rate or 'max'}/s, seed {args.seed}, "
-                      + ("plain TCP (--insecure)" if keys is None else "secured (mutual TLS, keys in the run folder)"))
+                      + ("plain TCP (--insecure)" if keys is None else "secured (mutual TLS, keys in the run folder)")
+                      + (", durable peers (data-<port>/ in the run folder)" if durable else ""))
         if http_offset:
             console.print(f"group dashboard (while the run lasts): [bold]{group_url(peers, http_offset, keys)}[/]",
                           soft_wrap=True)

@@ -84,6 +84,7 @@ class PeerCommand:
     jitter: float = 0.0
     headless: bool = True  # --no-ui: every stdin line is a message
     trace: Path | None = None  # --trace: the peer's frame trace
+    data: Path | None = None  # --data: a durable peer's data folder
     extra: tuple[str, ...] = ()  # more arguments, last
     python: str = sys.executable
 
@@ -104,6 +105,8 @@ class PeerCommand:
             cmd += ["--jitter", str(self.jitter)]
         if self.trace is not None:
             cmd += ["--trace", str(self.trace)]
+        if self.data is not None:
+            cmd += ["--data", str(self.data)]
         if self.headless:
             cmd.append("--no-ui")
         return cmd + list(self.extra)
@@ -111,12 +114,13 @@ class PeerCommand:
 
 class LineTail:
     """The complete lines appended to a growing file since the last call, read from where the last
-    call stopped (a line still being written waits for its newline)."""
+    call stopped (a line still being written waits for its newline). A torn last line that the writer
+    cuts off (a peer killed mid-write, then started again) is never read: each call reads again from
+    the start of the incomplete line, so what replaces it is read as written."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offset = 0
-        self.partial = b""
+        self.offset = 0  # where the first line not read yet starts
 
     def new_lines(self) -> list[bytes] | None:
         """The lines appended since the last call (without newlines); None while the file is missing."""
@@ -126,9 +130,8 @@ class LineTail:
                 data = f.read()
         except FileNotFoundError:
             return None
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
+        lines = data.split(b"\n")
+        self.offset += len(data) - len(lines.pop())
         return lines
 
 
@@ -187,6 +190,7 @@ class PeerProcess:
     def start(self) -> PeerProcess:
         if self.running():
             raise RuntimeError(f"{self.argv[0]} (pid {self.pid}) is still running")
+        self.close_input()  # the previous child's pipe: lines left in it are lost with that child
         with open(self.log, "ab") as log:  # the child has its own copy of the descriptor
             self._log_start = os.fstat(log.fileno()).st_size
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.PIPE if self.stdin else subprocess.DEVNULL,
