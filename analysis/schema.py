@@ -385,8 +385,9 @@ def _gap_problem() -> Column:
     return (F.when(F.col("index") < 1, F.lit("index < 1"))
             .when((F.size(after) != 2) | F.exists(after, lambda x: x.isNull()),
                   F.lit("a gap's after is not [view, n]"))
-            .when((after[0] < 1) | (after[1] < 0), F.lit("a gap's after is not [view >= 1, n >= 0]"))
-            .when(after[0] >= F.col("view"), F.lit("a gap's view is not after its after view")))
+            .when((F.get(after, 0) < 1) | (F.get(after, 1) < 0),
+                  F.lit("a gap's after is not [view >= 1, n >= 0]"))
+            .when(F.get(after, 0) >= F.col("view"), F.lit("a gap's view is not after its after view")))
 
 
 def order_claim() -> Column:
@@ -431,8 +432,8 @@ def durable_fields() -> list[Column]:
     gap = kind == GAP
     return [F.coalesce((kind == "view") & F.col("durable"), F.lit(False)).alias("durable"),
             F.coalesce(~gap & F.col("caught_up"), F.lit(False)).alias("caught_up"),
-            F.when(gap, F.col("after")[0]).alias("after_view"),
-            F.when(gap, F.col("after")[1]).alias("after_n"),
+            F.when(gap, F.get(F.col("after"), 0)).alias("after_view"),
+            F.when(gap, F.get(F.col("after"), 1)).alias("after_n"),
             F.when(gap, F.col("reason")).alias("reason")]
 
 

@@ -222,7 +222,7 @@ def test_the_order_check_counts_a_gap_record_s_index_and_skips_its_key(records):
     assert checks.order_violations(records(durable_run(with_gap((1, KILLED_AFTER))))).count() == 0
     swapped = with_gap((1, KILLED_AFTER))
     swapped[3], swapped[5] = dict(swapped[5], index=4), dict(swapped[3], index=6)  # around the gap
-    got = [(r.index, r.prev_clock, r.problem)
+    got = [(r["index"], r.prev_clock, r.problem)
            for r in checks.order_violations(records({C: swapped})).collect()]
     assert got == [(6, 9, "not after previous (clock, pid)")]  # compared with the event before the gap
 
