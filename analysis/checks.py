@@ -650,10 +650,25 @@ def durable_repeats(placed: DataFrame) -> DataFrame:
             .filter(F.col("index") != F.col("first_index")))
 
 
+def misplaced_gaps(records: DataFrame) -> DataFrame:
+    """Gap records not followed, in their file, by the record of the view they name: ``file, peer,
+    index`` (the gap's), ``view`` (the view named), ``clock, pid`` (the record that follows it, null
+    if none)."""
+    recorded = gaps(records).select("file", "peer", "index", "view")
+    following = events(records).select(
+        "file", (F.col("index") - 1).alias("index"), *KEY, F.col("kind").alias("_kind"),
+        F.col("view").alias("_view"))
+    fits = (F.col("_kind") == "view") & (F.col("_view") == F.col("view"))
+    return (recorded.join(following, ["file", "index"], "left")
+            .filter(~F.coalesce(fits, F.lit(False)))
+            .select("file", "peer", "index", "view", *KEY))
+
+
 def durable_violations(records: DataFrame, messages: DataFrame) -> DataFrame:
     """Every durable file's departures from the group's order (Lamport): ``file, peer, index,
-    problem`` (``missing`` or ``repeated``), ``clock, pid, view, events, first_index``
-    (:func:`durable_holes`, :func:`durable_repeats`). Empty when no file is durable."""
+    problem`` (``missing``, ``repeated`` or ``misplaced gap``), ``clock, pid, view, events,
+    first_index`` (:func:`durable_holes`, :func:`durable_repeats`, :func:`misplaced_gaps`). Empty
+    when no file is durable and no gap is misplaced."""
     group = group_order(messages)
     durable = durable_files(records)
     placed = durable_deliveries(records, durable, group)
@@ -663,7 +678,10 @@ def durable_violations(records: DataFrame, messages: DataFrame) -> DataFrame:
     repeats = durable_repeats(placed).join(group.select(*KEY, "view"), list(KEY)).select(
         "file", "peer", "index", F.lit("repeated").alias("problem"), *KEY, "view",
         F.lit(1).cast("long").alias("events"), "first_index")
-    return holes.unionByName(repeats)
+    misplaced = misplaced_gaps(records).select(
+        "file", "peer", "index", F.lit("misplaced gap").alias("problem"), *KEY, "view",
+        F.lit(0).cast("long").alias("events"), F.lit(None).cast("long").alias("first_index"))
+    return holes.unionByName(repeats).unionByName(misplaced)
 
 
 # --------------------------------------------------------------------------- 6. latency

@@ -113,6 +113,10 @@ def handout_lines(result: dict) -> list[str]:
 def describe_durable(row: dict) -> str:
     """A durable file's departure from the group's order, as a sentence naming file and index."""
     event = f"({row['clock']}, {row['pid']}) of view {row['view']}"
+    if row["problem"] == "misplaced gap":
+        follows = "nothing" if row["clock"] is None else f"({row['clock']}, {row['pid']})"
+        return (f"{row['file']} ({row['peer']}): the gap record at index {row['index']} is followed "
+                f"by {follows}, not by view {row['view']}'s record")
     if row["problem"] == "repeated":
         return (f"{row['file']} ({row['peer']}): index {row['index']} repeats {event}, "
                 f"first at index {row['first_index']}")

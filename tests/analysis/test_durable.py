@@ -195,6 +195,17 @@ def test_durable_repeats_names_the_repeat_and_the_first_copy(spark):
     assertDataFrameEqual(got, expected)
 
 
+def test_a_gap_record_must_be_followed_by_its_view_s_record(records):
+    assert checks.misplaced_gaps(records({C: with_gap((1, KILLED_AFTER))})).count() == 0
+    c_file = with_gap((1, KILLED_AFTER))
+    c_file = renumber(c_file[:1 + KILLED_AFTER + 1] + c_file[1 + KILLED_AFTER + 2:])  # view 3's record gone
+    got = [(r["index"], r.view, r.clock, r.pid) for r in checks.misplaced_gaps(records({C: c_file})).collect()]
+    assert got == [(1 + KILLED_AFTER + 1, 3, 10, A)]
+    last = renumber(with_gap((1, KILLED_AFTER))[:1 + KILLED_AFTER + 1])  # the file ends at the gap
+    got = [(r["index"], r.clock) for r in checks.misplaced_gaps(records({C: last})).collect()]
+    assert got == [(1 + KILLED_AFTER + 1, None)]
+
+
 def test_caught_up_copies_count_for_agreement_and_are_never_unexpected(records):
     recs = records(durable_run())
     messages = checks.event_table(checks.events(recs))
