@@ -11,6 +11,8 @@ Input conventions:
   handout run by ``(clock, pid)`` with ``pid`` the ``from`` as written, compared as a string.
 * ``messages``: the event table of :func:`event_table`, one row per key with the deliveries of every
   peer nested in an array; built with a single shuffle (by key) and meant to be cached.
+* Gap records (a durable peer's, ``kind = "gap"``) are records but not events: only the order check
+  and the durable check read them; every other check takes :func:`events`.
 
 Every violation frame is empty on a correct run. See docs/verifier.md for why each check costs at most
 one shuffle and why the pairwise check is linear in the data.
@@ -23,7 +25,7 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.schema import HANDOUT, pid_host, pid_port
+from analysis.schema import GAP, HANDOUT, pid_host, pid_port
 
 KEY = ("clock", "pid")
 ORDER_KEY = ("clock", "host", "port")
@@ -47,19 +49,33 @@ def order_key(order: str = LAMPORT) -> Column:
     return F.struct(*ORDER_KEY)
 
 
+def events(records: DataFrame) -> DataFrame:
+    """The records that are events (messages and views): ``records`` without gap records."""
+    return records.filter(F.col("kind") != GAP)
+
+
+def gaps(records: DataFrame) -> DataFrame:
+    """A durable peer's recorded gaps: ``file, peer, index, after_view, after_n, view, reason``
+    (it lost the group's events after message ``after_n`` of ``after_view`` up to the record of
+    ``view``)."""
+    return (records.filter(F.col("kind") == GAP)
+            .select("file", "peer", "index", "after_view", "after_n", "view", "reason"))
+
+
 # --------------------------------------------------------------------------- the event table
 
 def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
     """One row per event key with its deliveries; exactly one shuffle (hash of the key).
 
     Columns: ``clock, pid, host, port, kind, view, sent_at, seq, seq_max, number, number_max,
-    deliveries, duplicated, differs``.
+    deliveries, duplicated, differs, caught_up_by``.
     ``deliveries`` is ``array<struct<peer, index, delivered_at, view>>`` sorted by (peer, index) with
     one element per peer that delivered the event (its first delivery there); ``duplicated`` is null
     unless some peer delivered the key more than once, and then holds every delivery; ``differs``
     lists the fields (kind, view, sent_at, text, seq, vc) on which copies of the event disagree.
     ``seq`` (sequencer runs) and ``number`` (causal runs: ``vc[pid]``, the message's position among
     its origin's messages of the view) are the least over the copies, ``*_max`` the greatest.
+    ``caught_up_by``: the peers holding a caught-up copy (a restarted durable peer's catch-up), sorted.
     """
     vc_hash = F.xxhash64(F.array_sort(F.map_entries("vc")))
     number = F.col("vc")[F.col("pid")]
@@ -79,6 +95,8 @@ def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
         F.min(number).alias("number"), F.max(number).alias("number_max"),
         F.count(F.lit(1)).alias("copies"),
         F.sort_array(F.collect_list(F.struct("peer", "index", "delivered_at", "view"))).alias("all"),
+        F.array_sort(F.array_distinct(F.collect_list(
+            F.when(F.coalesce(F.col("caught_up"), F.lit(False)), F.col("peer"))))).alias("caught_up_by"),
     )
     first_per_peer = F.filter(
         "all", lambda d, i: F.coalesce(F.get(F.col("all"), i - 1)["peer"] != d["peer"], F.lit(True)))
@@ -96,7 +114,7 @@ def event_table(records: DataFrame, partitions: int | None = None) -> DataFrame:
         *KEY, "host", "port", "kind", "view", "sent_at", "seq", "seq_max", "number", "number_max",
         first_per_peer.alias("deliveries"),
         F.when(F.size(first_per_peer) != F.size("all"), F.col("all")).alias("duplicated"),
-        differs.alias("differs"),
+        differs.alias("differs"), "caught_up_by",
     )
 
 
@@ -166,24 +184,30 @@ def order_violations(records: DataFrame, order: str = LAMPORT) -> DataFrame:
 
     The key is :func:`order_key` of ``order``. A causal run has no total order: there a record is
     out of place only if its view is below the previous record's, or it is a view record not above
-    the previous record's view (a view's record comes before its messages).
+    the previous record's view (a view's record comes before its messages). A gap record (no key)
+    takes its index and is judged by nothing else: the next record is compared with the event
+    before it.
     Columns: ``peer, index, clock, pid, prev_index, prev_clock, prev_pid, problem``; ``problem`` is a
     ``"; "``-joined subset of ``first index is not 1``, ``index repeated``, ``index gap``,
     :data:`NOT_AFTER` of the order. One shuffle (hash of peer) and a sort.
     """
     w = Window.partitionBy("peer").orderBy("index", "row")
-    key = order_key(order)
-    prev_key = F.lag(key).over(w)
-    prev_index = F.lag("index").over(w)
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    event = F.col("kind") != GAP
+    key = F.when(event, order_key(order))
+
+    def prev(c):  # the previous event's (a gap record has no key)
+        return F.last(F.when(event, c), ignorenulls=True).over(before)
+
     framed = records.select(
         "peer", "index", *KEY, "kind", "view", key.alias("key"),
-        prev_index.alias("prev_index"), prev_key.alias("prev_key"),
-        F.lag("view").over(w).alias("prev_view"),
-        F.lag("clock").over(w).alias("prev_clock"), F.lag("pid").over(w).alias("prev_pid"),
+        F.lag("index").over(w).alias("prev_index"), prev(order_key(order)).alias("prev_key"),
+        prev(F.col("view")).alias("prev_view"),
+        prev(F.col("clock")).alias("prev_clock"), prev(F.col("pid")).alias("prev_pid"),
     )
     if order == CAUSAL:
-        out_of_place = ((F.col("view") < F.col("prev_view"))
-                        | ((F.col("kind") == "view") & (F.col("view") <= F.col("prev_view"))))
+        out_of_place = event & ((F.col("view") < F.col("prev_view"))
+                                | ((F.col("kind") == "view") & (F.col("view") <= F.col("prev_view"))))
     else:
         out_of_place = F.col("key") <= F.col("prev_key")
     problem = F.concat_ws("; ", F.array_compact(F.array(
@@ -434,13 +458,17 @@ def agreement(expected: DataFrame) -> DataFrame:
 
     Input: :func:`expected_recipients`. Columns: ``clock, pid, view, delivered_by, missing,
     unexpected`` (``missing``: expected peers that did not deliver it; ``unexpected``: peers that
-    delivered it without being allowed to).
+    delivered it without being allowed to). A caught-up copy (``caught_up_by``) counts as a
+    delivery and is never unexpected: a restarted durable peer catches up views it was not in.
     """
     got = holders(expected)
+    unexpected = F.array_except(got, "allowed")
+    if "caught_up_by" in expected.columns:
+        unexpected = F.array_except(unexpected, F.coalesce("caught_up_by", F.array().cast("array<string>")))
     return (expected.filter(F.col("kind") == "message")
             .select(*KEY, "view", F.size(got).alias("delivered_by"),
                     F.array_except("expected", got).alias("missing"),
-                    F.array_except(got, "allowed").alias("unexpected"))
+                    unexpected.alias("unexpected"))
             .filter((F.size("missing") > 0) | (F.size("unexpected") > 0)))
 
 
@@ -543,11 +571,126 @@ def first_divergences(messages: DataFrame, exact_pairs: list[tuple[str, str]]) -
     return fast.unionByName(divergences_by_rank(messages, exact_pairs))
 
 
+# --------------------------------------------------------------------------- 5b. durable peers
+#
+# A durable peer (``tom peer --data``) killed and restarted catches up what the group delivered while
+# it was away, so its one file, read from start to end across its restarts, holds a stretch of the
+# group's order: every event from its first record to its last, once each, in order, except across
+# a recorded gap (docs/output-format.md, "Durable peers").
+
+def durable_files(records: DataFrame) -> DataFrame:
+    """``file, peer``: the files holding a view record with ``durable`` (a durable peer's)."""
+    return (records.filter((F.col("kind") == "view") & F.col("durable"))
+            .select("file", "peer").distinct())
+
+
+def group_order(messages: DataFrame) -> DataFrame:
+    """Every event of the run at its place in the group's (Lamport) order: views by increasing id,
+    within a view its record first, then its messages by ``(clock, host, port)``.
+
+    Columns: ``clock, pid, kind, view, position`` (1-based, over the whole run) and ``nth`` (0 for
+    a view record, n for the view's n-th message). ``messages``: the event table. The positions are
+    one sort of the distinct events in a single partition (a window without partitioning).
+    """
+    key = [F.col("view"), (F.col("kind") == "message").alias("_msg"), *[F.col(c) for c in ORDER_KEY]]
+    in_view = (Window.partitionBy("view").orderBy(*key)
+               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return messages.select(
+        *KEY, "kind", "view",
+        F.row_number().over(Window.orderBy(*key)).alias("position"),
+        F.sum((F.col("kind") == "message").cast("long")).over(in_view).alias("nth"))
+
+
+def durable_deliveries(records: DataFrame, durable: DataFrame, group: DataFrame) -> DataFrame:
+    """``file, peer, index, clock, pid, position``: each event record of a durable file
+    (``durable``: :func:`durable_files`) with its place in the group's order (:func:`group_order`)."""
+    return (events(records).join(F.broadcast(durable.select("file")), "file", "left_semi")
+            .join(group.select(*KEY, "position"), list(KEY))
+            .select("file", "peer", "index", *KEY, "position"))
+
+
+def durable_holes(group: DataFrame, placed: DataFrame, recorded: DataFrame) -> DataFrame:
+    """Events of the group's order missing from a durable file within its stretch (from its first
+    record to its last), runs of them grouped by where they belong.
+
+    ``placed``: :func:`durable_deliveries`; ``recorded``: :func:`gaps` (an event between a gap's
+    ``after`` and its view's record is excused: the gap says it was lost). Columns: ``file, peer,
+    index`` (the file's record that the missing run precedes), ``clock, pid, kind, view`` (the run's
+    first missing event) and ``events`` (how many are missing there). Rows scale with the durable
+    files times the group's events in their stretches.
+    """
+    stretch = placed.groupBy("file", "peer").agg(F.min("position").alias("_lo"),
+                                                 F.max("position").alias("_hi"))
+    owed = (group.join(F.broadcast(stretch),
+                       group["position"].between(F.col("_lo"), F.col("_hi")))
+            .drop("_lo", "_hi"))
+    present = placed.groupBy("file", *KEY).agg(F.min("index").alias("index"))
+    after = (Window.partitionBy("file").orderBy("position")
+             .rowsBetween(1, Window.unboundedFollowing))
+    framed = (owed.join(present, ["file", *KEY], "left")
+              .select("*", F.min("index").over(after).alias("_next")))
+    excused = F.broadcast(recorded.select(
+        F.col("file").alias("_gf"), F.col("after_view").alias("_av"), F.col("after_n").alias("_an"),
+        F.col("view").alias("_gv")))
+    lost = ((F.col("view") > F.col("_av")) | ((F.col("view") == F.col("_av")) & (F.col("nth") > F.col("_an")))) \
+        & (F.col("view") < F.col("_gv"))
+    missing = framed.filter(F.col("index").isNull())
+    missing = missing.join(excused, (F.col("file") == F.col("_gf")) & lost, "left_anti")
+    return (missing.groupBy("file", "peer", F.col("_next").alias("index"))
+            .agg(F.min_by(F.struct(*KEY, "kind", "view"), F.col("position")).alias("_first"),
+                 F.count(F.lit(1)).alias("events"))
+            .select("file", "peer", "index", "_first.*", "events"))
+
+
+def durable_repeats(placed: DataFrame) -> DataFrame:
+    """Events a durable file holds more than once: ``file, peer, index`` (the repeat),
+    ``clock, pid, first_index`` (where it came first); one row per extra copy."""
+    w = Window.partitionBy("file", *KEY).orderBy("index")
+    return (placed.select("file", "peer", "index", *KEY, F.first("index").over(w).alias("first_index"))
+            .filter(F.col("index") != F.col("first_index")))
+
+
+def misplaced_gaps(records: DataFrame) -> DataFrame:
+    """Gap records not followed, in their file, by the record of the view they name: ``file, peer,
+    index`` (the gap's), ``view`` (the view named), ``clock, pid`` (the record that follows it, null
+    if none)."""
+    recorded = gaps(records).select("file", "peer", "index", "view")
+    following = events(records).select(
+        "file", (F.col("index") - 1).alias("index"), *KEY, F.col("kind").alias("_kind"),
+        F.col("view").alias("_view"))
+    fits = (F.col("_kind") == "view") & (F.col("_view") == F.col("view"))
+    return (recorded.join(following, ["file", "index"], "left")
+            .filter(~F.coalesce(fits, F.lit(False)))
+            .select("file", "peer", "index", "view", *KEY))
+
+
+def durable_violations(records: DataFrame, messages: DataFrame) -> DataFrame:
+    """Every durable file's departures from the group's order (Lamport): ``file, peer, index,
+    problem`` (``missing``, ``repeated`` or ``misplaced gap``), ``clock, pid, view, events,
+    first_index`` (:func:`durable_holes`, :func:`durable_repeats`, :func:`misplaced_gaps`). Empty
+    when no file is durable and no gap is misplaced."""
+    group = group_order(messages)
+    durable = durable_files(records)
+    placed = durable_deliveries(records, durable, group)
+    holes = durable_holes(group, placed, gaps(records)).select(
+        "file", "peer", "index", F.lit("missing").alias("problem"), *KEY, "view", "events",
+        F.lit(None).cast("long").alias("first_index"))
+    repeats = durable_repeats(placed).join(group.select(*KEY, "view"), list(KEY)).select(
+        "file", "peer", "index", F.lit("repeated").alias("problem"), *KEY, "view",
+        F.lit(1).cast("long").alias("events"), "first_index")
+    misplaced = misplaced_gaps(records).select(
+        "file", "peer", "index", F.lit("misplaced gap").alias("problem"), *KEY, "view",
+        F.lit(0).cast("long").alias("events"), F.lit(None).cast("long").alias("first_index"))
+    return holes.unionByName(repeats).unionByName(misplaced)
+
+
 # --------------------------------------------------------------------------- 6. latency
 
 def latencies(records: DataFrame) -> DataFrame:
-    """``peer, latency`` (seconds, ``delivered_at - sent_at``) of every delivered message."""
-    return (records.filter(F.col("kind") == "message")
+    """``peer, latency`` (seconds, ``delivered_at - sent_at``) of every delivered message but the
+    caught-up ones (their ``delivered_at`` is the catch-up's time, not the delivery's)."""
+    return (records.filter((F.col("kind") == "message")
+                           & ~F.coalesce(F.col("caught_up"), F.lit(False)))
             .select("peer", (F.col("delivered_at") - F.col("sent_at")).alias("latency")))
 
 
@@ -651,7 +794,10 @@ def order_marks_in_scan(narrow: DataFrame, order: str = LAMPORT) -> DataFrame:
     """
     from analysis.order_mark import DISORDER, FUNCTIONS
 
-    row = ["file", "block_start", "peer", F.col("problem").isNull(), "index", "clock", "pid"]
+    # a gap record has no key: left out here, it marks the next record's index (the exact checks
+    # judge a run with durable records in any case)
+    good = F.col("problem").isNull() & F.coalesce(F.col("kind") != GAP, F.lit(True))
+    row = ["file", "block_start", "peer", good, "index", "clock", "pid"]
     numbered = {SEQUENCER: ["kind", "view", "seq"], CAUSAL: ["kind", "view", "vc"]}
     mark = F.call_function(FUNCTIONS[order], *row, *numbered.get(order, []))
     marked = narrow.select("*", mark.alias("_mark"))
@@ -711,7 +857,8 @@ def run_summary(narrow: DataFrame, marks=order_marks) -> DataFrame:
     One row per ``(file, block_start, peer, view, lat_bin)``, and one more for each *rare* row: a
     good view record, a peer's first :data:`EARLY_INDEX <analysis.schema.EARLY_INDEX>` records, a
     claim outside :data:`CLAIM_BITS`. Columns: the keys, ``lines, records, messages, views,
-    first_row, last_row, last_bad_row, disorder, index_faults``, message fingerprint sums
+    first_row, last_row, last_bad_row, disorder, index_faults, durable_records`` (records of a
+    durable peer: :func:`analysis.schema.of_durable_run`), message fingerprint sums
     ``hash_lo, hash_hi, hash2`` (exact: 32-bit parts summed in 64 bits), ``lat_sum, lat_min,
     lat_max``, ``claims`` (the orders its good records name), and a rare row's ``member_list``
     (a view's sorted ``members`` and ``removed``) and ``early`` (the picture's fields); null
@@ -752,6 +899,7 @@ def run_summary(narrow: DataFrame, marks=order_marks) -> DataFrame:
         F.max(F.when(~good, F.col("row"))).alias("last_bad_row"),
         F.count_if("disorder").alias("disorder"),
         F.count_if("index_fault").alias("index_faults"),
+        F.count_if(good & F.col("durable_run")).alias("durable_records"),
         *fingerprint_sums(msg),
         F.sum(when_msg(F.col("latency"))).alias("lat_sum"),
         F.min(when_msg(F.col("latency"))).alias("lat_min"),
@@ -762,7 +910,7 @@ def run_summary(narrow: DataFrame, marks=order_marks) -> DataFrame:
     named = [F.when(bits.bitwiseAND(bit) != 0, F.lit(name)) for name, bit in CLAIM_BITS.items()]
     return summary.select(
         *SUMMARY_KEYS, "lines", "records", "messages", "views", "first_row", "last_row",
-        "last_bad_row", "disorder", "index_faults", "hash_lo", "hash_hi", "hash2", "lat_sum",
+        "last_bad_row", "disorder", "index_faults", "durable_records", "hash_lo", "hash_hi", "hash2", "lat_sum",
         "lat_min", "lat_max", F.array_compact(F.array(*named, F.col("rare.claim"))).alias("claims"),
         F.col("rare.member_list").alias("member_list"), F.col("rare.early").alias("early"))
 

@@ -54,6 +54,7 @@ class _Peer:
     views: int = 0
     disorder: int = 0
     index_faults: int = 0
+    durable_records: int = 0
     lat_sum: float | None = None
     lat_min: float | None = None
     lat_max: float | None = None
@@ -99,7 +100,7 @@ class SummaryFacts:
         b["last_bad_row"] = _high(b["last_bad_row"], r["last_bad_row"])
         b["lines"], b["records"] = _add(b["lines"], r["lines"]), _add(b["records"], r["records"])
         p = self._peers.setdefault(r["peer"], _Peer())
-        for c in ("records", "messages", "views", "disorder", "index_faults"):
+        for c in ("records", "messages", "views", "disorder", "index_faults", "durable_records"):
             setattr(p, c, getattr(p, c) + (r[c] or 0))
         p.lat_sum = _add(p.lat_sum, r["lat_sum"])
         p.lat_min, p.lat_max = _low(p.lat_min, r["lat_min"]), _high(p.lat_max, r["lat_max"])
@@ -145,8 +146,8 @@ class SummaryFacts:
         return self._first_bad()
 
     def peers(self) -> list[dict]:
-        """Per peer with a record: ``peer, records, messages, views, disorder, index_faults, lat_sum,
-        lat_min, lat_max``."""
+        """Per peer with a record: ``peer, records, messages, views, disorder, index_faults,
+        durable_records, lat_sum, lat_min, lat_max``."""
         return [{"peer": peer, **vars(p)} for peer, p in self._peers.items() if p.records > 0]
 
     def latency_bins(self) -> list[dict]:

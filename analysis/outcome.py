@@ -143,6 +143,8 @@ class Report:
     diagram: list[dict] | None = None
     peer_files: dict[str, list[str]] | None = None
     incomplete: list[dict] | None = None
+    durable: list[dict] | None = None
+    gaps: list[dict] | None = None
 
     def settle(self, checks: dict[str, Check]) -> None:
         """The checks are in: they and the verdict they give."""
@@ -156,7 +158,7 @@ class Report:
         if self.skipped:
             out["skipped"] = self.skipped
         for name in ("file_summaries", "bad_lines", "order", "order_check", "fast_path", "peers",
-                     "views", "rejoins", "diagram", "peer_files", "incomplete"):
+                     "views", "rejoins", "diagram", "peer_files", "incomplete", "durable", "gaps"):
             if (value := getattr(self, name)) is not None:
                 out[name] = value
         if self.proof is not None:

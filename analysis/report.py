@@ -30,6 +30,8 @@ CHECKS = (  # (key in result["checks"], title, what a row means)
     ("numbering", "seq/vc numbers", "two messages of one view with the same seq (sequencer) or the "
                                     "same origin and vc[origin] (causal)"),
     ("causal", "causal order", "a peer delivered a message before a causal predecessor (both named)"),
+    ("durable", "durable files", "a durable peer's file missing an event of the group's order with "
+                                 "no gap record, or holding one twice"),
 )
 VERDICT_STYLE = {"VERIFIED": "bold green", "VIOLATED": "bold red", "UNUSABLE INPUT": "bold yellow"}
 VERDICT_COLOUR = {"VERIFIED": "#1a7f37", "VIOLATED": "#cf222e", "UNUSABLE INPUT": "#9a6700"}
@@ -74,6 +76,8 @@ def _describe(row: dict) -> str:
                 f"{row['member']}'s messages of view {row['view']}, needed {row['needed']}")
     if "as_in" in row:
         return describe_departure(row)
+    if "first_index" in row and "events" in row:
+        return describe_durable(row)
     parts = []
     for k, v in row.items():
         if isinstance(v, dict):
@@ -103,6 +107,43 @@ def handout_lines(result: dict) -> list[str]:
                      f"before their last message): {len(incomplete)}")
         lines += [f"  {i['peer']}: {i['messages']} of {i['of']} messages ({', '.join(i['files'])})"
                   for i in incomplete]
+    return lines
+
+
+def describe_durable(row: dict) -> str:
+    """A durable file's departure from the group's order, as a sentence naming file and index."""
+    event = f"({row['clock']}, {row['pid']}) of view {row['view']}"
+    if row["problem"] == "misplaced gap":
+        follows = "nothing" if row["clock"] is None else f"({row['clock']}, {row['pid']})"
+        return (f"{row['file']} ({row['peer']}): the gap record at index {row['index']} is followed "
+                f"by {follows}, not by view {row['view']}'s record")
+    if row["problem"] == "repeated":
+        return (f"{row['file']} ({row['peer']}): index {row['index']} repeats {event}, "
+                f"first at index {row['first_index']}")
+    more = f" and {row['events'] - 1} more event(s) after it" if row["events"] > 1 else ""
+    return (f"{row['file']} ({row['peer']}): before index {row['index']}, missing {event}{more} "
+            f"of the group's order (no gap record)")
+
+
+def describe_gap(row: dict) -> str:
+    """A recorded gap as one line: whose, from where to where, why."""
+    return (f"peer {row['peer']}: a recorded gap of view {row['after_view']} message "
+            f"{row['after_n']} .. view {row['view']}: {row.get('reason') or 'no reason given'} "
+            f"({row['file']}, index {row['index']})")
+
+
+def durable_lines(result: dict) -> list[str]:
+    """What durable peers add to the summary: their files and their recorded gaps. Empty for a
+    run without durable records."""
+    lines = []
+    durable = result.get("durable") or []
+    if durable:
+        lines.append(f"durable peers (tom peer --data): {len(durable)}: "
+                     + ", ".join(f"{d['peer']} ({d['file']})" for d in durable[:10]))
+    recorded = result.get("gaps") or []
+    if recorded:
+        lines.append(f"recorded gaps (allowed: events lost to a durable peer): {len(recorded)}")
+        lines += [f"  {describe_gap(g)}" for g in recorded[:10]]
     return lines
 
 
@@ -140,6 +181,8 @@ def print_summary(result: dict, console: Console, rows_per_check: int = 3) -> No
                       markup=False)
     for b in bad["first"][:rows_per_check]:
         console.print(f"  unreadable {b['file']}:{b['line']}: {b['problem']}", markup=False)
+    for line in durable_lines(result):
+        console.print(line, markup=False)
     rejoined = result.get("rejoins") or []
     if rejoined:
         console.print(f"removed and admitted again (cut off by a partition, or restarted): "
@@ -356,7 +399,7 @@ def render_html(result: dict) -> str:
         out.append(f"<p class='bad'>{_e(p)}</p>")
     for skipped in result.get("skipped", []):
         out.append(f"<p><small>{_e(skipped)}</small></p>")
-    notes = handout_lines(result)
+    notes = handout_lines(result) + durable_lines(result)
     if notes:
         out.append("<p>" + "<br>".join(_e(line) for line in notes) + "</p>")
     counts = result.get("counts")

@@ -50,13 +50,24 @@ RECORD_SCHEMA = T.StructType([
     T.StructField("vc", T.MapType(T.StringType(), T.LongType())),
     T.StructField("from", T.StringType()),
     T.StructField("wire", T.StringType()),
+    T.StructField("durable", T.BooleanType()),
+    T.StructField("caught_up", T.BooleanType()),
+    T.StructField("after", T.ArrayType(T.LongType())),
+    T.StructField("reason", T.StringType()),
 ])
 """One record of schema v1 or v2; ``text``/``sent_at`` only on messages, ``members``/``joined``/
 ``left``/``removed``/``order`` only on views; ``seq`` (sequencer runs) and ``vc`` (causal runs' messages)
 only in v2; ``from`` and ``wire`` only on a TOM peer's handout-wire messages (which have no
-``sent_at``)."""
+``sent_at``). A durable peer's records (docs/output-format.md, "Durable peers") add ``durable``
+(its view records), ``caught_up`` (records it caught up after a restart) and the gap record's
+``after`` and ``reason``."""
 
 COMMON_FIELDS = ("v", "kind", "index", "peer", "clock", "pid", "delivered_at", "view")
+EVENT_FIELDS = ("clock", "pid")
+"""Fields of :data:`COMMON_FIELDS` that a gap record (not an event) does not have."""
+GAP = "gap"
+"""The kind of a gap record: a durable peer lost the group's events from ``after = [view, n]``
+(after message n of that view) up to the record of ``view``, which follows."""
 MESSAGE_FIELDS = ("text", "sent_at")
 VIEW_FIELDS = ("members",)
 EXCERPT_CHARS = 120
@@ -293,17 +304,22 @@ def _required_missing() -> tuple[Column, Column]:
     kind = F.col("kind")
     handout = _on_handout_wire()
     wired = F.col("wire").isNotNull()
-    missing_items = [F.when(F.col(name).isNull(), F.lit(name)) for name in COMMON_FIELDS]
+    event = F.coalesce(kind != GAP, F.lit(True))
+    missing_items = [F.when(F.col(name).isNull() & (event if name in EVENT_FIELDS else F.lit(True)),
+                            F.lit(name)) for name in COMMON_FIELDS]
     missing_items += [F.when((kind == "message") & F.col(name).isNull()
                              & (~wired if name == "sent_at" else F.lit(True)), F.lit(name))
                       for name in MESSAGE_FIELDS]
     missing_items += [F.when((kind == "view") & F.col(name).isNull(), F.lit(name))
                       for name in VIEW_FIELDS]
     missing_items += [F.when(handout & F.col("from").isNull(), F.lit("from"))]
+    missing_items += [F.when((kind == GAP) & F.col("after").isNull(), F.lit("after"))]
     any_missing = F.lit(False)
     for name in COMMON_FIELDS:
-        any_missing = any_missing | F.col(name).isNull()
+        any_missing = any_missing | (F.col(name).isNull() & event if name in EVENT_FIELDS
+                                     else F.col(name).isNull())
     any_missing = (any_missing
+                   | ((kind == GAP) & F.col("after").isNull())
                    | ((kind == "message") & (F.col("text").isNull()
                                              | (F.col("sent_at").isNull() & ~wired)))
                    | ((kind == "view") & F.col("members").isNull())
@@ -341,7 +357,9 @@ def record_problem(blank: Column, unparsable: Column) -> Column:
                .otherwise(F.concat(F.lit("missing or ill-typed: "), F.concat_ws(", ", missing))))
         .when(~F.col("v").isin(*SCHEMA_VERSIONS),
               F.concat(F.lit("unsupported schema version v="), F.col("v").cast("string")))
-        .when(~kind.isin("message", "view"), F.concat(F.lit("unknown kind "), kind))
+        .when(~kind.isin("message", "view", GAP), F.concat(F.lit("unknown kind "), kind))
+        .when((kind == GAP) & (F.col("v") == 1), F.lit("a gap record in schema v1"))
+        .when(kind == GAP, _gap_problem())
         .when(pid_port(F.col("pid")).isNull(), F.lit("pid is not host:port"))
         .when(F.col("index") < 1, F.lit("index < 1"))
         .when(F.col("wire").isNotNull(), _handout_wire_problem())
@@ -360,11 +378,24 @@ def record_problem(blank: Column, unparsable: Column) -> Column:
     )
 
 
+def _gap_problem() -> Column:
+    """Why a ``kind = "gap"`` record is not a valid gap record (null if it is one): ``after`` is
+    ``[view, n]`` with a view >= 1 below the gap's ``view`` and n >= 0."""
+    after = F.col("after")
+    return (F.when(F.col("index") < 1, F.lit("index < 1"))
+            .when((F.size(after) != 2) | F.exists(after, lambda x: x.isNull()),
+                  F.lit("a gap's after is not [view, n]"))
+            .when((F.get(after, 0) < 1) | (F.get(after, 1) < 0),
+                  F.lit("a gap's after is not [view >= 1, n >= 0]"))
+            .when(F.get(after, 0) >= F.col("view"), F.lit("a gap's view is not after its after view")))
+
+
 def order_claim() -> Column:
     """The order a good record says its run uses: ``order`` of a v2 view record; for a v2 message
     ``sequencer`` if it has ``seq``, ``causal`` if it has ``vc``, else ``lamport``; every v1 record
-    ``lamport``; a record with a (valid) ``wire`` key :data:`HANDOUT`."""
-    return (F.when(F.col("wire").isNotNull(), F.lit(HANDOUT))
+    ``lamport``; a record with a (valid) ``wire`` key :data:`HANDOUT`; a gap record none (null)."""
+    return (F.when(F.col("kind") == GAP, F.lit(None).cast("string"))
+            .when(F.col("wire").isNotNull(), F.lit(HANDOUT))
             .when(F.col("v") == 1, F.lit("lamport"))
             .when(F.col("kind") == "view", F.col("order"))
             .when(F.col("seq").isNotNull(), F.lit("sequencer"))
@@ -393,12 +424,33 @@ def removed_of_view() -> Column:
                   F.array_sort(F.coalesce(F.col("removed"), F.array().cast("array<string>"))))
 
 
+def durable_fields() -> list[Column]:
+    """``durable`` (a view record a durable peer wrote), ``caught_up`` (a record a restarted
+    durable peer caught up), ``after_view``, ``after_n`` and ``reason`` (a gap record's): the keys of
+    a durable peer's records (docs/output-format.md, "Durable peers"), false or null elsewhere."""
+    kind = F.col("kind")
+    gap = kind == GAP
+    return [F.coalesce((kind == "view") & F.col("durable"), F.lit(False)).alias("durable"),
+            F.coalesce(~gap & F.col("caught_up"), F.lit(False)).alias("caught_up"),
+            F.when(gap, F.get(F.col("after"), 0)).alias("after_view"),
+            F.when(gap, F.get(F.col("after"), 1)).alias("after_n"),
+            F.when(gap, F.col("reason")).alias("reason")]
+
+
+def of_durable_run() -> Column:
+    """True for a record only a durable peer writes: a view record with ``durable``, a caught-up
+    record, a gap record (the one-pass proof leaves such runs to the exact checks)."""
+    return (F.coalesce(F.col("durable"), F.lit(False)) | F.coalesce(F.col("caught_up"), F.lit(False))
+            | F.coalesce(F.col("kind") == GAP, F.lit(False)))
+
+
 def parse_lines(raw: DataFrame) -> DataFrame:
     """Parse raw lines into records of schema v1 or v2, keeping bad lines with a reason.
 
     Output columns: ``file, block_start, row, problem, excerpt`` and the record columns
     ``kind, index, peer, clock, pid, view, delivered_at, sent_at, text_hash, members, removed,
-    claim, seq, vc`` (see :func:`order_fields`);
+    claim, seq, vc`` (see :func:`order_fields`) and ``durable, caught_up, after_view, after_n,
+    reason`` (:func:`durable_fields`; a gap record has no ``clock``/``pid``);
     ``text_hash`` is xxhash64 of the text (the text itself is not kept: the checks only compare
     it). ``removed`` of a view record (the members that view took out as failed) is optional: absent
     means none; ``joined``/``left`` are validated by nothing and not kept. A handout-wire record's
@@ -418,6 +470,7 @@ def parse_lines(raw: DataFrame) -> DataFrame:
         F.xxhash64("text").alias("text_hash"),
         "members", removed_of_view().alias("removed"),
         *order_fields(),
+        *durable_fields(),
     )
 
 
@@ -472,6 +525,8 @@ def parse_handout_lines(raw: DataFrame) -> DataFrame:
         none("array<string>").alias("members"), none("array<string>").alias("removed"),
         F.when(good, F.lit(HANDOUT)).alias("claim"),
         none("long").alias("seq"), none("map<string,bigint>").alias("vc"),
+        F.lit(False).alias("durable"), F.lit(False).alias("caught_up"),
+        none("long").alias("after_view"), none("long").alias("after_n"), none("string").alias("reason"),
     )
 
 
@@ -502,8 +557,9 @@ def narrow_records(read: DataFrame) -> DataFrame:
     """The narrow per-row frame of the fast path, from :func:`read_records`.
 
     Columns: ``file, block_start, row, problem, excerpt, kind, index, peer, clock, pid, view,
-    latency, content_hash, content_hash2, members, removed, early, claim, seq, vc`` (``claim``, ``seq``
-    and ``vc`` as :func:`order_fields`; ``claim`` null on a bad row). ``content_hash``/``content_hash2``
+    latency, content_hash, content_hash2, members, removed, early, claim, seq, vc, durable_run``
+    (``claim``, ``seq`` and ``vc`` as :func:`order_fields`; ``claim`` null on a bad row;
+    ``durable_run``: :func:`of_durable_run`). ``content_hash``/``content_hash2``
     are xxhash64 and murmur3 of ``(clock, pid, kind, sent_at, text, seq, vc)``: what copies of one
     message must agree on (``seq`` and ``vc`` are null in a Lamport run, and a null leaves these
     hashes unchanged, so a Lamport run's hashes are those of its first five fields).
@@ -531,6 +587,7 @@ def narrow_records(read: DataFrame) -> DataFrame:
         F.when(F.col("index") <= EARLY_INDEX, F.struct("sent_at", "delivered_at")).alias("early"),
         F.when(problem.isNull(), claim).alias("claim"),
         seq.alias("seq"), vc.alias("vc"),
+        of_durable_run().alias("durable_run"),
     )
 
 
@@ -552,11 +609,14 @@ def narrow_parsed(parsed: DataFrame) -> DataFrame:
         F.when(is_view, F.col("members")).alias("members"), "removed",
         F.when(F.col("index") <= EARLY_INDEX, F.struct("sent_at", "delivered_at")).alias("early"),
         F.when(good, F.col("claim")).alias("claim"), "seq", "vc",
+        of_durable_run().alias("durable_run"),
     )
 
 
 def good_records(parsed: DataFrame) -> DataFrame:
     """Rows of ``parsed`` that are valid records (the input of every check), with ``host``/``port``.
+    Gap records are among them (the order check counts their indexes); :func:`analysis.checks.events`
+    leaves them out for every other check.
 
     ``host``/``port`` are derived here rather than cached with the parsed frame: two string
     functions per row are cheaper than caching two more columns.

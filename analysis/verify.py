@@ -193,7 +193,7 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> Report:
     if _verify_fast(spark, resolved.files, first, result, lap, order=peeked or "lamport", texts=texts):
         result.proof = Proof.ONE_PASS
     else:
-        result.fast_path = "not conclusive: exact checks run"
+        result.fast_path = result.fast_path or "not conclusive: exact checks run"
         result.proof = Proof.EXACT
         _verify_exact(spark, resolved.files, first, result, lap, texts=texts)
     return result
@@ -399,6 +399,10 @@ def _one_pass(spark, facts, files: list[str], first: int, result: Report, lap, o
     result.order = chosen.order
     if chosen.order != order:  # the marks are those of another order
         return False
+    if any(p["durable_records"] for p in peer_rows):
+        result.fast_path = ("not conclusive: durable peers' records (restarts, catch-ups, gaps): "
+                            "exact checks run")
+        return False
     lap("lines_s")
     if any(p["disorder"] or p["index_faults"] for p in peer_rows):
         return False
@@ -558,7 +562,8 @@ def _verify_exact(spark, files: list[str], first: int, result: Report, lap,
         if n_records == 0:
             result.problems = ["no readable record in the input"]
             return
-        records = schema.good_records(parsed)
+        with_gaps = schema.good_records(parsed)
+        records = checks.events(with_gaps)
         run = _exact_run(records, rename, result)
         if run is None:
             return
@@ -578,9 +583,11 @@ def _verify_exact(spark, files: list[str], first: int, result: Report, lap,
         if order == checks.HANDOUT:
             _common_order(records, messages, totals, rename, offsets, first, found, result)
             lap("common_order_s")
-        disordered, index_dirty = _exact_order_checks(records, order, first, found, lap)
+        disordered, index_dirty = _exact_order_checks(with_gaps, order, first, found, lap)
         _divergence_check(messages, peers, order, disordered, index_dirty, first, found)
         lap("divergence_s")
+        _durable_check(with_gaps, messages, order, rename, first, found, result)
+        lap("durable_s")
 
         low, high = latency.histogram_range(overall)
         hist = {r.bin: r["count"] for r in
@@ -749,6 +756,36 @@ def _causal_check(spark, records, files: list[str], first: int, found: dict) -> 
                  .collect()]  # at most 2 x first rows
         rows = causal.describe(rows, named)
     found["causal"] = Check(count, rows)
+
+
+def _durable_check(records, messages, order: str, rename, first: int, found: dict,
+                   result: Report) -> None:
+    """The durable peers' files (docs/verifier.md, "Durable peers") into ``found["durable"]``, and
+    the durable files and recorded gaps into ``result``. Nothing when no file is durable and none
+    records a gap: such a run's report is what it was before durable peers existed."""
+    from analysis import checks, schema
+
+    def shown(file: str) -> str:
+        return schema.display_path(rename(file))
+
+    durable = [{"peer": r.peer, "file": shown(r.file)}
+               for r in checks.durable_files(records).limit(MAX_PEERS).collect()]
+    recorded = [dict(r.asDict(), file=shown(r.file)) for r in
+                checks.gaps(records).orderBy("file", "index").limit(MAX_PEERS).collect()]
+    if not durable and not recorded:
+        return
+    result.durable = sorted(durable, key=lambda d: (d["peer"], d["file"]))
+    result.gaps = recorded
+    if order != checks.LAMPORT:
+        found["durable"] = Check.settled(
+            f"a {order} run: a durable file is judged by the other checks only (its stretch of the "
+            "group's order is compared in Lamport runs)")
+        return
+    count, rows = _count_and_first(checks.durable_violations(records, messages),
+                                   ["file", "index", "problem"], first)
+    found["durable"] = Check(count, [dict(r, file=shown(r["file"])) for r in rows],
+                             note="each durable file holds the group's order from its first record "
+                                  "to its last, once each, but across a recorded gap")
 
 
 def _common_order(records, messages, totals: dict, rename, offsets, first: int, found: dict,
