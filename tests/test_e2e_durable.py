@@ -188,3 +188,33 @@ def test_a_group_killed_as_a_whole_and_started_again_goes_on_with_its_group_and_
         want = set().union(*(accepted_texts(d) for d in data))
         wait_until(lambda: want <= {r.get("text") for r in g.records(0)}, 30, "every accepted text delivered", g)
         assert g.terminate() == [0, 0, 0]
+
+
+def test_a_majority_killed_at_once_comes_back_with_the_survivor_and_the_group_goes_on(tmp_path):
+    extra = ("--heartbeat", "0.2", "--timeout", "1")
+    data = [tmp_path / f"data-{i}" for i in range(3)]
+    each = [("--data", str(d)) for d in data]
+    with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+        settle(g)
+        for i in range(3):
+            g.send(i, [f"p{i}-before-{k}" for k in range(60)])
+        time.sleep(0.02)
+        for i in (1, 2):  # a majority of the view, at once: the survivor has no quorum
+            g.procs[i].kill()
+        for i in (1, 2):
+            g.procs[i].wait(10)
+        g.send(0, [f"p0-alone-{k}" for k in range(10)])  # held by the survivor meanwhile
+        time.sleep(2.0)
+        for i in (1, 2):
+            g.group.start(i, g.procs[i])
+        settle(g)
+        recs = [g.records(i) for i in range(3)]
+        order = group_order(recs)
+        for i in range(3):
+            assert_whole(recs[i], order, f"peer {i}")
+        assert "founding the group again" in g.log_text()
+        want = set().union(*(accepted_texts(d) for d in data))
+        wait_until(lambda: want <= {r.get("text") for r in g.records(0)}, 30, "every accepted text delivered", g)
+        texts = [r["text"] for r in g.records(0) if r["kind"] == "message"]
+        assert len(texts) == len(set(texts))
+        assert g.terminate() == [0, 0, 0]

@@ -32,7 +32,7 @@ from ..codec.pid import pid_key
 from .notices import NoFoundingQuorum
 from .peers import Peers
 from .quorum import has_quorum, kept_file
-from .records import Timing
+from .records import Timing, View
 from .roundtrip import RoundTrips
 
 Members = tuple[tuple[str, int], ...]
@@ -70,6 +70,23 @@ class Founding:
         self.cut_from: tuple[str, int] = ("", 0)  # (group, view) this peer was cut off from, if any
         self.trips = RoundTrips() if trips is None else trips  # (timed: a proposal, a promise)
         self.resume = resume  # a durable peer's history: its last view and group ((0, ""): none)
+
+    def refoundable(self, view: View, peers: Peers, reachable: Iterable[str]) -> bool:
+        """Whether this member, without a quorum of ``view``, may found its group again: members that
+        restarted from their data (a new incarnation connected, asking to join with a history of this
+        group) and the members it still reaches are a primary component of the view and of the file.
+        Their old incarnations are dead, so no other side can go on; the founding itself still needs a
+        primary component of the file (`form`)."""
+        restarted = {p for p, (v, g) in peers.resumes.items() if v and g == view.group and p in view.members
+                     and peers.links.get(p, view.incarnations[p]) != view.incarnations[p]}
+        here = restarted | set(reachable)
+        return bool(restarted) and has_quorum(view.members, here) and (not self.file or has_quorum(self.file, here))
+
+    def refound(self, view: View) -> None:
+        """This member left ``view`` to found the group again with the members that restarted: it may
+        found and promise (unlike a peer cut off), and says where its history ends."""
+        self.rejoining, self.cut_from = False, ("", 0)
+        self.resume = (view.id, view.group)
 
     def join(self, me: str, incarnation: int) -> Join:
         """This joining peer's JOIN (naming where its history ends, if it has one)."""

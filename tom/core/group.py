@@ -178,10 +178,7 @@ class Core:
     def __getstate__(self) -> dict[str, Any]:
         """Plain data only (for copies and `tom check`'s fingerprints): the handler table is the
         mode's, and the trusted sources are recomputed on use."""
-        state = self.__dict__.copy()
-        del state["_handlers"]
-        state["_trusted"] = None
-        return state
+        return {**{k: v for k, v in self.__dict__.items() if k != "_handlers"}, "_trusted": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -514,8 +511,12 @@ class Core:
         view = self.view
         if not self.quorum or self.static or view is None or self.mode not in MEMBER:
             return
-        lost = lost_quorum(view, self.detector.verified(self.now) | self.peers.elsewhere(view), self.peers.views,
-                           self.file)
+        dead = self.detector.verified(self.now) | self.peers.elsewhere(view)
+        lost = lost_quorum(view, dead, self.peers.views, self.file)
+        if lost is not None and self.founding.refoundable(view, self.peers, view.members - dead):
+            self._rejoin()  # (a primary component restarted from its data: found the group again with it)
+            self.founding.refound(view)
+            return
         said, self.no_quorum = quorum_news(self.no_quorum, lost), lost
         self.out.notice(said)
         if isinstance(said, notices.QuorumBack) and self.mode == NORMAL and self.change.promised is None:
@@ -786,8 +787,7 @@ class Core:
         return len(self.traffic.order) + len(self.held.texts)
 
     def undelivered_own(self) -> int:
-        """Messages entered at this peer and not delivered here (held, or pending): what a stop now
-        would leave undelivered, as far as this peer knows."""
+        """Messages entered here and not delivered here (held, or pending): what a stop now leaves."""
         return len(self.held.texts) + sum(1 for e in self.traffic.order if e.pid == self.me and e.text is not None)
 
     def status(self) -> Status:

@@ -38,6 +38,11 @@ class Held:
         """This peer left its group by a rejoin with ``own`` pending (its own messages, with texts)."""
         self.resubmit += sorted((e.clock, e.text, e.sent_at) for e in own if e.text is not None)
 
+    def forget(self) -> None:
+        """Nothing is held here: a durable peer's shell sends its accepted texts again itself, from its
+        data folder, once it is admitted and caught up (`tom.peer.durable`)."""
+        self.texts, self.resubmit = [], []
+
     def admitted(self, mark: int) -> None:
         """Admitted to a group that delivered this peer's messages up to clock ``mark``: the rest of
         the cut-off messages go out first, before what the users entered since."""

@@ -127,6 +127,12 @@ class Durable:
             log.info("sending %d accepted text(s) the group has not delivered", len(texts))
         return texts
 
+    def rejoining(self) -> None:
+        """The core starts again as a joiner (cut off, or founding the group again): what it held is
+        forgotten (`Held.forget`), and the texts accepted and not delivered go out again once this peer
+        is admitted and caught up."""
+        self.unsent, self.started = None, False
+
     # -- delivering --------------------------------------------------------------------------------
 
     def deliver(self, deliveries: Sequence[Delivery | ViewDelivery], output: OutputFile | NoOutput,

@@ -409,6 +409,10 @@ class Peer:
         if type(notice) is notices.QuorumBack:
             log.info("quorum again: delivering")
             return
+        if type(notice) is notices.Rejoining and not self.core.founding.rejoining:
+            log.warning("no quorum, and members of the view restarted from their data: founding the group again "
+                        "with them")
+            return
         if type(notice) is notices.Rejoining:
             held = self.core.backlog() + len(self.core.held.resubmit)
             log.warning("cut off: the group went on without this peer (a partition): joining it again as a "

@@ -25,7 +25,7 @@ from ..web.eventfeed import EventFeed
 from .events import Connected, Disconnected, Event, EventSink, FramesIn, Heard, LeaveGroup, SendDirect, SendTexts, Tick
 from .output import NoOutput, OutputFile
 from .durable import Durable
-from ..core.notices import DurableFrame
+from ..core.notices import DurableFrame, Rejoining
 from ..codec.frames import CatchUp, History
 from .pathtrace import TRACE
 from ..net.ratelimit import LogLimiter, held_back
@@ -213,6 +213,9 @@ async def processor(
                         except OutputError as e:
                             fail(e)
                 else:
+                    if durable is not None and type(notice) is Rejoining:
+                        core.held.forget()
+                        durable.rejoining()
                     notes.append(notice)
         if shown and on_deliver is not None:
             on_deliver(shown)
