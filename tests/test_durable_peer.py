@@ -134,3 +134,52 @@ def test_a_second_process_on_the_same_folder_and_a_corrupt_history_are_refused_i
     log.write_bytes(log.read_bytes() + b"\x00\x00\x00\x05\x00\x00\x00\x00abcde" + b"\x00\x00\x00\x01\x00\x00\x00\x00z")
     with pytest.raises(DataError, match="corrupt record at offset 8"):
         Durable(tmp_path / "data", A)
+
+
+def test_a_history_past_its_bound_is_cleaned_up_and_a_restart_reads_the_same_positions(tmp_path):
+    out = OutputFile(tmp_path / "out.jsonl", A)
+    d = Durable(tmp_path / "data", A, retain=10)
+    d.reconcile(out)
+    k = 1
+    for v in (1, 2, 3):
+        batch: list = [view(k, v, joined=(A, B, C) if v == 1 else (), removed=() if v == 1 else (C,))]
+        k += 1
+        for j in range(12):
+            batch.append(msg(k, 100 * v + j, v, pid=A if j % 3 == 0 else B))
+            k += 1
+        d.deliver(batch, out, 10.0 * v, 0.0)
+    assert d.index.count <= 10 + 10 // 4 + 1
+    assert d.index.own == 12 and d.index.last == (3, 12)
+    # what it still holds is served; what it dropped is not
+    _, kept = d.on_frame(C, CatchUp(3, 5, 4), out, 40.0, 1.0)
+    assert kept == [] and d.waiting  # (view 4 not delivered yet: it waits, and holds the stretch)
+    _, dropped = d.on_frame(C, CatchUp(1, 3, 4), out, 40.0, 1.0)
+    assert dropped == [((C,), History("none"))]
+    _, answer = d.deliver([view(k, 4, joined=(C,))], out, 50.0, 2.0)
+    served = [json.loads(r) for _, f in answer for r in f.records]
+    assert [r["clock"] for r in served] == [305 + j for j in range(7)]  # messages 6..12 of view 3
+    size = (tmp_path / "data" / "history.log").stat().st_size
+    d.close()
+    out.close()
+    again = Durable(tmp_path / "data", A, retain=10)
+    again.reconcile(OutputFile(tmp_path / "out.jsonl", A))
+    assert (again.index.own, again.index.last, again.index.count) == (12, (4, 0), d.index.count)
+    assert again.max_clock == 311
+    assert {v: (s.first, s.messages, s.skipped, s.whole) for v, s in again.index.views.items()} == \
+        {v: (s.first, s.messages, s.skipped, s.whole) for v, s in d.index.views.items()}
+    assert (tmp_path / "data" / "history.log").stat().st_size == size
+    assert len(lines(tmp_path / "out.jsonl")) == 40  # the output file keeps everything
+    again.close()
+
+
+def test_events_older_than_the_age_bound_go_at_the_next_minute(tmp_path):
+    out = OutputFile(tmp_path / "out.jsonl", A)
+    d = Durable(tmp_path / "data", A, retain_age=3600.0)
+    d.reconcile(out)
+    d.deliver([view(1, 1, joined=(A, B, C)), msg(2, 5), msg(3, 6)], out, 1000.0, 0.0)
+    d.deliver([view(4, 2, removed=(C,)), msg(5, 9, 2)], out, 5000.0, 0.0)
+    d.tick(out, 4000.0, 1.0)
+    assert d.index.count == 5  # nothing is an hour old yet
+    d.tick(out, 5000.0, 2.0)
+    assert d.index.count == 3 and set(d.index.views) == {2}  # view 1 went: a base record and view 2's two
+    d.close()

@@ -174,6 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --data: when its writes reach the disk: always (default: before anything is "
                            "acknowledged or sent on them), batch (once per step), never (the kernel decides). "
                            "Each survives a crash of the process; only always survives a power cut")
+    peer.add_argument("--retain", type=_count(1, 10**9), default=1_000_000, metavar="EVENTS",
+                      help="with --data: delivered events the data folder keeps for members that catch up "
+                           "(default 1,000,000); a peer away for longer gets a gap record")
+    peer.add_argument("--retain-age", type=_seconds(1, 10**9), default=7 * 24 * 3600.0, metavar="SECONDS",
+                      help="with --data: and for how long (default 604800: a week)")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")
 
     keys = sub.add_parser("keys", help="create a closed group's credentials",
@@ -286,7 +291,8 @@ def run_peer(args: argparse.Namespace) -> int:
                            http=args.http, api_token=api_token_file(args), order=args.order,
                            quorum=args.quorum, last_man_standing=args.last_man_standing, ring=args.ring,
                            trace=args.trace, trace_limit=args.trace_limit * 1024 * 1024,
-                           step=args.step, data=args.data, fsync=args.fsync))
+                           step=args.step, data=args.data, fsync=args.fsync,
+                           retain=args.retain, retain_age=args.retain_age))
 
     def late_signal(signum, frame) -> None:
         # a SIGINT/SIGTERM while the peer is not listening for one: before it started, stop at once;

@@ -56,21 +56,32 @@ def follows(last: Position | None, kind: str, view: int) -> bool:
 @dataclass
 class ViewSpan:
     """Where one view's records are in a member's history: the record number of its view record and
-    how many messages of it follow."""
+    how many messages of it follow. After a clean-up cut into the view (`HistoryIndex.cut`), its
+    record is gone (``skipped`` > 0 or ``whole`` false): ``first`` is then its first message kept, the
+    ``skipped + 1``-th of the view."""
 
     first: int
     messages: int = 0
+    skipped: int = 0
+    whole: bool = True
+
+    def start(self, count: int) -> int | None:
+        """The record number of message ``count + 1`` of the view, if this history holds it."""
+        if self.whole:
+            return self.first + 1 + count
+        return self.first + count - self.skipped if count >= self.skipped else None
 
 
 @dataclass
 class HistoryIndex:
     """A member's delivered history, as positions: for each view, where its records start. Records are
-    numbered from 0 in the order written; the shell keeps their offsets."""
+    numbered from 0 in the order written; the shell keeps their offsets. ``own``: this peer's own
+    messages in the whole history, those a clean-up dropped included (its first record says how many)."""
 
     views: dict[int, ViewSpan] = field(default_factory=dict)
     count: int = 0
     last: Position | None = None
-    own: int = 0  # messages of this peer's own in the history (`Recovery.resend`)
+    own: int = 0
 
     def add(self, kind: str, view: int, own: bool = False) -> None:
         if kind == "view":
@@ -84,24 +95,50 @@ class HistoryIndex:
             self.last = advance(self.last, kind, view)
         self.count += 1
 
-    def skip_to(self, last: Position) -> None:
-        """A gap: the history goes on from ``last`` (what follows is told apart from what was lost)."""
-        self.last = last
+    def base(self, own: int, view: int, skipped: int) -> None:
+        """The first record of a history cleaned up: ``own`` messages of this peer's dropped, and the
+        records kept start inside ``view`` after ``skipped`` of its messages (``view`` 0: at a view's
+        record)."""
+        self.own += own
         self.count += 1
+        if view:
+            self.views[view] = ViewSpan(self.count, skipped=skipped, messages=skipped, whole=False)
+            self.last = (view, skipped)
+
+    def cut(self, c: int) -> tuple[int, int]:
+        """Drop records ``0 .. c-1`` (``c`` >= 1) and make room for a base record in their place: the
+        numbers of the records kept move down by ``c - 1``. Returns where the kept records start, as
+        `base` takes it: ``(view, skipped)``, ``(0, 0)`` at a view's record."""
+        inside = (0, 0)
+        for v in sorted(self.views):
+            span = self.views[v]
+            end = span.first + (1 if span.whole else 0) + span.messages - span.skipped
+            if end <= c:
+                del self.views[v]
+            elif span.first < c:  # the cut falls inside this view
+                dropped = c - span.first - (1 if span.whole else 0)
+                span.skipped += dropped
+                span.first, span.whole = c, False
+                inside = (v, span.skipped)
+        for span in self.views.values():
+            span.first -= c - 1
+        self.count -= c - 1
+        return inside
 
 
 def plan(index: HistoryIndex, ask: CatchUp, holding: bool = False) -> tuple[int, int] | str:
     """The records ``ask`` wants from ``index``'s history, as record numbers ``(first, end)`` (``end``
     excluded: view ``ask.upto``'s record, or the history's end while this member ``holding`` that view
     itself — it is catching up to it too, so all it has comes before it); or why not: ``"none"`` (this
-    member does not hold them) or ``"wait"`` (it has not delivered view ``ask.upto``'s record yet)."""
+    member does not hold them: it never did, or cleaned them up) or ``"wait"`` (it has not delivered
+    view ``ask.upto``'s record yet)."""
     span = index.views.get(ask.view)
-    if span is None or ask.count > span.messages or ask.upto <= ask.view:
+    first = span.start(ask.count) if span is not None and ask.count <= span.messages else None
+    if first is None or ask.upto <= ask.view:
         return "none"
-    first = span.first + 1 + ask.count
     end = index.views.get(ask.upto)
     if end is not None:
-        return first, end.first
+        return (first, end.first) if end.whole else "none"
     if holding:
         return first, index.count
     return "wait" if index.last is not None and index.last[0] < ask.upto else "none"

@@ -167,6 +167,38 @@ class RecordLog:
         self.size = at
         return offsets
 
+    def cut_head(self, cut: int, head: bytes) -> int:
+        """Drop every record before offset ``cut`` and put record ``head`` first (a clean-up): the new
+        file is written beside the log, synced and renamed over it, so a crash leaves the old log or
+        the new one whole. Returns by how much the offsets of the records kept moved (new = old - it)."""
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        record = HEADER.pack(len(head), zlib.crc32(head)) + head
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, MAGIC + record)
+                at = cut
+                while at < self.size:
+                    chunk = os.pread(self._fd, min(1 << 20, self.size - at), at)
+                    if not chunk:
+                        break
+                    os.write(fd, chunk)
+                    at += len(chunk)
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            os.replace(tmp, self.path)
+            self._sync_dir()
+        except OSError as e:
+            raise DataError(f"{self.path}: cannot clean it up: {e.strerror or e}") from None
+        os.close(self._fd)
+        self._fd = fd
+        shift = cut - len(MAGIC) - len(record)
+        self.size -= shift
+        os.lseek(self._fd, self.size, os.SEEK_SET)
+        return shift
+
     def read_records(self, start: int, end: int) -> list[bytes]:
         """The payloads of the whole records from offset ``start`` up to offset ``end`` (as written by
         this log: `append`'s offsets)."""

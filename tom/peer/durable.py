@@ -35,18 +35,29 @@ from .output import NoOutput, OutputFile
 log = logging.getLogger("tom.peer.durable")
 
 
-def _fields(payload: bytes) -> tuple[str, int, str, int, int]:
-    """A history record's kind, view, origin, index in the output file and clock."""
+DEFAULT_RETAIN = 1_000_000
+"""Delivered events a data folder keeps by default (`Durable.clean`): a peer away for longer catches up
+with a gap record."""
+
+DEFAULT_RETAIN_AGE = 7 * 24 * 3600.0
+"""And for how long, in seconds, by default."""
+
+
+def _fields(payload: bytes) -> dict:
+    """A history record's JSON (an output line, or the base record a clean-up put first)."""
     rec = json.loads(payload)
-    return rec["kind"], int(rec.get("view", 0)), rec.get("pid", ""), int(rec["index"]), int(rec.get("clock", 0))
+    if not isinstance(rec, dict) or "kind" not in rec:
+        raise ValueError("no kind")
+    return rec
 
 
 class Durable:
     """One peer's data folder, open (locked) until `close`. ``patience``: how long a catch-up waits for a
     silent member before it asks the next."""
 
-    def __init__(self, path: Path, me: str, fsync: str = "always", patience: float = 10.0) -> None:
-        self.me = me
+    def __init__(self, path: Path, me: str, fsync: str = "always", patience: float = 10.0,
+                 retain: int = DEFAULT_RETAIN, retain_age: float = DEFAULT_RETAIN_AGE) -> None:
+        self.me, self.retain, self.retain_age = me, retain, retain_age
         self.dir = DataDir(path, me)
         try:
             self.history = self.dir.log("history.log", fsync)
@@ -59,12 +70,23 @@ class Durable:
         self.index = HistoryIndex()
         indexes: list[int] = []
         self.max_clock = 0  # the highest clock in the history: a restarted peer's clock goes on from it
+        self.own_before = array("q")  # for each record, this peer's own messages before it (`clean`)
+        self.at = array("d")  # for each record, when it was written (delivered_at)
         try:
             for payload in self.history.read.records:
-                kind, view, pid, at, clock = _fields(payload)
-                self.index.add(kind, view, kind == "message" and pid == me)
-                indexes.append(at)
-                self.max_clock = max(self.max_clock, clock)
+                rec = _fields(payload)
+                kind = rec["kind"]
+                self.own_before.append(self.index.own)
+                if kind == "base":
+                    self.index.base(int(rec["own"]), int(rec["view"]), int(rec["skipped"]))
+                    self.max_clock = max(self.max_clock, int(rec.get("clock", 0)))
+                    indexes.append(0)
+                    self.at.append(float(rec.get("delivered_at", 0.0)))
+                    continue
+                self.index.add(kind, int(rec.get("view", 0)), kind == "message" and rec.get("pid") == me)
+                indexes.append(int(rec["index"]))
+                self.at.append(float(rec.get("delivered_at", 0.0)))
+                self.max_clock = max(self.max_clock, int(rec.get("clock", 0)))
             self.accepted = [json.loads(p)["text"] for p in self.accepted_log.read.records]
         except (ValueError, KeyError, TypeError) as e:
             self.close()
@@ -143,6 +165,7 @@ class Durable:
         sends: Sends = []
         written: list[Delivery | ViewDelivery] = []
         batch: list[Delivery | ViewDelivery] = []
+        self.written_at = at
         for d in deliveries:
             if type(d) is ViewDelivery:
                 if self.me in d.joined:
@@ -176,6 +199,7 @@ class Durable:
         if not deliveries:
             return
         lines = output.render(deliveries, at)
+        self.max_clock = max(self.max_clock, max(d.clock for d in deliveries))
         kinds: list[tuple[str, int, bool]] = []
         for i, d in enumerate(deliveries):
             if type(d) is ViewDelivery:
@@ -198,13 +222,45 @@ class Durable:
             raise OutputError(str(e)) from None
         self.offsets.extend(offsets)
         for kind, view, own in kinds:
+            self.own_before.append(self.index.own)
+            self.at.append(self.written_at)
             self.index.add(kind, view, own)
         output.append_lines(lines)
+        if self.index.count > self.retain + max(self.retain // 4, 1):
+            self.clean(self.written_at)
+
+    _aged = 0.0  # (when the age bound was last checked)
+    written_at = 0.0  # (the wall-clock time of the records being written: `deliver`, `_apply`)
+
+    def clean(self, now: float) -> None:
+        """Drop the oldest records past ``retain`` events or older than ``retain_age`` seconds: the
+        history's first record then says how many of this peer's own messages went with them, and where
+        the records kept start. A member asked for what it dropped says it does not hold it (the asker
+        writes a gap record, unless another member holds it)."""
+        count = self.index.count
+        cut = max(count - self.retain, 0)
+        while cut < count - 1 and self.at[cut] < now - self.retain_age:
+            cut += 1
+        if cut < 2:
+            return
+        own = self.own_before[cut]
+        view, skipped = self.index.cut(cut)
+        head = json.dumps({"kind": "base", "own": own, "view": view, "skipped": skipped, "clock": self.max_clock,
+                           "delivered_at": self.at[cut]}, separators=(",", ":")).encode()
+        try:
+            shift = self.history.cut_head(self.offsets[cut], head)
+        except DataError as e:
+            raise OutputError(str(e)) from None
+        self.offsets = array("q", [self.offsets[0]]) + array("q", (o - shift for o in self.offsets[cut:]))
+        self.own_before = array("q", [own]) + self.own_before[cut:]
+        self.at = array("d", [self.at[cut]]) + self.at[cut:]
+        log.info("data folder: cleaned up %d delivered event(s) (kept the last %d)", cut - 1, self.index.count - 1)
 
     def _apply(self, step: Caught | None, output: OutputFile | NoOutput, at: float, sends: Sends,
                written: list[Delivery | ViewDelivery]) -> None:
         if step is None:
             return
+        self.written_at = at
         for line in step.said:
             log.warning("%s", line)
         for dest, frame in step.sends:
@@ -285,6 +341,10 @@ class Durable:
         sends: Sends = []
         written: list[Delivery | ViewDelivery] = []
         self._apply(self.recovery.tick(now), output, at, sends, written)
+        if at - self._aged >= 60.0:  # (the age bound, once a minute)
+            self._aged = at
+            if len(self.at) > 2 and self.at[1] < at - self.retain_age:
+                self.clean(at)
         return written, sends
 
     def status(self) -> str | None:

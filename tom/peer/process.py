@@ -80,6 +80,8 @@ class PeerConfig:
     step: bool = False  # --step: the links' ordered frames wait at a gate until released (`tom.peer.gate`)
     data: Path | None = None  # --data: the data folder of a durable peer (`tom.peer.durable`)
     fsync: str = "always"  # --fsync: when the data folder's writes reach the disk
+    retain: int = 1_000_000  # --retain: delivered events the data folder keeps
+    retain_age: float = 7 * 24 * 3600.0  # --retain-age, seconds
 
 
 # young collections every 50,000 net allocations instead of 700, full ones a hundred times rarer: a
@@ -141,7 +143,7 @@ class Peer:
         self.durable: Durable | None = None
         if cfg.data is not None:
             try:
-                self.durable = Durable(cfg.data, self.me, cfg.fsync, patience=2 * cfg.timeout)
+                self.durable = Durable(cfg.data, self.me, cfg.fsync, 2 * cfg.timeout, cfg.retain, cfg.retain_age)
             except BaseException:
                 self.output.close()
                 raise
