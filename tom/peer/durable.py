@@ -149,6 +149,15 @@ class Durable:
             log.info("sending %d accepted text(s) the group has not delivered", len(texts))
         return texts
 
+    def sync(self) -> None:
+        """End of a step (``--fsync batch``): what this step wrote is on the disk before its frames go
+        out (a no-op under ``always``, which synced each write, and ``never``)."""
+        try:
+            self.accepted_log.sync()
+            self.history.sync()
+        except DataError as e:
+            raise OutputError(str(e)) from None
+
     def rejoining(self) -> None:
         """The core starts again as a joiner (cut off, or founding the group again): what it held is
         forgotten (`Held.forget`), and the texts accepted and not delivered go out again once this peer
@@ -218,6 +227,8 @@ class Durable:
     def _append(self, lines: list[str], kinds: list[tuple[str, int, bool]], output: OutputFile | NoOutput) -> None:
         try:
             offsets = self.history.append([line.rstrip("\n").encode() for line in lines])
+            if self.history.fsync == "batch":
+                self.history.sync()  # (the history is on the disk before the output file is written)
         except DataError as e:
             raise OutputError(str(e)) from None
         self.offsets.extend(offsets)

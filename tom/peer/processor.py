@@ -183,6 +183,11 @@ async def processor(
                 ready.sends += more.sends
                 ready.deliveries += more.deliveries
                 ready.notices += more.notices
+        if durable is not None and output.failed is None:
+            try:
+                durable.sync()  # (--fsync batch: what was accepted is on the disk before its frames go)
+            except OutputError as e:
+                fail(e)
         if TRACE is not None:
             TRACE.note("core")
         if ready.sends:
