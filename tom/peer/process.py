@@ -200,7 +200,9 @@ class Peer:
                 raise
         self.core.now = self.core.started_at = trio.current_time()
         try:
-            ui = TerminalUI(self.me, self.core.status, self.links, in_tx) if cfg.interactive else None
+            durable = self.durable
+            ui = TerminalUI(self.me, self.core.status, self.links, in_tx,
+                            durable.status if durable is not None else lambda: None) if cfg.interactive else None
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
                 self._nursery = nursery
@@ -312,8 +314,10 @@ class Peer:
 
             assert self.gate is not None, "the gate is opened before the HTTP side"
             control = GateControl(self.gate, core, frozenset(links))
+        durable = self.durable
         handle = PeerHandle(self.me, lambda: {**snapshot.snapshot(core, links, trio.current_time()),
-                                              "gate": control.summary() if control is not None else None},
+                                              "gate": control.summary() if control is not None else None,
+                                              "catching_up": durable.status() if durable is not None else None},
                             self._send_one, lambda: snapshot.backlog(core) > MAX_BACKLOG, self.feed, token, control)
         app = make_app(handle, host)
         # the web stack adds some 14,000 long-lived objects (modules, routes, classes) that every full

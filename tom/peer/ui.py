@@ -127,8 +127,9 @@ class TerminalUI:
     """The interactive terminal; `run` returns when the user quits."""
 
     def __init__(self, me: str, status: Callable[[], Status], links: dict[str, Link],
-                 send: EventSink) -> None:
+                 send: EventSink, catching_up: Callable[[], str | None] = lambda: None) -> None:
         self.me, self.status, self.links, self.send = me, status, links, send
+        self.catching_up = catching_up  # a durable peer's catch-up under way ("catching up k of n ...")
         self.console: Console | None = None
 
     def on_deliver(self, deliveries: list[Delivery | ViewDelivery]) -> None:
@@ -190,6 +191,9 @@ class TerminalUI:
                     continue
                 console.print(f"[dim]sending:[/] {escape(arg)}", highlight=False)
             elif command == "status":
+                catching_up = self.catching_up()
+                if catching_up is not None:
+                    console.print(f"[bold yellow]{escape(catching_up)}[/]", highlight=False)
                 for part in render_status(self.status(), self.links, trio.current_time()):
                     console.print(part)
             elif command == "quit":

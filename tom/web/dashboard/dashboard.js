@@ -261,6 +261,7 @@ function card(peer) {
     h("span", {}, "released behind head ", h("b", {}, String(c.released_behind_head))),
     h("span", { class: c.divergence_alarms ? "alarm" : "" }, "divergence alarms ", h("b", {}, String(c.divergence_alarms)))));
   if (peer.error) el.append(h("div", { class: "error" }, peer.error));
+  if (st.catching_up) el.append(h("div", { class: "catching-up" }, st.catching_up));  // a durable peer, restarted
   for (const a of st.alarms || []) {
     el.append(h("div", { class: "alarm-box" }, `DIVERGENCE: ${a.peer} delivered other messages than this peer in view ` +
       `${a.view} (digests differ after message ${a.position}: ours ${a.mine}, theirs ${a.theirs})`));
