@@ -183,3 +183,42 @@ def test_events_older_than_the_age_bound_go_at_the_next_minute(tmp_path):
     d.tick(out, 5000.0, 2.0)
     assert d.index.count == 3 and set(d.index.views) == {2}  # view 1 went: a base record and view 2's two
     d.close()
+
+
+def test_a_group_founded_again_ends_its_last_view_with_what_any_founder_took_and_none_delivered(tmp_path):
+    """The founder (A) ends view 1 with the messages A and B took and did not deliver, in (clock, pid)
+    order; B copies them: both files hold one sequence (a member absent now may have delivered some)."""
+    peers = {}
+    for pid in (A, B):
+        out = OutputFile(tmp_path / f"out-{pid}.jsonl", pid)
+        d = Durable(tmp_path / f"data-{pid}", pid)
+        d.reconcile(out)
+        d.deliver([view(1, 1, joined=(A, B, C)), msg(2, 1), msg(3, 2, pid=B)], out, 1.0, 0.0)
+        peers[pid] = (d, out)
+    peers[A][0].persist([(1, 4, C, "c4", 1.0), (1, 5, A, "a5", 1.0)])  # taken, never delivered (a crash)
+    peers[B][0].persist([(1, 4, C, "c4", 1.0), (1, 6, C, "c6", 1.0)])
+    for pid in (A, B):  # killed and started again: the pending messages come back from pending.log
+        d, out = peers[pid]
+        d.close()
+        out.close()
+        out = OutputFile(tmp_path / f"out-{pid}.jsonl", pid)
+        d = Durable(tmp_path / f"data-{pid}", pid)
+        d.reconcile(out)
+        assert len(d.pending) == 2
+        peers[pid] = (d, out)
+    (a, out_a), (b, out_b) = peers[A], peers[B]
+    refounded = ViewDelivery(1, 7, A, 2, (A, B), (A, B), (), ())
+    _, ask_a = a.deliver([refounded], out_a, 2.0, 0.0)
+    _, ask_b = b.deliver([refounded], out_b, 2.0, 0.0)
+    assert ask_a == [((B,), CatchUp(1, 2, 2))] and ask_b == [((A,), CatchUp(1, 2, 2))]
+    _, waits = a.on_frame(B, ask_b[0][1], out_a, 2.1, 0.1)
+    assert waits == []  # the founder answers once it has ended the view
+    _, offer = b.on_frame(A, ask_a[0][1], out_b, 2.1, 0.1)
+    _, answer_b = a.on_frame(B, offer[0][1], out_a, 2.2, 0.2)
+    for _, frame in answer_b:
+        b.on_frame(A, frame, out_b, 2.3, 0.3)
+    ends = {pid: [(r["kind"], r["view"], r.get("clock"), r.get("pid")) for r in lines(tmp_path / f"out-{pid}.jsonl")]
+            for pid in (A, B)}
+    assert ends[A] == ends[B]
+    assert ends[A][3:] == [("message", 1, 4, C), ("message", 1, 5, A), ("message", 1, 6, C), ("view", 2, 7, A)]
+    assert a.pending == {} and b.pending == {}

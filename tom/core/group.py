@@ -842,6 +842,13 @@ def on_direct(core: Core, src: str, frame: Direct) -> None:
     core.out.notice(notices.DirectText(src, frame.text))
 
 
+def persisting(core: Core) -> None:
+    """This peer is durable (``--data``): each step's `Ready.persist` holds the messages it took, to be
+    on its disk before the step's frames acknowledge them."""
+    if core.out.persist is None:
+        core.out.persist = []
+
+
 def on_durable(core: Core, src: str, frame: CatchUp | History) -> None:
     """A catch-up frame, for the data folder's side of the peer (`tom.durable.catchup`): a notice."""
     core.out.notice(notices.DurableFrame(src, frame))

@@ -54,7 +54,8 @@ class Outbox:
     """The frames, deliveries and notices of the step under way, and this peer's marks (``holding``,
     grown by `Traffic.message`)."""
 
-    __slots__ = ("queued", "deliveries", "notices", "runs", "others", "index", "holding", "marks_due", "numbered")
+    __slots__ = ("queued", "deliveries", "notices", "runs", "others", "index", "holding", "marks_due", "numbered",
+                 "persist")
 
     def __init__(self) -> None:
         self.queued: list[tuple[tuple[str, ...], Queued]] = []
@@ -66,6 +67,9 @@ class Outbox:
         self.holding: list[int] = []
         self.marks_due = False  # a mark grew since the marks were last sent
         self.numbered: list[tuple[int, int, str]] = []  # numbers given, not queued yet (`numbers`)
+        # a durable peer's: the messages taken in this step, (view, clock, pid, text, sent_at), to be on
+        # its disk before the step's frames (its ACKs of them) go out; None: not durable (`persisting`)
+        self.persist: list[tuple[int, int, str, str, float | None]] | None = None
 
     def new_view(self, me: str, members: list[str]) -> None:
         """A view of ``members`` (pid order): multicasts go to the others; marks start again."""
@@ -170,4 +174,6 @@ class Outbox:
             sends = cast(list[tuple[tuple[str, ...], Frame]], queued)  # (no runs: every item is a frame)
         out = Ready(sends, self.deliveries, self.notices)
         self.queued, self.deliveries, self.notices = [], [], []
+        if self.persist:
+            out.persist, self.persist = self.persist, []
         return out

@@ -83,12 +83,15 @@ class Divergence:
 @dataclass(slots=True)
 class Ready:
     """What the shell must do after a step: send ``sends`` (to each pid of the tuple, in order),
-    persist ``deliveries``, act on ``notices`` (`tom.core.notices`) and report ``alarms``."""
+    persist ``deliveries``, act on ``notices`` (`tom.core.notices`) and report ``alarms``. A durable
+    peer's ``persist`` — the messages it took in the step, ``(view, clock, pid, text, sent_at)`` — must
+    be on its disk before ``sends`` go out: they acknowledge them."""
 
     sends: list[tuple[tuple[str, ...], Frame]] = field(default_factory=list)
     deliveries: list[Delivery | ViewDelivery] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
     alarms: list[Divergence] = field(default_factory=list)
+    persist: list[tuple[int, int, str, str, float | None]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.sends or self.deliveries or self.notices or self.alarms)

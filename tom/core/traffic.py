@@ -31,7 +31,7 @@ its delivered count lets the others drop what every member delivered (`Sequencer
 class Traffic:
     """The order of the current view, the clock, and the deliveries made so far."""
 
-    __slots__ = ("me", "order", "clock", "delivered", "last_delivered", "since_beat", "cumulative",
+    __slots__ = ("me", "order", "clock", "delivered", "last_delivered", "since_beat", "cumulative", "view",
                  "stats", "out", "_raw_at", "_sent_at")
 
     def __init__(self, me: str, order: str, wire: int, stats: dict[str, int], out: Outbox) -> None:
@@ -46,6 +46,7 @@ class Traffic:
         # wire v2: a message received from its origin is acknowledged by a mark (`Outbox.hold`)
         self.cumulative = wire == 2 and self.order.acknowledged
         self._raw_at, self._sent_at = -1.0, -1.0  # the last send time given to `own`, and it rounded
+        self.view = 0  # the view installed last (what a durable peer's persisted messages belong to)
 
     def restart(self) -> list[Entry]:
         """This peer rejoins: an empty order of the same kind (what it delivered stays delivered). Its
@@ -70,6 +71,8 @@ class Traffic:
         msg = order.own(self.clock.tick(), text, sent_at)
         out = self.out
         out.queued.append((out.others, msg))
+        if out.persist is not None:
+            out.persist.append((self.view, msg.clock, msg.pid, text, msg.sent_at))
         if order.gives_numbers:
             self.out.numbers(order.take_numbered())
         return msg
@@ -83,6 +86,8 @@ class Traffic:
             raise FrameError(f"{src} sent a message with {len(marks)} ACK marks in a "
                              f"{order.name} group of {len(self.out.holding)}")
         entry = order.message(src, msg)
+        if entry is not None and self.out.persist is not None:
+            self.out.persist.append((self.view, msg.clock, msg.pid, msg.text, msg.sent_at))
         if self.cumulative and not relayed:
             # from its origin, in its order: held, with every earlier message of it (even if stale or
             # a duplicate); acknowledged by the marks at the end of this step (`Outbox.send_marks`)
@@ -149,6 +154,7 @@ class Traffic:
                 last[pid] = clock
         self.clock.time = max(self.clock.time, i.clock + 1)
         self.delivered += 1
+        self.view = i.view
         members = tuple(sorted_pids(p for p, _ in i.members))
         self.order.install(members, i.clock + 1, i.coordinator)
         self.since_beat = 0

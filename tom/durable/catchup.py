@@ -177,6 +177,9 @@ class Caught:
     release: list = field(default_factory=list)
     said: list[str] = field(default_factory=list)
     done: bool = False
+    # the founder of a group founded again, done: it ends the last view with the messages any founder
+    # took and none delivered (these offered, and its own), before the view it founded
+    offered: dict[tuple[int, int, str], dict] | None = None
 
 
 class Recovery:
@@ -193,13 +196,16 @@ class Recovery:
         self.got = 0  # caught-up records so far, of ``total``
         self.total: int | None = None
         self.refounded = False  # the view caught up to was founded again by its members, none of them old
+        self.coordinator = ""  # ... and the member that founded it
+        # the messages other founders took and did not deliver, as they offered them: (view, clock, pid) -> record
+        self.offered: dict[tuple[int, int, str], dict] = {}
 
     @property
     def catching_up(self) -> bool:
         return self.upto is not None
 
     def delivered(self, kind: str, view: int, members: Iterable[str], joined: Iterable[str], item: object,
-                  now: float) -> Caught | None:
+                  now: float, coordinator: str = "") -> Caught | None:
         """A delivery of this peer's: None if it may be written now (then `wrote`); else it is held (a
         `Caught` with what to send, when it starts a catch-up)."""
         if self.upto is not None:
@@ -210,8 +216,11 @@ class Recovery:
             old = sorted(p for p in members if p not in joiners)
             # founded again by its members (a group restarted as a whole): each may be ahead, ask all
             self.refounded = not old
-            self.candidates = old or sorted(p for p in members if p != self.me)
+            # founded again: the founder decides how the last view ends (`offered`), so it is asked last
+            self.coordinator = coordinator if self.refounded else ""
+            self.candidates = old or sorted((p for p in members if p != self.me), key=lambda p: p == coordinator)
             self.upto, self.held, self.got, self.total = view, [item], 0, None
+            self.offered = {}
             return self._ask_next(now, "")
         return None
 
@@ -240,6 +249,8 @@ class Recovery:
         return self._finish(step)
 
     def _finish(self, step: Caught) -> Caught:
+        if self.refounded and self.coordinator == self.me:
+            step.offered = self.offered
         step.release, self.held = self.held, []
         self.upto, self.asking = None, None
         step.done = True
@@ -259,6 +270,9 @@ class Recovery:
             try:
                 rec = json.loads(text)
                 kind, view = rec["kind"], rec["view"]
+                if rec.get("pending") is True:  # (taken by that member, never delivered: `Durable._serve`)
+                    self.offered[(int(view), int(rec["clock"]), str(rec["pid"]))] = rec
+                    continue
                 ok = isinstance(view, int) and view <= self.upto and (
                     kind == "gap" or (view < self.upto and follows(self.last, kind, view)))
             except (ValueError, TypeError, KeyError):

@@ -199,6 +199,28 @@ class RecordLog:
         os.lseek(self._fd, self.size, os.SEEK_SET)
         return shift
 
+    def rewrite(self, payloads: Iterable[bytes]) -> None:
+        """Replace the whole log by ``payloads`` (written beside it, synced, renamed over it)."""
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        blob = MAGIC + b"".join(HEADER.pack(len(p), zlib.crc32(p)) + p for p in payloads)
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(blob)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            os.replace(tmp, self.path)
+            self._sync_dir()
+        except OSError as e:
+            raise DataError(f"{self.path}: cannot write it again: {e.strerror or e}") from None
+        os.close(self._fd)
+        self._fd, self.size, self.dirty = fd, len(blob), False
+        os.lseek(self._fd, self.size, os.SEEK_SET)
+
     def read_records(self, start: int, end: int) -> list[bytes]:
         """The payloads of the whole records from offset ``start`` up to offset ``end`` (as written by
         this log: `append`'s offsets)."""

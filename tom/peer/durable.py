@@ -28,6 +28,7 @@ from ..codec.frames import CatchUp, History
 from ..core import Delivery, ViewDelivery
 from ..core.records import Sends
 from ..durable.catchup import Caught, HistoryIndex, Recovery, answer, plan
+from ..codec.pid import pid_key
 from ..durable.log import DataDir, DataError
 from ..errors import OutputError
 from .output import NoOutput, OutputFile
@@ -62,15 +63,19 @@ class Durable:
         try:
             self.history = self.dir.log("history.log", fsync)
             self.accepted_log = self.dir.log("accepted.log", fsync)
+            self.pending_log = self.dir.log("pending.log", fsync)
         except DataError:
             self.dir.close()
             raise
-        self.said: list[str] = [r.torn for r in (self.history.read, self.accepted_log.read) if r.torn]
+        self.said: list[str] = [r.torn for r in (self.history.read, self.accepted_log.read, self.pending_log.read)
+                                if r.torn]
         self.offsets = array("q", self.history.read.offsets)
         self.index = HistoryIndex()
         indexes: list[int] = []
         self.max_clock = 0  # the highest clock in the history: a restarted peer's clock goes on from it
         self.own_before = array("q")  # for each record, this peer's own messages before it (`clean`)
+        self.last_key = (0, 0, "")  # the last message in the history: (view, clock, pid)
+        last_view_keys: set[tuple[int, int, str]] = set()
         self.at = array("d")  # for each record, when it was written (delivered_at)
         try:
             for payload in self.history.read.records:
@@ -84,6 +89,11 @@ class Durable:
                     self.at.append(float(rec.get("delivered_at", 0.0)))
                     continue
                 self.index.add(kind, int(rec.get("view", 0)), kind == "message" and rec.get("pid") == me)
+                if kind == "message":
+                    self.last_key = (int(rec["view"]), int(rec["clock"]), str(rec["pid"]))
+                    last_view_keys.add(self.last_key)
+                elif kind == "view":
+                    last_view_keys.clear()
                 indexes.append(int(rec["index"]))
                 self.at.append(float(rec.get("delivered_at", 0.0)))
                 self.max_clock = max(self.max_clock, int(rec.get("clock", 0)))
@@ -92,6 +102,21 @@ class Durable:
             self.close()
             raise DataError(f"{path}: a record of its logs is not TOM's ({e})") from None
         self._indexes = indexes  # (until `reconcile`)
+        # the messages this peer took and did not deliver (`persist`): (view, clock, pid) -> record; of its
+        # last view, after a restart (a group founded again ends that view with them: `_extend`)
+        self.pending: dict[tuple[int, int, str], dict] = {}
+        last_view = self.index.last[0] if self.index.last is not None else 0
+        try:
+            for payload in self.pending_log.read.records:
+                rec = json.loads(payload)
+                key = (int(rec["view"]), int(rec["clock"]), str(rec["pid"]))
+                if key[0] == last_view and key not in last_view_keys:
+                    self.pending[key] = rec
+        except (ValueError, KeyError, TypeError) as e:
+            self.close()
+            raise DataError(f"{path}: a record of pending.log is not TOM's ({e})") from None
+        self.pending_log.read.records.clear()
+        self.pending_records = len(self.pending)  # (records in pending.log: it is written again when large)
         self.recovery = Recovery(me, self.index.last, patience)
         # texts accepted and not known delivered: sent once admitted and caught up (None: done)
         self.unsent: list[str] | None = None
@@ -149,6 +174,36 @@ class Durable:
             log.info("sending %d accepted text(s) the group has not delivered", len(texts))
         return texts
 
+    def persist(self, taken: Sequence[tuple[int, int, str, str, float | None]]) -> None:
+        """The messages the core took in a step (`Ready.persist`): on the disk before the step's frames,
+        which acknowledge them, go out (so a message any member delivered is on the disk of every
+        member of its view)."""
+        if not taken:
+            return
+        payloads = []
+        for view, clock, pid, text, sent_at in taken:
+            rec = {"view": view, "clock": clock, "pid": pid, "text": text, "sent_at": sent_at}
+            self.pending[(view, clock, pid)] = rec
+            payloads.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode())
+        try:
+            self.pending_log.append(payloads)
+            self.pending_log.sync()  # (under batch too: these are acknowledged in this step)
+            self.pending_records += len(payloads)
+            if self.pending_records > 4 * len(self.pending) + 10_000:  # (mostly delivered: written again)
+                self.pending_log.rewrite([json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode()
+                                          for r in self.pending.values()])
+                self.pending_records = len(self.pending)
+        except DataError as e:
+            raise OutputError(str(e)) from None
+
+    def _delivered_now(self, kind: str, view: int, clock: int, pid: str) -> None:
+        """A record written: its message is no longer pending; a view's record ends the views before."""
+        if kind == "message":
+            self.pending.pop((view, clock, pid), None)
+            self.last_key = (view, clock, pid)
+        elif kind == "view" and self.pending:
+            self.pending = {k: r for k, r in self.pending.items() if k[0] >= view}
+
     def sync(self) -> None:
         """End of a step (``--fsync batch``): what this step wrote is on the disk before its frames go
         out (a no-op under ``always``, which synced each write, and ``never``)."""
@@ -184,7 +239,7 @@ class Durable:
                             log.warning("the group of this data folder (%s) is gone: this peer is in group %s now",
                                         self.dir.identity.get("group"), group)
                         self.dir.set_group(group)
-                step = self.recovery.delivered("view", d.view, d.members, d.joined, d, now)
+                step = self.recovery.delivered("view", d.view, d.members, d.joined, d, now, d.pid)
                 asking = self.recovery.asking
                 if asking is not None and (asking in d.removed or asking in d.left) and step is not None:
                     self._write(batch, output, at, written)
@@ -221,6 +276,8 @@ class Durable:
         self._append(lines, kinds, output)
         for kind, view, _ in kinds:
             self.recovery.wrote(kind, view)
+        for d in deliveries:
+            self._delivered_now("view" if type(d) is ViewDelivery else "message", d.view, d.clock, d.pid)
         self.last_index = deliveries[-1].index + output.offset
         written.extend(deliveries)
 
@@ -296,10 +353,42 @@ class Durable:
             self._append(lines, kinds, output)
             self.last_index += len(records)
             output.offset += len(records)
+            for rec in records:
+                if rec["kind"] != "gap":
+                    self._delivered_now(rec["kind"], int(rec["view"]), int(rec.get("clock", 0)), str(rec.get("pid", "")))
+        if step.offered is not None:
+            self._extend(step.offered, output, at, written)
         if step.done and step.gap is None:
             log.info("caught up: %d event(s) the group delivered while this peer was away", self.recovery.got)
         if step.release:
             self._write(list(step.release), output, at, written)  # (from the view that admitted it on)
+
+    def _extend(self, offered: dict[tuple[int, int, str], dict], output: OutputFile | NoOutput, at: float,
+                written: list[Delivery | ViewDelivery]) -> None:
+        """As the founder of a group founded again, caught up: end its last view with the messages a
+        founder took (offered, or here) and none delivered, in the order's `(clock, pid)` order, after
+        its last delivered message; every founder then copies them (a message any member delivered had
+        been taken by every member of its view, this founder included, so none is lost)."""
+        if self.index.last is None:
+            return
+        view = self.index.last[0]
+        last_view, last_clock, last_pid = self.last_key
+        after = (last_clock, pid_key(last_pid)) if last_view == view else (-1, pid_key(""))
+        chosen = {k: r for k, r in {**offered, **self.pending}.items() if k[0] == view}
+        keys = sorted(chosen, key=lambda k: (k[1], pid_key(k[2])))
+        late = [k for k in keys if (k[1], pid_key(k[2])) <= after]
+        if late:
+            log.warning("%d message(s) taken by founders sort before the last one delivered: not delivered", len(late))
+        keys = [k for k in keys if (k[1], pid_key(k[2])) > after]
+        if not keys:
+            return
+        base = self.last_index - output.offset
+        extension = [Delivery(base + n, k[1], k[2], chosen[k]["text"], chosen[k]["sent_at"], view)
+                     for n, k in enumerate(keys, 1)]
+        self._write(extension, output, at, written)  # (indexes after the last written)
+        output.offset += len(extension)  # (the core did not count them: what it delivers next comes after)
+        log.info("founded the group again: ended view %d with %d message(s) its members had taken and none "
+                 "delivered", view, len(extension))
 
     # -- serving and catching up -------------------------------------------------------------------
 
@@ -314,10 +403,13 @@ class Durable:
             assert type(frame) is History
             step = self.recovery.history(src, frame, now)
             self._apply(step, output, at, sends, written)
+            sends += self._answer_waiting()
         return written, sends
 
     def _serve(self, src: str, ask: CatchUp) -> Sends:
-        where = plan(self.index, ask, self.recovery.upto == ask.upto)
+        holding = self.recovery.upto == ask.upto
+        founder = holding and self.recovery.refounded and self.recovery.coordinator == self.me
+        where = "wait" if founder else plan(self.index, ask, holding)  # (the founder answers once it ended the view)
         if where == "wait":
             self.waiting.append((src, ask))
             return []
@@ -329,7 +421,11 @@ class Durable:
         records = self.history.read_records(self.offsets[first], end) if last > first else []
         log.info("%s catches up from here: %d event(s) after message %d of view %d, up to view %d", src,
                  len(records), ask.count, ask.view, ask.upto)
-        return [((src,), f) for f in answer([r.decode() for r in records])]
+        texts = [r.decode() for r in records]
+        if holding:  # (a group founded again: what this member took and did not deliver, for its founder)
+            texts += [json.dumps({**r, "kind": "message", "pending": True}, separators=(",", ":"))
+                      for r in self.pending.values()]
+        return [((src,), f) for f in answer(texts)]
 
     def _answer_waiting(self) -> Sends:
         if not self.waiting:
@@ -346,12 +442,14 @@ class Durable:
         written: list[Delivery | ViewDelivery] = []
         self.waiting = [(s, a) for s, a in self.waiting if s != pid]
         self._apply(self.recovery.gone(pid, now), output, at, sends, written)
+        sends += self._answer_waiting()
         return written, sends
 
     def tick(self, output: OutputFile | NoOutput, at: float, now: float) -> tuple[list[Delivery | ViewDelivery], Sends]:
         sends: Sends = []
         written: list[Delivery | ViewDelivery] = []
         self._apply(self.recovery.tick(now), output, at, sends, written)
+        sends += self._answer_waiting()
         if at - self._aged >= 60.0:  # (the age bound, once a minute)
             self._aged = at
             if len(self.at) > 2 and self.at[1] < at - self.retain_age:
@@ -366,7 +464,8 @@ class Durable:
         return f"catching up {r.got} of {r.total if r.total is not None else '?'} from {r.asking}"
 
     def close(self) -> None:
-        for f in (getattr(self, "history", None), getattr(self, "accepted_log", None)):
+        for f in (getattr(self, "history", None), getattr(self, "accepted_log", None),
+                  getattr(self, "pending_log", None)):
             if f is not None:
                 try:
                     f.close()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..core import Core, Delivery, Timing, ViewDelivery, notices
+from ..core.group import persisting
 from ..core.notices import Notice
 from .events import EventSink, LeaveGroup, SendDirect, SendTexts
 from ..errors import ConfigError, OutputError, UsageError
@@ -161,6 +162,7 @@ class Peer:
                                      resume=self.durable.resume if self.durable is not None else (0, ""))
             if self.durable is not None:  # (its clock goes on after every clock it delivered)
                 self.core.clock.time = self.durable.max_clock
+                persisting(self.core)
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
         self.trace = self._open_trace() if cfg.trace is not None else None
         self.on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None

@@ -180,11 +180,13 @@ async def processor(
                     except UsageError as e:
                         log.warning("an accepted text not sent again: %s", e)
                 more = core.ready()
+                ready.persist += more.persist
                 ready.sends += more.sends
                 ready.deliveries += more.deliveries
                 ready.notices += more.notices
         if durable is not None and output.failed is None:
             try:
+                durable.persist(ready.persist)  # (what the step's ACKs acknowledge is on the disk first)
                 durable.sync()  # (--fsync batch: what was accepted is on the disk before its frames go)
             except OutputError as e:
                 fail(e)
