@@ -320,9 +320,10 @@ class Peer:
             gc.freeze()
         return serve_http, app, sock
 
-    async def _send_one(self, text: str):
-        """Multicast ``text`` through the processor; what became of it (see `SendTexts.on_sent`)."""
-        return await self._answer(lambda on_sent: SendTexts([text], on_sent))
+    async def _send_one(self, text: str, key: str | None = None):
+        """Multicast ``text`` through the processor, under idempotency key ``key`` if given; what became
+        of it (see `SendTexts.on_sent`)."""
+        return await self._answer(lambda on_sent: SendTexts([text], on_sent, keys=[key] if key is not None else None))
 
     async def send_direct(self, dest: str, text: str) -> None:
         """Send ``text`` to member ``dest`` alone, through the processor (`Core.direct`); UsageError if
