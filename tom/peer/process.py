@@ -123,7 +123,7 @@ def guess_host(neighbors: list[str], port: int) -> str | None:
 class Peer:
     """Everything one running peer holds; `run` serves until it has left the group (or is stopped).
 
-    Its front-end is the terminal (``cfg.interactive``), stdin (headless) or, for a program that embeds
+    Its front-end is the terminal (``cfg.interactive``), stdin or ``cfg.input`` (headless) or, for a program that embeds
     the peer (`tom.library`), the ``front`` coroutine given to `run`, with ``on_deliver`` hearing every
     batch of recorded deliveries. ``neighbors``, when given, stands for the neighbors file."""
 

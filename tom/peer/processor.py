@@ -65,7 +65,9 @@ def apply(core: Core, event: Event, now: float, durable: Durable | None = None,
                 log.warning("rejected frame from %s: %s%s", src, e, held_back(held))
     elif t is SendTexts:
         if event.keys is not None:  # type: ignore[union-attr]
-            send_keyed(core, event, durable, keys if keys is not None else IdempotencyKeys())  # type: ignore[arg-type]
+            if keys is None:
+                keys = durable.keys if durable is not None else IdempotencyKeys()
+            send_keyed(core, event, durable, keys)  # type: ignore[arg-type]
             return
         on_sent = event.on_sent  # type: ignore[union-attr]
         stamp = time.time()  # one send time for the texts taken together (so they go as one run)
