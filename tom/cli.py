@@ -87,9 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     peer = sub.add_parser("peer", help="run one peer",
                           description="Run one TOM peer: listen on PORT, connect to every neighbor, join the "
                                       "group (or form it), multicast what you type (or stdin lines with "
-                                      "--no-ui) in one total order, append every delivered message and view "
-                                      "change to OUTPUT as JSON Lines. quit, end of input or SIGTERM leave "
-                                      "the group.")
+                                      "--no-ui, or FILE's lines with --input FILE) in one total order, append "
+                                      "every delivered message and view change to OUTPUT as JSON Lines. quit, "
+                                      "end of input or SIGTERM leave the group.")
     peer.epilog = (
         "A message's frame may take at most 65,536 bytes (MAX_FRAME_BYTES): about 65,400 bytes of UTF-8 "
         "text, fewer with backslashes or line breaks, which are escaped; a longer one is refused with one "
@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "frames a message instead of n*n); causal in an order that keeps cause before effect "
                            "(vector clocks; concurrent messages may be delivered in different orders)")
     peer.add_argument("--no-ui", action="store_true", help="headless: each stdin line is one message")
+    peer.add_argument("--input", type=Path, metavar="FILE",
+                      help="headless, reading FILE instead of stdin: each line is one message, and FILE is "
+                           "followed as it grows (its end does not leave the group; SIGTERM does). With --data "
+                           "the peer goes on after the last line it accepted; without it, it reads FILE from "
+                           "its beginning each time it starts. A FILE replaced by another is read from its "
+                           "beginning; one truncated in place is waited for")
     peer.add_argument("--static", action="store_true",
                       help="the handout's static group: every neighbor is a member from the start, no joins, "
                            "no failure detection (a neighbor that is not running blocks delivery)")
@@ -256,7 +262,7 @@ def run_peer(args: argparse.Namespace) -> int:
     from .peer.process import Peer, PeerConfig, guess_host
     from .codec.neighbors import load_neighbors
 
-    interactive = not args.no_ui and sys.stdin.isatty() and sys.stdout.isatty()
+    interactive = not args.no_ui and args.input is None and sys.stdin.isatty() and sys.stdout.isatty()
     setup_logging(str(args.port), args.verbose)
     from .build import describe
 
@@ -291,7 +297,7 @@ def run_peer(args: argparse.Namespace) -> int:
                            http=args.http, api_token=api_token_file(args), order=args.order,
                            quorum=args.quorum, last_man_standing=args.last_man_standing, ring=args.ring,
                            trace=args.trace, trace_limit=args.trace_limit * 1024 * 1024,
-                           step=args.step, data=args.data, fsync=args.fsync,
+                           step=args.step, data=args.data, fsync=args.fsync, input=args.input,
                            retain=args.retain, retain_age=args.retain_age))
 
     def late_signal(signum, frame) -> None:
@@ -328,6 +334,7 @@ def run_handout(args: argparse.Namespace, host: str, name: str | None, interacti
                (args.api_token_file is not None, "--api-token-file"),
                (args.step, "--step (step mode is TOM's wire's)"),
                (args.data is not None, "--data (the handout's tools keep nothing to catch up from)"),
+               (args.input is not None, "--input (its peer reads stdin or the terminal)"),
                (args.static and args.dynamic, "--static together with --dynamic")]
     for bad, what in refused:
         if bad:

@@ -28,3 +28,7 @@ class UsageError(TomError):
 
 class RefusedError(FrameError):
     """A neighbor refused this peer's connection (REFUSED); the message is its reason."""
+
+
+class KeyConflict(UsageError):
+    """An idempotency key already accepted with another text: the new text is not accepted."""

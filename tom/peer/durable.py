@@ -9,7 +9,10 @@ The folder holds, besides its lock and identity (`tom.durable.log.DataDir`):
   read), written before the text reaches the core. Once the peer is admitted again and caught up, the
   accepted texts that the group's order does not hold yet are sent again, before anything new: a peer
   numbers its own messages by the order it accepted them, and the group delivers an origin's messages
-  in that order (FIFO), so the ones delivered are always the first ones accepted.
+  in that order (FIFO), so the ones delivered are always the first ones accepted. A record is
+  ``{"text": ...}``, with ``"key"`` for a text posted under an idempotency key (the last `MAX_KEYS`
+  keys are known again after a restart), and ``"input"`` and ``"inode"`` for a line of ``--input``:
+  where that file's reading goes on once the text is accepted (a restart reads on from the last).
 
 Invariants: an event reaches the output file only after it is in ``history.log``; a text is
 accepted (``on_sent`` told) only once it is in ``accepted.log``; while catching up nothing of the new
@@ -31,6 +34,7 @@ from ..durable.catchup import Caught, HistoryIndex, Recovery, answer, plan
 from ..codec.pid import pid_key
 from ..durable.log import DataDir, DataError
 from ..errors import OutputError
+from .idempotency import MAX_KEYS, IdempotencyKeys
 from .output import NoOutput, OutputFile
 
 log = logging.getLogger("tom.peer.durable")
@@ -54,10 +58,10 @@ def _fields(payload: bytes) -> dict:
 
 class Durable:
     """One peer's data folder, open (locked) until `close`. ``patience``: how long a catch-up waits for a
-    silent member before it asks the next."""
+    silent member before it asks the next; ``keys_bound``: how many idempotency keys `keys` holds."""
 
     def __init__(self, path: Path, me: str, fsync: str = "always", patience: float = 10.0,
-                 retain: int = DEFAULT_RETAIN, retain_age: float = DEFAULT_RETAIN_AGE) -> None:
+                 retain: int = DEFAULT_RETAIN, retain_age: float = DEFAULT_RETAIN_AGE, keys_bound: int = MAX_KEYS) -> None:
         self.me, self.retain, self.retain_age = me, retain, retain_age
         self.dir = DataDir(path, me)
         try:
@@ -73,6 +77,9 @@ class Durable:
         self.index = HistoryIndex()
         indexes: list[int] = []
         self.max_clock = 0  # the highest clock in the history: a restarted peer's clock goes on from it
+        self.accepted: list[str] = []
+        self.keys = IdempotencyKeys(keys_bound)  # the texts accepted under an idempotency key
+        self.input_at: tuple[int, int] | None = None  # --input: (inode, offset) past the last line accepted
         self.own_before = array("q")  # for each record, this peer's own messages before it (`clean`)
         self.last_key = (0, 0, "")  # the last message in the history: (view, clock, pid)
         last_view_keys: set[tuple[int, int, str]] = set()
@@ -97,7 +104,16 @@ class Durable:
                 indexes.append(int(rec["index"]))
                 self.at.append(float(rec.get("delivered_at", 0.0)))
                 self.max_clock = max(self.max_clock, int(rec.get("clock", 0)))
-            self.accepted = [json.loads(p)["text"] for p in self.accepted_log.read.records]
+            for payload in self.accepted_log.read.records:
+                rec = json.loads(payload)
+                text = rec["text"]
+                if not isinstance(text, str):
+                    raise TypeError("a text that is not a string")
+                self.accepted.append(text)
+                if "key" in rec:
+                    self.keys.add(str(rec["key"]), text)
+                if "input" in rec:
+                    self.input_at = (int(rec["inode"]), int(rec["input"]))
         except (ValueError, KeyError, TypeError) as e:
             self.close()
             raise DataError(f"{path}: a record of its logs is not TOM's ({e})") from None
@@ -153,16 +169,41 @@ class Durable:
 
     # -- accepting ---------------------------------------------------------------------------------
 
-    def accept(self, texts: Sequence[str]) -> list[str]:
-        """Make ``texts`` durable; return those the core takes now. Until this peer is admitted and
-        caught up (`take_unsent`) they wait: they go after the texts accepted before a restart."""
-        payloads = [json.dumps({"text": t}, ensure_ascii=False).encode() for t in texts]
+    def accept(self, texts: Sequence[str], keys: Sequence[str | None] | None = None,
+               inputs: Sequence[tuple[int, int]] | None = None) -> list[str]:
+        """Make ``texts`` durable, each with its idempotency key (``keys``) or, for a line of --input,
+        where that file's reading goes on (``inputs``: inode, offset); return those the core takes now.
+        Until this peer is admitted and caught up (`take_unsent`) they wait: they go after the texts
+        accepted before a restart."""
+        if keys is None and inputs is None:
+            payloads = [json.dumps({"text": t}, ensure_ascii=False).encode() for t in texts]
+        else:
+            payloads = []
+            for k, t in enumerate(texts):
+                rec: dict[str, object] = {"text": t}
+                if keys is not None and keys[k] is not None:
+                    rec["key"] = keys[k]
+                if inputs is not None:
+                    rec["input"], rec["inode"] = inputs[k][1], inputs[k][0]
+                payloads.append(json.dumps(rec, ensure_ascii=False).encode())
         try:
             self.accepted_log.append(payloads)
         except DataError as e:
             raise OutputError(str(e)) from None
         self.accepted.extend(texts)
+        if keys is not None:
+            for t, key in zip(texts, keys):
+                if key is not None:
+                    self.keys.add(key, t)
+        if inputs:
+            self.input_at = inputs[-1]
         return list(texts) if self.unsent is not None else []
+
+    @property
+    def held(self) -> int:
+        """Texts accepted that wait in this folder for the peer to be admitted and caught up (the core
+        has not taken them yet)."""
+        return max(0, len(self.accepted) - self.index.own) if self.unsent is None else 0
 
     def take_unsent(self) -> list[str]:
         """Once admitted and caught up: the accepted texts the group's order does not hold yet (once)."""

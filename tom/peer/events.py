@@ -42,12 +42,28 @@ class Heard:
 
 
 @dataclass(frozen=True, slots=True)
+class Replayed:
+    """What became of a text whose idempotency key was accepted before, with the same text: nothing
+    (it is not accepted again). ``clock``: the Lamport clock the first one was sent with, if this
+    process knows it (None while it is held, or after a restart)."""
+
+    clock: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class SendTexts:
     """The local user multicasts ``texts``, in order; ``on_sent``, if given, hears what became of each:
-    its Message, None while it is held for the next view, or the UsageError that refused it."""
+    its Message, None while it is held for the next view, `Replayed` for a key accepted before, or the
+    UsageError that refused it (`KeyConflict`: its key was accepted with another text).
+
+    ``keys``: an idempotency key per text, or None (`tom.peer.idempotency`); ``inputs``: per text read
+    from ``--input``, the file's inode and the offset just past the lines read with it (a durable peer
+    keeps it with the text, and goes on reading there after a restart)."""
 
     texts: list[str]
-    on_sent: Callable[[Message | None | UsageError], None] | None = None
+    on_sent: Callable[[Message | None | Replayed | UsageError], None] | None = None
+    keys: list[str | None] | None = None
+    inputs: list[tuple[int, int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """A peer process: configuration, start-up checks, and the nursery that runs the four tasks.
 
 Start-up checks run before anything binds or connects, each failing with one ConfigError line:
-neighbors file, own pid in it, keys (with --keys), output path writable, port free.
+neighbors file, own pid in it, keys (with --keys), output path writable, data folder (with --data),
+input file readable (with --input), port free.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..net.listener import listener, open_listener
 from ..codec.neighbors import load_neighbors
 from .output import NoOutput, OutputFile
 from .durable import Durable
+from .inputfile import InputFile, follow
 from .pathtrace import TRACE
 from ..codec.pid import make_pid, pid_key, split_pid
 from .processor import Inbox, processor, ticker
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tom.peer.process")
 
 CHANNEL_SIZE = 256
-MAX_BACKLOG = 4096  # undelivered messages above which stdin is not read (headless)
+MAX_BACKLOG = 4096  # undelivered messages above which stdin (or --input) is not read (headless)
 
 # exit statuses (docs/peer.md and `tom peer --help` list them)
 EXIT_OK = 0  # left (or stopped) with every message entered here delivered and recorded
@@ -83,6 +85,7 @@ class PeerConfig:
     fsync: str = "always"  # --fsync: when the data folder's writes reach the disk
     retain: int = 1_000_000  # --retain: delivered events the data folder keeps
     retain_age: float = 7 * 24 * 3600.0  # --retain-age, seconds
+    input: Path | None = None  # --input: read the messages from this file, followed as it grows (headless)
 
 
 # young collections every 50,000 net allocations instead of 700, full ones a hundred times rarer: a
@@ -123,7 +126,7 @@ def guess_host(neighbors: list[str], port: int) -> str | None:
 class Peer:
     """Everything one running peer holds; `run` serves until it has left the group (or is stopped).
 
-    Its front-end is the terminal (``cfg.interactive``), stdin (headless) or, for a program that embeds
+    Its front-end is the terminal (``cfg.interactive``), stdin or ``cfg.input`` (headless) or, for a program that embeds
     the peer (`tom.library`), the ``front`` coroutine given to `run`, with ``on_deliver`` hearing every
     batch of recorded deliveries. ``neighbors``, when given, stands for the neighbors file."""
 
@@ -154,6 +157,15 @@ class Peer:
                 self.durable.close()
                 self.output.close()
                 raise ConfigError(str(e)) from None
+        self.input: InputFile | None = None
+        if cfg.input is not None:  # (with a data folder: from past the last line accepted)
+            try:
+                self.input = InputFile(cfg.input, self.durable.input_at if self.durable is not None else None)
+            except BaseException:
+                if self.durable is not None:
+                    self.durable.close()
+                self.output.close()
+                raise
         if cfg.static:
             self.core = Core(self.me, self.neighbors, order=cfg.order)
         else:
@@ -227,6 +239,12 @@ class Peer:
                     log.info("%s", self.output.resumed)
                 for line in self.durable.said if self.durable is not None else ():
                     log.info("%s", line)
+                if self.input is not None:
+                    for line in self.input.said:
+                        log.warning("%s", line)
+                    if self.input.offset:
+                        log.info("--input %s: going on after the last line it accepted (byte %d)", cfg.input,
+                                 self.input.offset)
                 if cfg.embedded:
                     log.info("listening on %s:%s as %s (%s)", cfg.host, self.port, self.me, mode)
                 else:
@@ -241,8 +259,10 @@ class Peer:
                     await front()
                 elif ui is not None:
                     await ui.run()
+                elif self.input is not None:  # (its end is not the end of the input: until stopped)
+                    await follow(in_tx, self.me, self.input, busy=self._busy)
                 else:
-                    await headless(in_tx, self.me, busy=lambda: self.core.backlog() > MAX_BACKLOG)
+                    await headless(in_tx, self.me, busy=self._busy)
                     if cfg.static:
                         log.info("end of input: still serving the group until stopped")
                         await trio.sleep_forever()
@@ -262,8 +282,15 @@ class Peer:
             log.info("sent on the links: %d frames, %d bytes", sum(link.frames_out for link in self.links.values()),
                      sum(link.bytes_out for link in self.links.values()))
 
+    def _busy(self) -> bool:
+        """Too much entered here is not delivered yet (in the core, or waiting in the data folder for
+        this peer to be admitted): headless input is not read meanwhile."""
+        return self.core.backlog() + (self.durable.held if self.durable is not None else 0) > MAX_BACKLOG
+
     def _close_files(self) -> None:
         self.output.close()
+        if self.input is not None:
+            self.input.close()
         if self.durable is not None:
             self.durable.close()
         if self.trace is not None:
@@ -328,9 +355,10 @@ class Peer:
             gc.freeze()
         return serve_http, app, sock
 
-    async def _send_one(self, text: str):
-        """Multicast ``text`` through the processor; what became of it (see `SendTexts.on_sent`)."""
-        return await self._answer(lambda on_sent: SendTexts([text], on_sent))
+    async def _send_one(self, text: str, key: str | None = None):
+        """Multicast ``text`` through the processor, under idempotency key ``key`` if given; what became
+        of it (see `SendTexts.on_sent`)."""
+        return await self._answer(lambda on_sent: SendTexts([text], on_sent, keys=[key] if key is not None else None))
 
     async def send_direct(self, dest: str, text: str) -> None:
         """Send ``text`` to member ``dest`` alone, through the processor (`Core.direct`); UsageError if

@@ -20,9 +20,12 @@ import trio
 from ..core import Core, Delivery, Divergence, ViewDelivery
 from ..core.group import heard_at_gate, receive_all, send_direct
 from ..core.records import Sends
+from ..codec.frames import Message
 from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
-from .events import Connected, Disconnected, Event, EventSink, FramesIn, Heard, LeaveGroup, SendDirect, SendTexts, Tick
+from .events import (Connected, Disconnected, Event, EventSink, FramesIn, Heard, LeaveGroup, Replayed, SendDirect,
+                     SendTexts, Tick)
+from .idempotency import IdempotencyKeys, conflict
 from .output import NoOutput, OutputFile
 from .durable import Durable
 from ..core.notices import DurableFrame, Rejoining
@@ -47,9 +50,12 @@ def divergence_line(me: str, alarm: Divergence) -> str:
                    f"(ours {alarm.mine:08x}, theirs {alarm.theirs:08x})")
 
 
-def apply(core: Core, event: Event, now: float, durable: Durable | None = None) -> None:
+def apply(core: Core, event: Event, now: float, durable: Durable | None = None,
+          keys: IdempotencyKeys | None = None) -> None:
     """Feed one event to the core; reject bad frames one by one with a log line. With ``durable``, the
-    user's texts are on its disk before the core takes them (and wait there until it is caught up)."""
+    user's texts are on its disk before the core takes them (and wait there until it is caught up).
+    ``keys``: the idempotency keys accepted (``durable.keys`` with a data folder), for texts sent with
+    keys (`send_keyed`)."""
     t = type(event)
     if t is FramesIn:
         src = event.src  # type: ignore[union-attr]
@@ -58,12 +64,17 @@ def apply(core: Core, event: Event, now: float, durable: Durable | None = None) 
             if held is not None:
                 log.warning("rejected frame from %s: %s%s", src, e, held_back(held))
     elif t is SendTexts:
+        if event.keys is not None:  # type: ignore[union-attr]
+            if keys is None:
+                keys = durable.keys if durable is not None else IdempotencyKeys()
+            send_keyed(core, event, durable, keys)  # type: ignore[arg-type]
+            return
         on_sent = event.on_sent  # type: ignore[union-attr]
         stamp = time.time()  # one send time for the texts taken together (so they go as one run)
         texts = event.texts  # type: ignore[union-attr]
         if durable is not None:
             try:
-                taken = durable.accept(texts)
+                taken = durable.accept(texts, None, event.inputs)  # type: ignore[union-attr]
             except OutputError as e:  # (a full disk: nothing accepted)
                 if on_sent is not None:
                     for _ in texts:
@@ -104,6 +115,62 @@ def apply(core: Core, event: Event, now: float, durable: Durable | None = None) 
             event.on_sent(refused)  # type: ignore[union-attr]
     elif t is Heard:  # (step mode only: `tom.peer.gate`)
         heard_at_gate(core, event.pid, now)  # type: ignore[union-attr]
+
+
+def send_keyed(core: Core, event: SendTexts, durable: Durable | None, keys: IdempotencyKeys) -> None:
+    """`apply` for texts sent with idempotency keys: a text whose key was accepted before is not accepted
+    again (`Replayed`, or `KeyConflict` for another text under it); the others go as any text, each
+    key recorded once its text is accepted (on the disk, with a data folder; else once the core took
+    it). ``on_sent`` hears one answer per text, in order."""
+    texts, on_sent = event.texts, event.on_sent
+    tags: list[str | None] = list(event.keys or [None] * len(texts))
+    answers: list[Message | None | Replayed | UsageError] = [None] * len(texts)
+    fresh: list[int] = []
+    first: dict[str, int] = {}  # a key twice in this batch: its first text only
+    for i, (text, key) in enumerate(zip(texts, tags)):
+        if key is None:
+            fresh.append(i)
+        elif key in first:
+            answers[i] = Replayed(None) if texts[first[key]] == text else conflict(key)
+        elif (known := keys.check(key, text)) is not None:
+            answers[i] = known
+        else:
+            first[key] = i
+            fresh.append(i)
+    stamp = time.time()
+    sending = fresh
+    if durable is not None and fresh:
+        inputs = [event.inputs[i] for i in fresh] if event.inputs is not None else None
+        try:
+            taken = durable.accept([texts[i] for i in fresh], [tags[i] for i in fresh], inputs)
+        except OutputError as e:  # (a full disk: nothing accepted)
+            if on_sent is not None:
+                for _ in texts:
+                    on_sent(UsageError(f"not accepted: {e}"))
+            raise
+        if len(taken) < len(fresh):  # (waiting in the data folder until this peer is caught up)
+            sending = []
+    for i in sending:
+        key = tags[i]
+        try:
+            sent: Message | None | UsageError = core.broadcast(texts[i], sent_at=stamp)
+        except UsageError as e:
+            held = NOT_SENT.allow(str(e)[:30])
+            if held is not None:
+                log.warning("not sent: %s%s", e, held_back(held))
+            sent = e
+        answers[i] = sent
+        if key is not None and not isinstance(sent, UsageError):
+            keys.add(key, texts[i])  # (with a data folder: added when accepted)
+            if sent is not None:
+                keys.sent(key, sent.clock)
+    for i, key in enumerate(tags):  # a key twice in this batch: the answer of its first text
+        if key is not None and first.get(key, i) != i and type(answers[i]) is Replayed:
+            took = answers[first[key]]
+            answers[i] = Replayed(took.clock) if isinstance(took, Message) else took
+    if on_sent is not None:
+        for answer in answers:
+            on_sent(answer)
 
 
 class Inbox:
@@ -151,6 +218,8 @@ async def processor(
     With ``inbox`` (the counted face of ``incoming``'s sending end), its senders may step an event
     themselves while nothing waits."""
 
+    keys = durable.keys if durable is not None else IdempotencyKeys()  # (without a folder: in memory)
+
     def step(events: list[Event]) -> None:
         """Feed ``events`` to the core, then send, record and show what it hands out."""
         if TRACE is not None:
@@ -159,7 +228,7 @@ async def processor(
         shown: list[Delivery | ViewDelivery] = []  # recorded on disk, so shown
         for event in events:
             try:
-                apply(core, event, now, durable)
+                apply(core, event, now, durable, keys)
             except OutputError as e:
                 fail(e)
             if tap is not None:

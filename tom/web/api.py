@@ -50,6 +50,8 @@ from ..errors import ConfigError, UsageError
 from .eventfeed import LATENCY_BUCKETS, EventFeed, numbered_dicts
 from ..core import check_text
 from ..codec.frames import Message
+from ..errors import KeyConflict
+from ..peer.events import Replayed
 
 if TYPE_CHECKING:
     from .gateview import GateControl
@@ -69,7 +71,8 @@ class PeerHandle:
 
     me: str
     status: Callable[[], dict[str, Any]]  # a fresh snapshot (tom.web.snapshot.snapshot)
-    send: Callable[[str], Awaitable[Message | None | UsageError]]  # multicast one text
+    send: Callable[[str, str | None], Awaitable[Message | None | Replayed | UsageError]]  # multicast one text
+    # (with its idempotency key, if any)
     busy: Callable[[], bool]  # too much undelivered: refuse new messages for now
     feed: EventFeed
     token: str | None = None  # required bearer token, if any
@@ -87,6 +90,17 @@ def text_refusal(me: str, text: str) -> tuple[int, str] | None:
         check_text(me, text)
     except UsageError as e:
         return 413, str(e)
+    return None
+
+
+MAX_KEY = 255
+"""The longest Idempotency-Key taken."""
+
+
+def key_refusal(key: str) -> str | None:
+    """Why ``key`` cannot be an Idempotency-Key (1 to `MAX_KEY` visible ASCII characters), or None."""
+    if not 0 < len(key) <= MAX_KEY or not all("!" <= c <= "~" for c in key):
+        return f"Idempotency-Key: expected 1 to {MAX_KEY} visible ASCII characters (no spaces)"
     return None
 
 
@@ -242,13 +256,21 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
             return _error(400, "nothing to send: the text is empty")
         if (refusal := text_refusal(handle.me, text)) is not None:
             return _error(*refusal)
+        key = request.headers.get("idempotency-key")
+        if key is not None and (why := key_refusal(key)) is not None:
+            return _error(400, why)
         if handle.busy():
             return _error(503, "busy: too many messages wait to be delivered here; try again shortly",
                           **{"Retry-After": "1"})
         with trio.move_on_after(SEND_TIMEOUT):
-            sent = await handle.send(text)
+            sent = await handle.send(text, key)
+            if isinstance(sent, KeyConflict):
+                return _error(422, str(sent))
             if isinstance(sent, UsageError):
                 return _error(503, str(sent))
+            if isinstance(sent, Replayed):  # accepted before under this key: not again
+                return JSONResponse({"clock": sent.clock, "pid": handle.me, "held": sent.clock is None,
+                                     "replayed": True}, status_code=202, headers={"Idempotent-Replayed": "true"})
             if sent is None:  # held until a view is installed (joining, or a view change under way)
                 return JSONResponse({"clock": None, "pid": handle.me, "held": True}, status_code=202)
             return JSONResponse({"clock": sent.clock, "pid": sent.pid, "held": False}, status_code=202)
@@ -347,7 +369,8 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
     middleware = [
         Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host)),
         Middleware(CORSMiddleware, allow_origin_regex=_origin_regex(host), allow_methods=["GET", "POST"],
-                   allow_headers=["Authorization", "Content-Type"], max_age=600),
+                   allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+                   expose_headers=["Idempotent-Replayed"], max_age=600),
     ]
     return Starlette(routes=routes, middleware=middleware)
 
