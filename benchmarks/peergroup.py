@@ -280,6 +280,26 @@ def real_disk(path: Path, mounts: str | None = None) -> Mount:
     return mount
 
 
+def fsync_seconds(folder: Path, tries: int = 50, size: int = 4096) -> list[float]:
+    """The seconds each of ``tries`` appends of ``size`` bytes to a scratch file in ``folder`` took to
+    be fsynced, sorted: what the disk charges a durable write (a virtual disk may answer a flush from
+    its host's cache). The file is removed."""
+    path = folder / f".fsync-probe-{os.getpid()}"
+    block = b"\0" * size
+    took = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(tries):
+            os.write(fd, block)
+            start = time.perf_counter()
+            os.fsync(fd)
+            took.append(time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return sorted(took)
+
+
 def loadavg() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])

@@ -89,7 +89,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks.peergroup import (HOST, Group, GroupError, Mount, NotADisk, OutputCounter, Peer, busy_cpus,
-                                  loadavg, real_disk, source_tree, stop_on_sigterm)
+                                  fsync_seconds, loadavg, real_disk, source_tree, stop_on_sigterm)
 from tom.durable.log import FSYNC
 
 DEFAULT_MESSAGES = {3: 20000, 5: 10000}
@@ -742,6 +742,10 @@ def main(argv: list[str] | None = None) -> int:
           + (", every frame watched over /api/events" if args.watch else ""))
     for b in builds:
         print(f"peers of {build_label(b)}: {peer_build(b)}")
+    if args.durable:
+        took = fsync_seconds(tmp)
+        print(f"an fsync of 4 KiB appended in {tmp}: p50 {ms(percentile(took, 50)).strip()} ms, p99 "
+              f"{ms(percentile(took, 99)).strip()} ms ({len(took)} tries; the disk's price for every durable write)")
     busy = busy_cpus()
     if busy > 0.3:
         print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")

@@ -165,3 +165,11 @@ def test_the_durable_table_sets_each_policy_against_in_memory(capsys):
     assert "fsync never, 3 peers" not in out  # no goal for never
     assert ("Redis Stream, AOF appendfsync always: 40,000 entries/s; light p50 0.400 ms, p99 1.000 ms; 60 bytes on "
             "disk per entry | TOM lamport, fsync always: 1.25x its rate, light p50 +0.500 ms") in out
+
+
+def test_the_fsync_probe_times_each_append_and_leaves_nothing(tmp_path):
+    from benchmarks.peergroup import fsync_seconds
+
+    took = fsync_seconds(tmp_path, tries=5, size=512)
+    assert len(took) == 5 and took == sorted(took) and took[0] >= 0
+    assert list(tmp_path.iterdir()) == []
