@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass, field
@@ -113,6 +114,7 @@ class Group:
     path_trace: bool = False  # every peer notes its steps' times in workdir/path-<port>.txt (tom.peer.pathtrace)
     ring: int | None = None  # tom peer --ring (with http; None: the peer's default)
     frame_trace: bool = False  # tom peer --trace workdir/<port>.trace
+    fsync: str | None = None  # durable peers: --data workdir/data-<port> --fsync FSYNC (None: in memory)
     peers: list[Peer] = field(default_factory=list)
     processes: PeerGroup[int] = field(init=False)  # by position, as ``peers``
 
@@ -157,7 +159,12 @@ class Group:
         return PeerCommand(neighbors, out, port, HOST, order=self.order, keys=keys if self.secure else None,
                            http=f"{HOST}:0" if self.http else None, delay=self.delay,
                            trace=self.workdir / f"{port}.trace" if self.frame_trace else None,
+                           data=self.data_dir(port) if self.fsync else None, fsync=self.fsync,
                            extra=extra).argv()
+
+    def data_dir(self, port: int) -> Path:
+        """The data folder of the durable peer on ``port`` (with ``fsync``; the peer creates it)."""
+        return self.workdir / f"data-{port}"
 
     def check_alive(self) -> None:
         for p in self.peers:
@@ -212,6 +219,85 @@ def busy_cpus(interval: float = 0.5) -> float:
     time.sleep(interval)
     b1, t1 = sample()
     return (b1 - b0) / max(1, t1 - t0) * (os.cpu_count() or 1)
+
+
+MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
+"""Filesystems held in memory: an fsync there costs nothing, so durable figures measured there are void."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    """The mount a path lives on: its device, mount point and filesystem type (from /proc/mounts)."""
+
+    device: str
+    point: str
+    fstype: str
+
+    def __str__(self) -> str:
+        return f"{self.fstype} on {self.device}, mounted on {self.point}"
+
+
+class NotADisk(Exception):
+    """A folder meant for durable data is not on a disk (one line: which, and what to do)."""
+
+
+def _unescape(field: str) -> str:
+    """A /proc/mounts field: spaces, tabs, newlines and backslashes are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mount_of(path: Path, mounts: str | None = None) -> Mount:
+    """The mount ``path`` lives on: of the lines of ``mounts`` (/proc/mounts' text, read if None), the
+    one whose mount point is the longest leading part of the resolved ``path``; of equal ones, the last
+    (a later mount hides an earlier one on the same point)."""
+    if mounts is None:
+        mounts = Path("/proc/mounts").read_text()
+    target = Path(os.path.realpath(path))
+    best: Mount | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount = Mount(_unescape(fields[0]), _unescape(fields[1]), fields[2])
+        point = Path(mount.point)
+        if (point == target or point in target.parents) and (
+                best is None or len(point.parts) >= len(Path(best.point).parts)):
+            best = mount
+    if best is None:
+        raise NotADisk(f"{path}: no mount holds it in /proc/mounts")
+    return best
+
+
+def real_disk(path: Path, mounts: str | None = None) -> Mount:
+    """The mount of ``path``, an existing folder for durable data; NotADisk (one line) if it is not a
+    folder or is held in memory."""
+    if not path.is_dir():
+        raise NotADisk(f"{path} is not a folder: give --data-root an existing folder on a disk")
+    mount = mount_of(path, mounts)
+    if mount.fstype in MEMORY_FILESYSTEMS:
+        raise NotADisk(f"{path} is on {mount.fstype} ({mount.point}), in memory: an fsync there costs nothing; "
+                       f"give --data-root a folder on a disk (e.g. /var/tmp or one under the repository)")
+    return mount
+
+
+def fsync_seconds(folder: Path, tries: int = 50, size: int = 4096) -> list[float]:
+    """The seconds each of ``tries`` appends of ``size`` bytes to a scratch file in ``folder`` took to
+    be fsynced, sorted: what the disk charges a durable write (a virtual disk may answer a flush from
+    its host's cache). The file is removed."""
+    path = folder / f".fsync-probe-{os.getpid()}"
+    block = b"\0" * size
+    took = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(tries):
+            os.write(fd, block)
+            start = time.perf_counter()
+            os.fsync(fd)
+            took.append(time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return sorted(took)
 
 
 def loadavg() -> str:

@@ -49,8 +49,24 @@ many entries as a TOM peer of 3 multicasts, pipelined 100 at a time, and read th
 read at every member per second; and the light-load round trip, XADD then XREAD at another member).
 Each reference that cannot run here is one line saying why, and the bench goes on.
 
+``--durable`` runs every scenario for in-memory peers (no ``--data``, the baseline) and for durable
+peers with each ``--fsync`` policy (``always``, ``batch``, ``never``; a data folder per peer), plain
+groups unless ``--security`` says otherwise; the light-load groups of all four take turns. The run's
+temporary folder (outputs and data folders of every row alike) goes under ``--data-root`` (``/var/tmp``
+by default), which must not be held in memory (tmpfs, ramfs: an fsync there costs nothing); the
+header names its filesystem and device. A table then gives, per policy and group size, multicasts/s
+and its ratio to the in-memory rate, light-load p50/p99 and the p50's difference, and the bytes on
+disk per message after the throughput run (``history.log`` and ``accepted.log`` over the messages
+each peer delivered, averaged over the peers), with the issue's goals for ``always`` (>= 0.6x the
+in-memory rate, <= +0.3 ms light-load p50). With ``--peers-compare`` the references get durable
+variants in the same run, with the same burst and their files on the same disk: the Redis Stream
+with an append-only file, ``appendfsync always`` (beside TOM's ``always``) and ``everysec`` (beside
+``batch``), and PySyncObj with a journal and a dump file per node (its journal is not fsynced while
+it runs: beside ``never``).
+
 Run: ``scripts/bench [--peers 3,5] [--order lamport|sequencer|causal|all] [--messages N] [--window W]
-[--light N] [--security both|plain|secured] [--profile] [--http] [--src TREE ...] [--peers-compare]``.
+[--light N] [--security both|plain|secured] [--profile] [--http] [--src TREE ...] [--peers-compare]
+[--durable [--data-root DIR]]``.
 """
 
 from __future__ import annotations
@@ -72,8 +88,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.peergroup import (HOST, Group, GroupError, OutputCounter, Peer, busy_cpus, loadavg,
-                                  source_tree, stop_on_sigterm)
+from benchmarks.peergroup import (HOST, Group, GroupError, Mount, NotADisk, OutputCounter, Peer, busy_cpus,
+                                  fsync_seconds, loadavg, real_disk, source_tree, stop_on_sigterm)
+from tom.durable.log import FSYNC
 
 DEFAULT_MESSAGES = {3: 20000, 5: 10000}
 DEFAULT_OTHER = 10000
@@ -147,11 +164,13 @@ class FloorGroup(BenchGroup):
             self.wait_delivered(i + 1, deadline, sleep=0.005)
 
 
-def light_group(n: int, workdir: Path, secure: bool, order: str, src: Path | None) -> BenchGroup:
-    """A light-load group: TOM peers in ``order``, or floor peers for the order ``floor``."""
+def light_group(n: int, workdir: Path, secure: bool, order: str, src: Path | None,
+                fsync: str | None = None) -> BenchGroup:
+    """A light-load group: TOM peers in ``order`` (durable with ``fsync``), or floor peers for the order
+    ``floor``."""
     if order == FLOOR:
         return FloorGroup(n, workdir, src=Path(__file__).resolve().parent.parent)
-    return BenchGroup(n, workdir, src=src, secure=secure, order=order)
+    return BenchGroup(n, workdir, src=src, secure=secure, order=order, fsync=fsync)
 
 
 # -- records and checks ----------------------------------------------------------------------------
@@ -390,10 +409,10 @@ def watch_frames(group: BenchGroup, stop: threading.Event, deadline: float) -> l
 def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: float,
                profile: Path | None, rate: int, src: Path | None = None, secure: bool = False,
                http: bool = False, watch: bool = False, order: str = "lamport", ring: int | None = None,
-               frame_trace: bool = False) -> dict:
+               frame_trace: bool = False, fsync: str | None = None) -> dict:
     deadline = time.monotonic() + deadline_s
     with BenchGroup(n, workdir, src=src, secure=secure, http=http or watch, order=order, ring=ring,
-                    frame_trace=frame_trace) as group:
+                    frame_trace=frame_trace, fsync=fsync) as group:
         group.warm_up(deadline)
         watching = threading.Event()
         watchers = watch_frames(group, watching, deadline) if watch else []
@@ -455,6 +474,7 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
             t.join(timeout=1.0)
         ok, why, recs = verify(group, n + total, order)
     traffic = traffic_figures(group, n + total)  # the peers have stopped: their last lines are written
+    disk = disk_figures(group, n + total) if fsync else {}
     sent_at = [r["sent_at"] for r in recs[0] if r["text"].startswith("t")]
     last = max(r["delivered_at"] for peer in recs for r in peer if r["text"].startswith("t"))
     elapsed = last - min(sent_at)
@@ -463,15 +483,33 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
         "ok": ok, "why": why, "total": total, "elapsed": elapsed, "rate": total / elapsed,
         "p50": percentile(every, 50), "p99": percentile(every, 99), "max": every[-1],
         "cpu": [(b - a) / wall for a, b in zip(cpu0, cpu1)],
-        "cpu_us": 1e6 * sum(b - a for a, b in zip(cpu0, cpu1)) / total / n, **traffic,
+        "cpu_us": 1e6 * sum(b - a for a, b in zip(cpu0, cpu1)) / total / n, **traffic, **disk,
     }
+
+
+DATA_LOGS = ("history.log", "accepted.log")
+"""The logs of a durable peer's data folder that grow with the messages (`tom.peer.durable`)."""
+
+
+def disk_figures(group: Group, delivered: int) -> dict:
+    """Bytes on disk per message of a stopped durable group: each peer's ``history.log`` and
+    ``accepted.log`` over the messages it delivered (``delivered``), averaged over the peers; and the
+    two logs' shares. Missing logs count 0 (a peer that wrote nothing)."""
+    sizes = []
+    for p in group.peers:
+        folder = group.data_dir(p.port)
+        sizes.append([(folder / name).stat().st_size if (folder / name).exists() else 0 for name in DATA_LOGS])
+    history = statistics.mean(s[0] for s in sizes) / delivered
+    accepted = statistics.mean(s[1] for s in sizes) / delivered
+    return {"disk_mc": history + accepted, "disk_history_mc": history, "disk_accepted_mc": accepted}
 
 
 def light(n: int, count: int, workdir: Path, deadline_s: float, src: Path | None = None,
           profile: Path | None = None, rate: int = 250, secure: bool = False, http: bool = False,
-          order: str = "lamport", path: bool = False) -> dict:
+          order: str = "lamport", path: bool = False, fsync: str | None = None) -> dict:
     deadline = time.monotonic() + deadline_s
-    with BenchGroup(n, workdir, src=src, secure=secure, http=http, order=order, path_trace=path) as group:
+    with BenchGroup(n, workdir, src=src, secure=secure, http=http, order=order, path_trace=path,
+                    fsync=fsync) as group:
         group.warm_up(deadline)
         spy = start_profiler(group.peers[0].proc.pid, profile, rate) if profile else None
         expected = n
@@ -501,14 +539,14 @@ def path_lines(group: BenchGroup, count: int) -> list[str]:
 
 
 def light_together(n: int, count: int, workdir: Path, deadline_s: float,
-                   kinds: list[tuple[str, bool, str, Path | None]]) -> list[dict]:
-    """Light load on one group per ``(name, secure, order, src)`` of ``kinds`` at once, one message to
+                   kinds: list[tuple[str, bool, str, Path | None, str | None]]) -> list[dict]:
+    """Light load on one group per ``(name, secure, order, src, fsync)`` of ``kinds`` at once, one message to
     each in turn (who goes first rotates): all see the same machine (other processes' load drifts by the
     second on a shared host), so the differences of their latencies are theirs, not the moment's."""
     deadline = time.monotonic() + deadline_s
     with contextlib.ExitStack() as stack:
-        groups = [stack.enter_context(light_group(n, workdir / name, secure, order, src))
-                  for name, secure, order, src in kinds]
+        groups = [stack.enter_context(light_group(n, workdir / name, secure, order, src, fsync))
+                  for name, secure, order, src, fsync in kinds]
         for group in groups:
             group.warm_up(deadline)
         expected = n
@@ -519,7 +557,7 @@ def light_together(n: int, count: int, workdir: Path, deadline_s: float,
                 group.peers[k % n].send([f"l{k}"])
                 group.wait_delivered(expected, deadline)
         results = [verify(group, expected, "lamport" if order == FLOOR else order)
-                   for group, (_, _, order, _) in zip(groups, kinds)]
+                   for group, (_, _, order, _, _) in zip(groups, kinds)]
     return [{**light_figures(*r, count), **traffic_figures(g, expected)} for r, g in zip(results, groups)]
 
 
@@ -564,6 +602,9 @@ def print_throughput(t: dict, n: int) -> None:
           f"max {ms(t['max']).strip()} ms; order {'OK' if t['ok'] else 'MISMATCH: ' + t['why']}")
     print("  peer CPU: " + ", ".join(f"{100 * c:.0f}%" for c in t["cpu"])
           + f" of one core each; {t['cpu_us']:.1f} CPU-us per multicast per peer" + traffic_text(t))
+    if t.get("disk_mc") is not None:
+        print(f"  on the disk: {t['disk_mc']:,.0f} bytes per message delivered at each peer (history.log "
+              f"{t['disk_history_mc']:,.0f}, accepted.log {t['disk_accepted_mc']:,.0f})")
     cores = os.cpu_count() or 1
     print(f"  CPU-bound ceiling: {1e6 / t['cpu_us']:,.0f}/s with a core per peer, "
           f"{1e6 * min(cores, n) / n / t['cpu_us']:,.0f}/s on this machine's {cores} CPUs")
@@ -631,6 +672,16 @@ def main(argv: list[str] | None = None) -> int:
                          "redis client in .venv-redis), 3 members appending --messages entries each, pipelined 100 "
                          "at a time, and reading the whole stream: entries/s read at every member, and the "
                          "light-load XADD->XREAD round trip (benchmarks/redis_compare.py)")
+    ap.add_argument("--durable", action="store_true",
+                    help="durable peers beside in-memory ones, in one run: every scenario for peers without --data "
+                         "and for peers with --data and each --fsync policy (always, batch, never), the data "
+                         "folders on a real disk (--data-root); a table of each policy against in memory, and "
+                         "bytes on disk per message. With --peers-compare the references get durable variants: "
+                         "Redis with an append-only file (appendfsync always, everysec) and PySyncObj with a "
+                         "journal (journalFile, fullDumpFile) per node")
+    ap.add_argument("--data-root", type=Path, default=Path("/var/tmp"),
+                    help="--durable: where the run's temporary folder goes (outputs, data folders, the references' "
+                         "files); refused if it is in memory (tmpfs, ramfs) (default /var/tmp)")
     ap.add_argument("--floor", action="store_true",
                     help="light load: add a group of bare trio peers that make the same two hops of a message "
                          "(message, then every member's ACK) and nothing else, taking turns with TOM's groups: "
@@ -672,63 +723,82 @@ def main(argv: list[str] | None = None) -> int:
     global NATIVE
     NATIVE = args.native
     orders = list(ORDERS) if args.order == "all" else [args.order]
-    security = args.security or ("plain" if args.order == "all" else "both")
+    security = args.security or ("plain" if args.order == "all" or args.durable else "both")
+    policies: list[str | None] = [None, *FSYNC] if args.durable else [None]  # None: in memory
+    disk = None
+    if args.durable:
+        try:
+            disk = real_disk(args.data_root)
+        except (NotADisk, OSError) as e:
+            print(f"scripts/bench --durable: {e}", file=sys.stderr)
+            return 2
     stop_on_sigterm()
-    tmp = Path(tempfile.mkdtemp(prefix="tom-bench-"))
+    tmp = Path(tempfile.mkdtemp(prefix="tom-bench-", dir=args.data_root if args.durable else None))
     print(f"TOM benchmark: {os.cpu_count()} CPUs, load average {loadavg()}, Python {sys.version.split()[0]}, "
           f"loopback {HOST}, orders {', '.join(orders)}, workdir {tmp}"
+          + (f" ({disk}: outputs and data folders)" if disk else "")
           + "".join(f", peers from {b} ({build_label(b)})" for b in builds if b is not None)
           + (", peers with --http" if args.http else "")
           + (", every frame watched over /api/events" if args.watch else ""))
     for b in builds:
         print(f"peers of {build_label(b)}: {peer_build(b)}")
+    if args.durable:
+        took = fsync_seconds(tmp)
+        print(f"an fsync of 4 KiB appended in {tmp}: p50 {ms(percentile(took, 50)).strip()} ms, p99 "
+              f"{ms(percentile(took, 99)).strip()} ms ({len(took)} tries; the disk's price for every durable write)")
     busy = busy_cpus()
     if busy > 0.3:
         print(f"WARNING: other processes use about {busy:.1f} CPUs right now: figures will be low and noisy")
-    rows = []
+    rows: list[dict] = []
     status = 0
     modes = {"both": ["plain", "secured"], "plain": ["plain"], "secured": ["secured"]}[security]
     if args.path:
         args.only = "light"
     # light load: groups take turns (but one at a time with a profile or step notes)
-    together = (len(modes) * len(orders) * len(builds) > 1 or args.floor) and not args.profile and not args.path
+    together = ((len(modes) * len(orders) * len(builds) * len(policies) > 1 or args.floor)
+                and not args.profile and not args.path)
     try:
         for n in sizes:
             per_peer = args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
             first = len(rows)
             for mode in modes:
                 secure = mode == "secured"
-                for order, (b, src) in ((o, bs) for o in orders for bs in enumerate(builds)):
-                    row = {"n": n, "mode": mode, "order": order, "build": build_label(src), "src": src}
-                    tag = f"{n}{mode[0]}{order[0]}{b}"
-                    label = f"{n} peers, {mode}, {order}" + (f", {build_label(src)}" if len(builds) > 1 else "")
+                for order, (b, src), fsync in ((o, bs, f) for o in orders for bs in enumerate(builds)
+                                               for f in policies):
+                    row = {"n": n, "mode": mode, "order": order, "build": build_label(src), "src": src,
+                           "fsync": fsync}
+                    tag = f"{n}{mode[0]}{order[0]}{b}{fsync or 'memory'}"
+                    label = (f"{n} peers, {mode}, {order}" + (f", {build_label(src)}" if len(builds) > 1 else "")
+                             + (f", {data_label(fsync)}" if args.durable else ""))
                     if args.only in (None, "throughput"):
                         what = f"window {args.window}/peer" if args.window else "unbounded"
                         print(f"\n[{label}] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
                         prof = tmp / f"profile-{tag}.txt" if args.profile else None
                         row["tp"] = scenario(lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}",
                                                                 args.deadline, prof, args.rate, src, secure,
-                                                                args.http, args.watch, order),
+                                                                args.http, args.watch, order, fsync=fsync),
                                              lambda t: print_throughput(t, n), prof, top=25)
                     if args.only in (None, "light") and not together:
                         print(f"[{label}] light load: {args.light} messages, one at a time ...", flush=True)
                         lprof = tmp / f"profile-light-{tag}.txt" if args.profile else None
                         row["lt"] = scenario(lambda: light(n, args.light, tmp / f"light{tag}", args.deadline,
                                                            src, lprof, args.rate, secure, args.http, order,
-                                                           args.path),
+                                                           args.path, fsync),
                                              print_light, lprof, top=15)
                     rows.append(row)
             if args.only in (None, "light") and together:
                 if args.floor:
-                    rows.append({"n": n, "mode": "plain", "order": FLOOR, "build": FLOOR, "src": FLOOR})
+                    rows.append({"n": n, "mode": "plain", "order": FLOOR, "build": FLOOR, "src": FLOOR,
+                                 "fsync": None})
                 mine = rows[first:]
-                kinds = [(f"{r['mode']}-{r['order']}" + (f"-{r['build']}" if len(builds) > 1 else ""),
-                          r["mode"] == "secured", r["order"], r["src"]) for r in mine]
-                print(f"[{n} peers, {' and '.join(k for k, _, _, _ in kinds)} side by side] light load: {args.light} "
+                kinds = [(f"{r['mode']}-{r['order']}" + (f"-{r['build']}" if len(builds) > 1 else "")
+                          + (f"-{data_label(r['fsync'])}" if args.durable and r["order"] != FLOOR else ""),
+                          r["mode"] == "secured", r["order"], r["src"], r["fsync"]) for r in mine]
+                print(f"[{n} peers, {' and '.join(k[0] for k in kinds)} side by side] light load: {args.light} "
                       f"messages to each, one at a time, taking turns ...", flush=True)
                 lts = scenario(lambda: light_together(n, args.light, tmp / f"light{n}", args.deadline, kinds),
-                               lambda lts: [print(f"  {k}:", end="") or print_light(lt)
-                                            for (k, _, _, _), lt in zip(kinds, lts)], None, top=0)
+                               lambda lts: [print(f"  {k[0]}:", end="") or print_light(lt)
+                                            for k, lt in zip(kinds, lts)], None, top=0)
                 for row, lt in zip(mine, lts or [None] * len(mine)):
                     row["lt"] = lt
             for row in rows[first:]:
@@ -742,17 +812,27 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    references: list[dict | None] = []
     if args.peers_compare:
-        # the short one first, nearest TOM's run (PySyncObj's search takes a minute or two)
-        redis_reference(rows, args.messages or DEFAULT_MESSAGES[3], args.light, args.deadline)
-        raft_reference(rows)
+        # the short ones first, nearest TOM's run (PySyncObj's search takes a minute or two); --durable: the
+        # references' files on the same disk as the peers' data folders
+        where = args.data_root if args.durable else None
+        for appendfsync in REDIS_AGAINST if args.durable else (None,):
+            references.append(redis_reference(rows, args.messages or DEFAULT_MESSAGES[3], args.light, args.deadline,
+                                              appendfsync, where))
+        for journal in (False, True) if args.durable else (False,):
+            references.append(raft_reference(rows, journal, where))
     print_table(rows, args.messages, len(builds) > 1)
     for src in builds:  # each build's own rows: its secured against its plain, its orders against lamport
-        print_comparisons([r for r in rows if r["src"] == src], sizes,
-                          f" ({build_label(src)})" if len(builds) > 1 else "")
+        for fsync in policies:
+            names = ([build_label(src)] if len(builds) > 1 else []) + ([data_label(fsync)] if args.durable else [])
+            print_comparisons([r for r in rows if r["src"] == src and r.get("fsync") == fsync], sizes,
+                              f" ({', '.join(names)})" if names else "")
     if len(builds) > 1:
         print_builds(rows, sizes, builds)
     print_floor(rows)
+    if args.durable:
+        print_durable(rows, [r for r in references if r], disk)
     print(f"load average after the run: {loadavg()}")
     print("targets: >= 50,000 multicasts/s with 3 peers; light-load p50 <= 1 ms")
     return status
@@ -814,55 +894,162 @@ def print_floor(rows: list[dict]) -> None:
     for floor in (r for r in rows if r["order"] == FLOOR and r.get("lt")):
         for r in rows:
             if r["n"] == floor["n"] and r["order"] != FLOOR and r.get("lt"):
-                print(f"{r['order']} ({r['build']}), {r['n']} peers, {r['mode']}: light-load p50 "
+                print(f"{r['order']} ({r['build']}{durable_tag(r)}), {r['n']} peers, {r['mode']}: light-load p50 "
                       f"{ms(r['lt']['p50']).strip()} ms, the floor's {ms(floor['lt']['p50']).strip()} ms: TOM adds "
                       f"{1000 * (r['lt']['p50'] - floor['lt']['p50']):+.3f} ms "
                       f"({r['lt']['p50'] / floor['lt']['p50']:.2f}x)")
 
 
-def raft_reference(rows: list[dict]) -> None:
-    """The PySyncObj row (`benchmarks.raft_compare`), and each 3-peer plain TOM row's throughput
-    against it; one line instead when it cannot run."""
+def raft_reference(rows: list[dict], journal: bool = False, where: Path | None = None) -> dict | None:
+    """The PySyncObj row (`benchmarks.raft_compare`; with ``journal``, every node keeps its log in a
+    temporary folder in ``where``), and each 3-peer plain TOM row's throughput against it (in memory:
+    the in-memory rows; with the journal: the durable ones); one line instead, and None, when it cannot
+    run. The row's figures for the durable table."""
     from benchmarks.raft_compare import PACKAGE, Unavailable, highest_rate
 
-    print(f"\n[reference] {PACKAGE}, 3 nodes: highest request rate with >= 90% committed ...", flush=True)
+    kept = "journalFile and fullDumpFile per node" if journal else "in memory"
+    print(f"\n[reference] {PACKAGE}, 3 nodes, {kept}: highest request rate with >= 90% committed ...", flush=True)
     try:
-        raft = highest_rate(Path(__file__).resolve().parent.parent)
+        with tempfile.TemporaryDirectory(prefix="tom-raft-journal-", dir=where) as tmp:
+            raft = highest_rate(Path(__file__).resolve().parent.parent, journal=Path(tmp) / "journal" if journal
+                                else None)
     except Unavailable as e:
         print(f"  not run: {e}")  # the rows measured so far are still printed
-        return
-    print(f"  PySyncObj (Raft), 3 nodes on loopback: {raft:,} requests/s committed; load average {loadavg()}")
+        return None
+    print(f"  PySyncObj (Raft), 3 nodes on loopback, {kept}: {raft:,} requests/s committed; load average {loadavg()}")
     for r in rows:
-        if r["n"] == 3 and r["mode"] == "plain" and r.get("tp") and raft:
-            print(f"  TOM {r['order']} ({r['build']}), 3 peers: {r['tp']['rate'] / raft:.2f}x PySyncObj's rate")
+        if r["n"] == 3 and r["mode"] == "plain" and r.get("tp") and raft and (r.get("fsync") is not None) == journal:
+            print(f"  TOM {r['order']} ({r['build']}{durable_tag(r)}), 3 peers: {r['tp']['rate'] / raft:.2f}x "
+                  f"PySyncObj's rate")
+    return {"name": f"PySyncObj, {'journal (mmap, no fsync)' if journal else 'in memory'}",
+            "rate": raft or None, "unit": "requests/s", "against": ("never" if journal else None)}
 
 
-def redis_reference(rows: list[dict], messages: int, light_count: int, deadline: float) -> None:
+REDIS_AGAINST = {None: None, "always": "always", "everysec": "batch"}
+"""Each Redis Stream variant (its ``appendfsync``; None: persistence off) and TOM's policy it stands beside."""
+
+
+def redis_reference(rows: list[dict], messages: int, light_count: int, deadline: float,
+                    appendfsync: str | None = None, where: Path | None = None) -> dict | None:
     """The Redis Stream row (`benchmarks.redis_compare`: 3 members, ``messages`` entries each, and
-    ``light_count`` one at a time), and each 3-peer plain TOM row against it; one line instead when
-    it cannot run or its run fails."""
+    ``light_count`` one at a time; with ``appendfsync``, an append-only file in ``where``), and each
+    3-peer plain TOM row of the policy it stands beside (`REDIS_AGAINST`) against it; one line instead,
+    and None, when it cannot run or its run fails. The row's figures for the durable table."""
     from benchmarks.raft_compare import Unavailable
     from benchmarks.redis_compare import RunFailed, describe, measure
 
-    print(f"\n[reference] one Redis Stream as the total order, 3 members: {messages} entries each (XADD "
+    kept = f", AOF appendfsync {appendfsync}" if appendfsync else ""
+    print(f"\n[reference] one Redis Stream as the total order{kept}, 3 members: {messages} entries each (XADD "
           f"pipelined 100, XREAD all), then {light_count} one at a time ...", flush=True)
     try:
-        redis = measure(Path(__file__).resolve().parent.parent, 3, messages, 100, light_count, deadline)
+        redis = measure(Path(__file__).resolve().parent.parent, 3, messages, 100, light_count, deadline,
+                        appendfsync, where)
     except Unavailable as e:
         print(f"  not run: {e}")  # the rows measured so far are still printed
-        return
+        return None
     except RunFailed as e:
         print(f"  Redis Stream FAILED: {e}")
-        return
-    print(f"  {describe(redis)}: {redis['rate']:,.0f} entries/s read at every member; load average {loadavg()}")
+        return None
+    print(f"  {describe(redis)}: {redis['rate']:,.0f} entries/s read at every member"
+          + (f", {redis['aof_bytes']:.0f} bytes on disk per entry" if "aof_bytes" in redis else "")
+          + f"; load average {loadavg()}")
     print(f"  Redis Stream light load, XADD then XREAD at another member, {light_count} one at a time: "
           f"p50 {ms(redis['p50']).strip()} ms, p99 {ms(redis['p99']).strip()} ms")
+    against = REDIS_AGAINST[appendfsync]
     for r in rows:
-        if r["n"] == 3 and r["mode"] == "plain" and r.get("tp"):
+        if r["n"] == 3 and r["mode"] == "plain" and r.get("tp") and r.get("fsync") == against:
             light = (f"; light-load p50 {ms(r['lt']['p50']).strip()} ms, the stream's {ms(redis['p50']).strip()} ms"
                      if r.get("lt") else "")
-            print(f"  TOM {r['order']} ({r['build']}), 3 peers: {r['tp']['rate'] / redis['rate']:.2f}x the Redis "
-                  f"Stream's rate" + light)
+            print(f"  TOM {r['order']} ({r['build']}{durable_tag(r)}), 3 peers: {r['tp']['rate'] / redis['rate']:.2f}x "
+                  f"the Redis Stream's rate" + light)
+    return {"name": "Redis Stream, " + (f"AOF appendfsync {appendfsync}" if appendfsync else "persistence off"),
+            "rate": redis["rate"], "unit": "entries/s", "p50": redis["p50"], "p99": redis["p99"],
+            "disk": redis.get("aof_bytes"), "against": against}
+
+
+def data_label(fsync: str | None) -> str:
+    """A row's data: ``in memory``, or its --fsync policy."""
+    return "in memory" if fsync is None else f"fsync {fsync}"
+
+
+def durable_tag(row: dict) -> str:
+    """``, fsync always`` for a durable row; empty for one in memory."""
+    return f", {data_label(row['fsync'])}" if row.get("fsync") else ""
+
+
+def in_memory_twin(rows: list[dict], row: dict) -> dict | None:
+    """The in-memory row of the same group size, mode, order and build as ``row``."""
+    return next((r for r in rows if r.get("fsync") is None and all(r[k] == row[k] for k in ("n", "mode", "order",
+                                                                                           "src"))), None)
+
+
+DURABLE_GOALS = {"always": (0.6, 0.0003)}
+"""The issue's goals for a policy: at least this share of the in-memory rate, at most this many seconds
+more light-load p50."""
+
+
+def print_durable(rows: list[dict], references: list[dict], disk: Mount | None) -> None:
+    """--durable: each policy against in memory, per group size (and mode, order, build); the goals of
+    `DURABLE_GOALS`; then the references with what they stand beside."""
+    durable = [r for r in rows if r["order"] != FLOOR]
+    if not any(r.get("fsync") for r in durable):
+        return
+    print(f"\ndurable peers: data folders on {disk}" if disk else "\ndurable peers")
+    head = (f"{'peers':>5} | {'mode':>7} | {'order':>9} | {'data':>12} | {'multicasts/s':>12} | {'x memory':>8} | "
+            f"{'light p50 ms':>12} | {'light p99 ms':>12} | {'p50 - memory ms':>15} | {'disk B/msg':>10} | check")
+    print(head)
+    print("-" * len(head))
+    for r in durable:
+        base = in_memory_twin(rows, r)
+        t, lt = r.get("tp"), r.get("lt")
+        durable_row = r.get("fsync") is not None
+        ratio = (f"{t['rate'] / base['tp']['rate']:.2f}" if durable_row and t and base and base.get("tp") else "-")
+        diff = (f"{1000 * (lt['p50'] - base['lt']['p50']):+.3f}" if durable_row and lt and base and base.get("lt")
+                else "-")
+        on_disk = f"{t['disk_mc']:,.0f}" if t and t.get("disk_mc") is not None else "-"
+        oks = [x["ok"] for x in (t, lt) if x]
+        failed = ("tp" in r and t is None) or ("lt" in r and lt is None)
+        name = data_label(r["fsync"]) + (f" {r['build']}" if r["src"] is not None else "")
+        print(" | ".join([f"{r['n']:>5}", f"{r['mode']:>7}", f"{r['order']:>9}", f"{name:>12}",
+                          f"{t['rate']:>12,.0f}" if t else f"{'-' if 'tp' not in r else 'FAILED':>12}",
+                          f"{ratio:>8}", f"{ms(lt['p50']):>12}" if lt else f"{'-':>12}",
+                          f"{ms(lt['p99']):>12}" if lt else f"{'-':>12}", f"{diff:>15}", f"{on_disk:>10}",
+                          "FAILED" if failed else ("OK" if all(oks) else "MISMATCH")]))
+    for r in durable:
+        goal = DURABLE_GOALS.get(r.get("fsync") or "")
+        base = in_memory_twin(rows, r)
+        if goal is None or base is None:
+            continue
+        parts = []
+        if r.get("tp") and base.get("tp"):
+            share = r["tp"]["rate"] / base["tp"]["rate"]
+            parts.append(f"{share:.2f}x the in-memory rate (goal >= {goal[0]}x: "
+                         f"{'met' if share >= goal[0] else 'NOT met'})")
+        if r.get("lt") and base.get("lt"):
+            more = r["lt"]["p50"] - base["lt"]["p50"]
+            parts.append(f"light-load p50 {1000 * more:+.3f} ms (goal <= +{1000 * goal[1]:.1f} ms: "
+                         f"{'met' if more <= goal[1] else 'NOT met'})")
+        if parts:
+            print(f"{data_label(r['fsync'])}, {r['n']} peers, {r['mode']}, {r['order']}: "
+                  + "; ".join(parts))
+    if references:
+        print("references, 3 members each, the same burst (TOM beside: its 3-peer plain rows of the policy named):")
+    for ref in references:
+        figures = [f"{ref['rate']:,.0f} {ref['unit']}" if ref.get("rate") else "no rate"]
+        if ref.get("p50") is not None:
+            figures.append(f"light p50 {ms(ref['p50']).strip()} ms, p99 {ms(ref['p99']).strip()} ms")
+        if ref.get("disk") is not None:
+            figures.append(f"{ref['disk']:,.0f} bytes on disk per entry")
+        beside = []
+        for r in rows:
+            if r["n"] != 3 or r["mode"] != "plain" or r["order"] == FLOOR or r.get("fsync") != ref["against"]:
+                continue
+            if r.get("tp") and ref.get("rate"):
+                beside.append(f"TOM {r['order']}, {data_label(r['fsync'])}: "
+                              f"{r['tp']['rate'] / ref['rate']:.2f}x its rate"
+                              + (f", light p50 {1000 * (r['lt']['p50'] - ref['p50']):+.3f} ms"
+                                 if r.get("lt") and ref.get("p50") is not None else ""))
+        print(f"  {ref['name']}: " + "; ".join(figures) + (" | " + "; ".join(beside) if beside else ""))
 
 
 def peer_build(src: Path | None) -> str:
@@ -898,7 +1085,7 @@ def print_builds(rows: list[dict], sizes: list[int], builds: list[Path | None]) 
             if r["n"] != n or r["src"] == builds[0]:
                 continue
             base = next((b for b in rows if b["n"] == n and b["mode"] == r["mode"] and b["order"] == r["order"]
-                         and b["src"] == builds[0]), None)
+                         and b.get("fsync") == r.get("fsync") and b["src"] == builds[0]), None)
             if base is None:
                 continue
             parts = []
@@ -913,14 +1100,17 @@ def print_builds(rows: list[dict], sizes: list[int], builds: list[Path | None]) 
                 if base["lt"].get("frames_mc") and r["lt"].get("frames_mc"):
                     parts.append(f"light-load frames per multicast {r['lt']['frames_mc'] / base['lt']['frames_mc']:.2f}x")
             if parts:
-                print(f"{r['build']} vs {first}, {n} peers, {r['mode']}, {r['order']}: " + "; ".join(parts))
+                print(f"{r['build']} vs {first}, {n} peers, {r['mode']}, {r['order']}{durable_tag(r)}: "
+                      + "; ".join(parts))
 
 
 def print_table(rows: list[dict], messages: int | None, builds: bool = False) -> None:
     """One line per group size, mode and order (and build, with several): the figures side by side."""
     width = max([len(r["build"]) for r in rows] + [5]) if builds else 0
+    durable = any(r.get("fsync") for r in rows)
     head = ((f"{'build':>{width}} | " if builds else "") +
-            f"{'peers':>5} | {'mode':>7} | {'order':>9} | {'msgs/peer':>9} | {'multicasts/s':>12} | "
+            f"{'peers':>5} | {'mode':>7} | {'order':>9} | " + (f"{'data':>12} | " if durable else "") +
+            f"{'msgs/peer':>9} | {'multicasts/s':>12} | "
             f"{'load p50 ms':>11} | {'load p99 ms':>11} | {'light p50 ms':>12} | {'light p99 ms':>12} | "
             f"{'frames/mc load|light':>20} | {'bytes/mc load|light':>19} | {'CPU us/mc/peer':>14} | check")
     print("\n" + "=" * len(head))
@@ -930,6 +1120,8 @@ def print_table(rows: list[dict], messages: int | None, builds: bool = False) ->
         t, lt = row.get("tp"), row.get("lt")
         n = row["n"]
         cells = ([f"{row['build']:>{width}}"] if builds else []) + [f"{n:>5}", f"{row['mode']:>7}", f"{row['order']:>9}"]
+        if durable:
+            cells.append(f"{data_label(row.get('fsync')) if row['order'] != FLOOR else '-':>12}")
         cells.append(f"{(messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)) if 'tp' in row else '-':>9}")
         cells.append(f"{t['rate']:>12,.0f}" if t else f"{'-' if 'tp' not in row else 'FAILED':>12}")
         cells.append(f"{ms(t['p50']):>11}" if t else f"{'-':>11}")

@@ -9,6 +9,15 @@ committed (their callbacks report success); a bisection finds the highest passin
 script submits for 25 s per try and repeats the search 5 times; here a try lasts ``--seconds`` (5 by
 default) and the search runs once, so the figure is quicker and somewhat noisier.
 
+With a journal folder (``journal``: ``scripts/bench --durable --peers-compare``, or ``--journal DIR``
+here) every node keeps its Raft log on the disk: ``SyncObjConf(journalFile=..., fullDumpFile=...)``,
+both files its own, fresh for every try. The dump goes with the journal because PySyncObj compacts its
+log every 5,000 entries: what a compaction drops from the journal is then only in the dump. PySyncObj
+0.3.17 writes its journal through an ``mmap`` and never calls ``fsync`` or ``msync`` on it while it
+runs (``FileJournal.add``; ``flush`` only when the node is destroyed): an entry is in the kernel's page
+cache when the node acknowledges it, so it survives the process's crash, not a power cut, as TOM's
+``--fsync never``.
+
 Every node is a process started here (`tom.tools.peers`), on 127.0.0.1 ports picked free, stopped
 (SIGTERM, then SIGKILL) on any exit; every try is bounded in time.
 """
@@ -16,6 +25,8 @@ Every node is a process started here (`tom.tools.peers`), on 127.0.0.1 ports pic
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,20 +40,21 @@ PACKAGE = "pysyncobj==0.3.17"
 PASS = 0.9  # the share of requests that must commit
 
 NODE = r'''
-import random, sys, time
+import json, random, sys, time
 from pysyncobj import SyncObj, SyncObjConf, replicated, FAIL_REASON
 
 class Counter(SyncObj):
-    def __init__(self, me, partners):
-        super().__init__(me, partners, SyncObjConf(dynamicMembershipChange=False))
+    def __init__(self, me, partners, conf):
+        super().__init__(me, partners, SyncObjConf(dynamicMembershipChange=False, **conf))
         self.applied = 0
 
     @replicated
     def add(self, value):
         self.applied += 1
 
-rate, seconds, me, partners = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4:]
-node = Counter(me, partners)
+rate, seconds, conf = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
+me, partners = sys.argv[4], sys.argv[5:]
+node = Counter(me, partners, conf)
 ok = sent = 0
 def done(result, error):
     global ok
@@ -97,19 +109,38 @@ def ensure_venv(root: Path, package: str = PACKAGE, name: str = ".venv-pysyncobj
     return python
 
 
-def one_try(python: Path, script: Path, nodes: int, rate: int, seconds: float) -> float:
+def node_conf(journal: Path | None, i: int) -> dict[str, str]:
+    """The ``SyncObjConf`` options of node ``i`` beyond the defaults: none in memory; with a ``journal``
+    folder, its own journal and dump files there."""
+    if journal is None:
+        return {}
+    return {"journalFile": str(journal / f"node-{i}.journal"), "fullDumpFile": str(journal / f"node-{i}.dump")}
+
+
+def node_argv(python: Path, script: Path, per_node: int, seconds: float, conf: dict[str, str], me: str,
+              partners: list[str]) -> list[str]:
+    """The command line of one node (``NODE``): its share of the rate, the seconds it submits, its
+    ``SyncObjConf`` options as JSON, its address and its partners'."""
+    return [str(python), str(script), str(per_node), str(seconds), json.dumps(conf), me, *partners]
+
+
+def one_try(python: Path, script: Path, nodes: int, rate: int, seconds: float, journal: Path | None = None) -> float:
     """The share of ``rate`` requests per second (over all nodes) that committed; 0.0 if a node failed.
-    Each node's output goes to ``node-<i>.log`` beside ``script`` (overwritten by the next try)."""
+    Each node's output goes to ``node-<i>.log`` beside ``script`` (overwritten by the next try); with
+    ``journal``, the folder of the nodes' journals, emptied first (every try starts a fresh log)."""
     ports = sorted(free_ports(nodes))
     addrs = [f"127.0.0.1:{p}" for p in ports]
     per_node = max(1, rate // nodes)
+    if journal is not None:
+        shutil.rmtree(journal, ignore_errors=True)
+        journal.mkdir(parents=True)
     with PeerGroup[int](grace=5.0) as group:
         for i, me in enumerate(addrs):
             partners = addrs[:i] + addrs[i + 1:]
             log = script.parent / f"node-{i}.log"
             log.unlink(missing_ok=True)
-            group.start(i, PeerProcess([str(python), str(script), str(per_node), str(seconds), me, *partners], log,
-                                       stdin=False))
+            group.start(i, PeerProcess(node_argv(python, script, per_node, seconds, node_conf(journal, i), me,
+                                                 partners), log, stdin=False))
         end = time.monotonic() + seconds + 60
         shares = []
         for _, node in group.items():
@@ -126,17 +157,18 @@ def one_try(python: Path, script: Path, nodes: int, rate: int, seconds: float) -
 
 
 def highest_rate(root: Path, nodes: int = 3, seconds: float = 5.0, low: int = 1000, high: int = 64000,
-                 step: int = 1000) -> int:
-    """The highest request rate (requests per second over the group) of which >= 90 % commit."""
+                 step: int = 1000, journal: Path | None = None) -> int:
+    """The highest request rate (requests per second over the group) of which >= 90 % commit; with
+    ``journal``, the nodes keep their logs in that folder (`node_conf`)."""
     python = ensure_venv(root)
     with tempfile.TemporaryDirectory(prefix="tom-raft-") as tmp:
         script = Path(tmp) / "node.py"
         script.write_text(NODE)
-        if one_try(python, script, nodes, low, seconds) < PASS:
+        if one_try(python, script, nodes, low, seconds, journal) < PASS:
             return 0
         while high - low > step:
             mid = (low + high) // 2
-            share = one_try(python, script, nodes, mid, seconds)
+            share = one_try(python, script, nodes, mid, seconds, journal)
             print(f"  PySyncObj, {nodes} nodes, {mid:,} requests/s: {100 * share:.1f}% committed", flush=True)
             if share >= PASS:
                 low = mid
@@ -149,16 +181,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.raft_compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=3, help="Raft nodes (default 3)")
     ap.add_argument("--seconds", type=float, default=5.0, help="seconds each try submits requests (default 5)")
+    ap.add_argument("--journal", type=Path, help="keep every node's Raft log (journalFile, fullDumpFile) in this "
+                                                 "folder, emptied before each try (default: in memory)")
     args = ap.parse_args(argv)
     if not 3 <= args.nodes <= 7 or not 1 <= args.seconds <= 60:
         ap.error("--nodes must be 3..7 and --seconds 1..60")
     root = Path(__file__).resolve().parent.parent
     try:
-        rate = highest_rate(root, args.nodes, args.seconds)
+        rate = highest_rate(root, args.nodes, args.seconds, journal=args.journal)
     except Unavailable as e:
         print(f"PySyncObj not run: {e}", file=sys.stderr)
         return 2
-    print(f"PySyncObj ({PACKAGE}, Raft), {args.nodes} nodes on loopback: {rate:,} requests/s committed (>= 90 %)")
+    kept = f", journals in {args.journal}" if args.journal else ", in memory"
+    print(f"PySyncObj ({PACKAGE}, Raft), {args.nodes} nodes on loopback{kept}: {rate:,} requests/s committed (>= 90 %)")
     return 0
 
 

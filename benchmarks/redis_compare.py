@@ -30,6 +30,15 @@ directory, in the foreground; ``n`` members (3 by default, as TOM's 3 peers), ea
   just before an ``XADD`` to the return of the ``XREAD`` that brings the entry to another member (all
   members' clocks are this machine's).
 
+Durable variants (``appendfsync``: ``scripts/bench --durable --peers-compare``, or ``--appendfsync``
+here): the server keeps an append-only file (``--appendonly yes --appendfsync always|everysec``, still
+no RDB snapshots) in its directory, which is then on the disk the caller names (``where``). With
+``always`` Redis writes and fsyncs the file before it answers the commands of an event-loop turn, one
+fsync for all of them (compared with TOM's ``--fsync always``); with ``everysec``, the policy Redis
+recommends, a background thread fsyncs it about once a second and answers do not wait for it
+(compared with TOM's ``batch``, one fsync per step). The file's size at the end of the throughput run,
+over the entries, is the row's bytes on disk per entry.
+
 Every run checks that each member read all n*M entries, each text once, and the same sequence of entry
 ids as the first member: a run that does not is reported as failed (`RunFailed`). Every process started
 here (the server and the members) is stopped by its pid (SIGTERM, then SIGKILL) on any exit; every wait
@@ -232,21 +241,38 @@ def wait_for_line(process: PeerProcess, text: str, timeout: float, what: str) ->
         time.sleep(0.02)
 
 
-def server_command(binary: str, port: int, workdir: Path) -> list[str]:
-    """redis-server in the foreground on 127.0.0.1:``port``, no persistence, ``workdir`` its directory."""
-    return [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+APPENDFSYNC = ("always", "everysec")
+"""The append-only file's fsync policies a durable variant may take (redis.conf's ``appendfsync``)."""
+
+
+def server_command(binary: str, port: int, workdir: Path, appendfsync: str | None = None) -> list[str]:
+    """redis-server in the foreground on 127.0.0.1:``port``, ``workdir`` its directory; no persistence,
+    or with ``appendfsync`` an append-only file there fsynced by that policy (never RDB snapshots)."""
+    if appendfsync is not None and appendfsync not in APPENDFSYNC:
+        raise ValueError(f"appendfsync {appendfsync!r}: one of {', '.join(APPENDFSYNC)}")
+    persistence = ["--appendonly", "no"] if appendfsync is None else ["--appendonly", "yes", "--appendfsync",
+                                                                        appendfsync]
+    return [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", *persistence,
             "--dir", str(workdir), "--daemonize", "no", "--logfile", ""]
 
 
+def aof_bytes(workdir: Path) -> int:
+    """The bytes of the append-only file(s) a stopped server left in ``workdir`` (Redis 7 keeps them in
+    ``appendonlydir``, older versions in ``appendonly.aof``)."""
+    files = [*workdir.glob("appendonlydir/*"), *workdir.glob("appendonly.aof")]
+    return sum(f.stat().st_size for f in files if f.is_file())
+
+
 @contextlib.contextmanager
-def redis_server(binary: str, workdir: Path) -> Iterator[int]:
-    """A fresh redis-server (an empty store) for the ``with`` block: its port. It is stopped by its pid
-    (SIGTERM, then SIGKILL after GRACE s) however the block is left."""
+def redis_server(binary: str, workdir: Path, appendfsync: str | None = None) -> Iterator[int]:
+    """A fresh redis-server (an empty store; ``appendfsync``: see `server_command`) for the ``with``
+    block: its port. It is stopped by its pid (SIGTERM, then SIGKILL after GRACE s) however the block is
+    left."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_ports(1)[0]
     with PeerGroup[str](grace=GRACE) as group:
         try:
-            server = group.start("redis-server", PeerProcess(server_command(binary, port, workdir),
+            server = group.start("redis-server", PeerProcess(server_command(binary, port, workdir, appendfsync),
                                                              workdir / "redis-server.log", stdin=False))
         except OSError as e:
             raise RunFailed(f"cannot start {binary}: {e}") from None
@@ -332,10 +358,10 @@ def light_latencies(reads: list[list[tuple[str, float, float]]], n: int) -> list
 
 
 def throughput(binary: str, python: Path, script: Path, workdir: Path, n: int, messages: int, batch: int,
-               seconds: float) -> float:
+               seconds: float, appendfsync: str | None = None) -> float:
     """Entries read at every member per second (see the module docstring); RunFailed if the members
     did not all read the same n*M entries in the same order."""
-    with redis_server(binary, workdir / "throughput") as port:
+    with redis_server(binary, workdir / "throughput", appendfsync) as port:
         go, done, lines = run_members(python, script, port, "throughput", n, messages, batch, workdir, seconds)
     expected = [f"t{i}.{k}" for i in range(n) for k in range(messages)]
     problems = order_problems([[(f[0], f[1]) for f in member] for member in lines], expected)
@@ -344,10 +370,11 @@ def throughput(binary: str, python: Path, script: Path, workdir: Path, n: int, m
     return rate(n * messages, go, done)
 
 
-def light(binary: str, python: Path, script: Path, workdir: Path, n: int, count: int, seconds: float) -> list[float]:
+def light(binary: str, python: Path, script: Path, workdir: Path, n: int, count: int, seconds: float,
+          appendfsync: str | None = None) -> list[float]:
     """The sorted round trips, XADD to XREAD at another member, of ``count`` entries one at a time;
     RunFailed if the members did not all read the same entries in the same order."""
-    with redis_server(binary, workdir / "light") as port:
+    with redis_server(binary, workdir / "light", appendfsync) as port:
         _, _, lines = run_members(python, script, port, "light", n, count, 1, workdir, seconds)
     problems = order_problems([[(f[0], f[1]) for f in member] for member in lines], [f"l{k}" for k in range(count)])
     if problems:
@@ -356,20 +383,25 @@ def light(binary: str, python: Path, script: Path, workdir: Path, n: int, count:
 
 
 def measure(root: Path, n: int = 3, messages: int = 20000, batch: int = 100, light_count: int = 300,
-            seconds: float = 120.0) -> dict:
+            seconds: float = 120.0, appendfsync: str | None = None, where: Path | None = None) -> dict:
     """The reference's figures: redis-server's version, ``rate`` (entries/s read at every member) and,
-    with ``light_count``, the light-load ``p50`` and ``p99`` (seconds). Unavailable when redis-server or
-    the client cannot be had; RunFailed when a run fails."""
+    with ``light_count``, the light-load ``p50`` and ``p99`` (seconds); with ``appendfsync``, an
+    append-only file fsynced by that policy and ``aof_bytes``, its bytes per entry after the throughput
+    run. The server's directory is a temporary one in ``where`` (the system's default if None).
+    Unavailable when redis-server or the client cannot be had; RunFailed when a run fails."""
     binary = server_binary()
     python = ensure_venv(root, PACKAGE, VENV)
-    with tempfile.TemporaryDirectory(prefix="tom-redis-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tom-redis-", dir=where) as tmp:
         workdir = Path(tmp)
         script = workdir / "member.py"
         script.write_text(MEMBER)
         figures = {"version": server_version(binary), "n": n, "messages": messages, "batch": batch,
-                   "rate": throughput(binary, python, script, workdir, n, messages, batch, seconds)}
+                   "appendfsync": appendfsync,
+                   "rate": throughput(binary, python, script, workdir, n, messages, batch, seconds, appendfsync)}
+        if appendfsync is not None:  # the server has stopped: its file is whole
+            figures["aof_bytes"] = aof_bytes(workdir / "throughput") / (n * messages)
         if light_count:
-            trips = light(binary, python, script, workdir, n, light_count, seconds)
+            trips = light(binary, python, script, workdir, n, light_count, seconds, appendfsync)
             figures.update(light=light_count, p50=percentile(trips, 50), p99=percentile(trips, 99))
     return figures
 
@@ -377,8 +409,10 @@ def measure(root: Path, n: int = 3, messages: int = 20000, batch: int = 100, lig
 def describe(figures: dict) -> str:
     """The reference row's label: ``Redis Stream (redis-server 7.0.15, 3 members, XADD pipelined 100,
     XREAD all)``."""
+    persistence = ("persistence off" if figures.get("appendfsync") is None
+                   else f"AOF, appendfsync {figures['appendfsync']}")
     return (f"Redis Stream (redis-server {figures['version']}, {figures['n']} members, "
-            f"XADD pipelined {figures['batch']}, XREAD all)")
+            f"XADD pipelined {figures['batch']}, XREAD all, {persistence})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -387,16 +421,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--messages", type=int, default=20000, help="entries each member appends (default 20000)")
     ap.add_argument("--light", type=int, default=300, help="light load: entries, one at a time (default 300; 0: none)")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds allowed per scenario (default 120)")
+    ap.add_argument("--appendfsync", choices=APPENDFSYNC,
+                    help="keep an append-only file fsynced by this policy (default: persistence off)")
+    ap.add_argument("--dir", type=Path, help="where the server's temporary directory goes (default: the system's)")
     args = ap.parse_args(argv)
     if not 2 <= args.members <= 32 or not 1 <= args.messages <= 10_000_000 or not 0 <= args.light <= 100_000:
         ap.error("--members must be 2..32, --messages 1..10000000 and --light 0..100000")
     try:
         figures = measure(Path(__file__).resolve().parent.parent, args.members, args.messages, 100, args.light,
-                          args.deadline)
+                          args.deadline, args.appendfsync, args.dir)
     except (Unavailable, RunFailed) as e:
         print(f"Redis Stream not run: {e}", file=sys.stderr)
         return 2
-    print(f"{describe(figures)}: {figures['rate']:,.0f} entries/s read at every member")
+    print(f"{describe(figures)}: {figures['rate']:,.0f} entries/s read at every member"
+          + (f", {figures['aof_bytes']:.0f} bytes on disk per entry" if "aof_bytes" in figures else ""))
     if args.light:
         print(f"  light load, XADD then XREAD at another member, one at a time: p50 {1000 * figures['p50']:.3f} ms, "
               f"p99 {1000 * figures['p99']:.3f} ms")

@@ -85,6 +85,7 @@ class PeerCommand:
     headless: bool = True  # --no-ui: every stdin line is a message
     trace: Path | None = None  # --trace: the peer's frame trace
     data: Path | None = None  # --data: a durable peer's data folder
+    fsync: str | None = None  # --fsync, with data: when its writes reach the disk (None: the peer's default)
     extra: tuple[str, ...] = ()  # more arguments, last
     python: str = sys.executable
 
@@ -107,6 +108,8 @@ class PeerCommand:
             cmd += ["--trace", str(self.trace)]
         if self.data is not None:
             cmd += ["--data", str(self.data)]
+            if self.fsync is not None:
+                cmd += ["--fsync", self.fsync]
         if self.headless:
             cmd.append("--no-ui")
         return cmd + list(self.extra)
