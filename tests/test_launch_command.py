@@ -12,7 +12,6 @@ def test_a_durable_peer_gets_its_own_data_folder_in_the_run_folder():
     assert "--data" not in peer_command(run / "neighbors.txt", run / "out-5001.jsonl", "127.0.0.1:5001", 0.0, True)
 
 
-def test_only_the_lamport_order_on_toms_wire_takes_data():
-    assert takes_data("lamport", "tom")
-    assert not takes_data("sequencer", "tom") and not takes_data("causal", "tom")
+def test_every_order_on_toms_wire_takes_data_and_the_handout_wire_none():
+    assert takes_data("lamport", "tom") and takes_data("sequencer", "tom") and takes_data("causal", "tom")
     assert not takes_data("lamport", "handout")

@@ -286,9 +286,6 @@ def run_peer(args: argparse.Namespace) -> int:
         if args.static:
             raise ConfigError("--data is for a dynamic group: a --static group takes no member back, so a "
                               "restarted peer has nothing to catch up in")
-        if args.order != "lamport":
-            raise ConfigError(f"--data needs --order lamport (the {args.order} order's files may differ per "
-                              "member, so a catch-up has no one sequence to copy)")
     if args.step and args.http is None:
         raise ConfigError("--step holds every received frame until it is released through the HTTP API or "
                           "the dashboard: give --http too")

@@ -186,8 +186,13 @@ class Recovery:
     """A durable peer's catch-up (the module docstring). ``last``: the last position in its history
     (None: it never delivered anything, so it owes nothing)."""
 
-    def __init__(self, me: str, last: Position | None, patience: float) -> None:
+    def __init__(self, me: str, last: Position | None, patience: float,
+                 known: set[tuple[int, int, str]] | None = None) -> None:
         self.me, self.last, self.patience = me, last, patience
+        # orders whose members may deliver a view's messages in other orders (causal), or a crashed
+        # member other ones (sequencer): the messages of the last view this peer holds, (view, clock,
+        # pid); it asks from the view's start and skips them (None: the Lamport order, by position)
+        self.known = known
         self.upto: int | None = None  # catching up to this view's record
         self.candidates: list[str] = []
         self.asking: str | None = None
@@ -224,10 +229,15 @@ class Recovery:
             return self._ask_next(now, "")
         return None
 
-    def wrote(self, kind: str, view: int) -> None:
+    def wrote(self, kind: str, view: int, key: tuple[int, int, str] | None = None) -> None:
         """A record of this peer's own delivery is written (the last position moves on)."""
         if kind in ("view", "message"):
             self.last = advance(self.last, kind, view)
+        if self.known is not None:
+            if kind == "view":
+                self.known.clear()
+            elif key is not None:
+                self.known.add(key)
 
     def _ask_next(self, now: float, why: str) -> Caught:
         step = Caught()
@@ -237,7 +247,8 @@ class Recovery:
             self.asking = self.candidates.pop(0)
             self.asked_at = now
             assert self.last is not None and self.upto is not None
-            step.sends.append((self.asking, CatchUp(self.last[0], self.last[1], self.upto)))
+            count = 0 if self.known is not None else self.last[1]
+            step.sends.append((self.asking, CatchUp(self.last[0], count, self.upto)))
             return step
         assert self.last is not None
         if self.refounded:  # (every member asked: nobody there was further)
@@ -280,10 +291,17 @@ class Recovery:
             if not ok:
                 return self._ask_next(now, f"{src} sent a record that does not follow message {self.last[1]} of "  # type: ignore[index]
                                            f"view {self.last[0]}; asking the next member")  # type: ignore[index]
+            self.got += 1
+            if self.known is not None and kind == "message":
+                key = (int(view), int(rec["clock"]), str(rec["pid"]))
+                if key in self.known:
+                    continue  # (held here already: delivered before the crash)
+                self.known.add(key)
+            elif self.known is not None and kind == "view":
+                self.known.clear()
             step.records.append(rec)
             if kind != "gap":
                 self.last = advance(self.last, kind, view)
-            self.got += 1
         if frame.status == "end":
             if self.refounded and self.candidates:  # (the next member may be further still)
                 more = self._ask_next(now, "")

@@ -61,7 +61,8 @@ class Durable:
     silent member before it asks the next; ``keys_bound``: how many idempotency keys `keys` holds."""
 
     def __init__(self, path: Path, me: str, fsync: str = "always", patience: float = 10.0,
-                 retain: int = DEFAULT_RETAIN, retain_age: float = DEFAULT_RETAIN_AGE, keys_bound: int = MAX_KEYS) -> None:
+                 retain: int = DEFAULT_RETAIN, retain_age: float = DEFAULT_RETAIN_AGE, keys_bound: int = MAX_KEYS,
+                 order: str = "lamport") -> None:
         self.me, self.retain, self.retain_age = me, retain, retain_age
         self.dir = DataDir(path, me)
         try:
@@ -133,7 +134,8 @@ class Durable:
             raise DataError(f"{path}: a record of pending.log is not TOM's ({e})") from None
         self.pending_log.read.records.clear()
         self.pending_records = len(self.pending)  # (records in pending.log: it is written again when large)
-        self.recovery = Recovery(me, self.index.last, patience)
+        self.order = order
+        self.recovery = Recovery(me, self.index.last, patience, None if order == "lamport" else set(last_view_keys))
         # texts accepted and not known delivered: sent once admitted and caught up (None: done)
         self.unsent: list[str] | None = None
         self.waiting: list[tuple[str, CatchUp]] = []  # asks to answer once their view is delivered here
@@ -315,8 +317,8 @@ class Durable:
             else:
                 kinds.append(("message", d.view, d.pid == self.me))
         self._append(lines, kinds, output)
-        for kind, view, _ in kinds:
-            self.recovery.wrote(kind, view)
+        for d, (kind, view, _) in zip(deliveries, kinds):
+            self.recovery.wrote(kind, view, (d.view, d.clock, d.pid))
         for d in deliveries:
             self._delivered_now("view" if type(d) is ViewDelivery else "message", d.view, d.clock, d.pid)
         self.last_index = deliveries[-1].index + output.offset
@@ -397,8 +399,8 @@ class Durable:
             for rec in records:
                 if rec["kind"] != "gap":
                     self._delivered_now(rec["kind"], int(rec["view"]), int(rec.get("clock", 0)), str(rec.get("pid", "")))
-        if step.offered is not None:
-            self._extend(step.offered, output, at, written)
+        if step.offered is not None and self.order == "lamport":  # (the orders that deliver before all hold it
+            self._extend(step.offered, output, at, written)  # do not keep what was taken: not uniform)
         if step.done and step.gap is None:
             log.info("caught up: %d event(s) the group delivered while this peer was away", self.recovery.got)
         if step.release:

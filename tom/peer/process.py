@@ -147,7 +147,8 @@ class Peer:
         self.durable: Durable | None = None
         if cfg.data is not None:
             try:
-                self.durable = Durable(cfg.data, self.me, cfg.fsync, 2 * cfg.timeout, cfg.retain, cfg.retain_age)
+                self.durable = Durable(cfg.data, self.me, cfg.fsync, 2 * cfg.timeout, cfg.retain, cfg.retain_age,
+                                       order=cfg.order)
             except BaseException:
                 self.output.close()
                 raise
@@ -174,7 +175,8 @@ class Peer:
                                      resume=self.durable.resume if self.durable is not None else (0, ""))
             if self.durable is not None:  # (its clock goes on after every clock it delivered)
                 self.core.clock.time = self.durable.max_clock
-                persisting(self.core)
+                if cfg.order == "lamport":  # (the order that delivers only what every member holds)
+                    persisting(self.core)
         self.links = {p: Link(p) for p in self.neighbors if p != self.me}
         self.trace = self._open_trace() if cfg.trace is not None else None
         self.on_deliver: Callable[[list[Delivery | ViewDelivery]], None] | None = None

@@ -120,7 +120,7 @@ def data_path(run_dir: Path, pid: str) -> Path:
 
 def takes_data(order: str, wire: str) -> bool:
     """Whether `tom peer` accepts --data in a group of this order and wire."""
-    return order == "lamport" and wire == "tom"
+    return wire == "tom"
 
 
 def accepted_count(data: Path) -> int | None:
@@ -540,10 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="handout: the peers speak the SE424 handout's protocol (tom peer --wire handout): a "
                         "static group on plain TCP, the lamport order, no dashboard")
     p.add_argument("--no-data", action="store_true",
-                   help="crash-stop peers: without a data folder each (by default, in the lamport order on "
-                        "TOM's wire, every peer is durable: tom peer --data <run>/data-<port>, so a peer "
-                        "killed and started again with its command line catches up what it missed; the other "
-                        "orders and --wire handout run without)")
+                   help="crash-stop peers: without a data folder each (by default, on TOM's wire, every "
+                        "peer is durable: tom peer --data <run>/data-<port>, so a peer killed and started again "
+                        "with its command line catches up what it missed; --wire handout runs without)")
     chaos = p.add_argument_group("chaos (headless runs; each takes a port or host:port of the neighbors file)")
     chaos.add_argument("--kill", metavar="PEER", help="SIGKILL this peer at 30%% of the workload")
     chaos.add_argument("--pause", metavar="PEER", help="SIGSTOP this peer for --pause-for seconds at 40%%")
@@ -554,8 +553,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="SIGKILL this durable peer at 30%% and start it again 2 s later with the same "
                             "command line (its output file and data folder): it catches up what the group "
                             "delivered meanwhile, its workload goes on after the lines it had accepted, and "
-                            "the run waits until its file holds the group's whole order (not with --no-data, "
-                            "another order or --wire handout)")
+                            "the run waits until its file holds the group's whole order (not with --no-data "
+                            "or --wire handout)")
     return p
 
 
@@ -580,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
                               "--no-http or --wire handout")
         durable = takes_data(args.order, args.wire) and not args.no_data
         if args.restart is not None and not durable:
-            raise ConfigError("--restart needs durable peers: the lamport order on TOM's wire, without --no-data")
+            raise ConfigError("--restart needs durable peers: TOM's wire, without --no-data")
         run_dir = args.runs / time.strftime("%Y%m%d-%H%M%S")
         suffix = 1
         while run_dir.exists():
