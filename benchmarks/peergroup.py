@@ -115,6 +115,7 @@ class Group:
     ring: int | None = None  # tom peer --ring (with http; None: the peer's default)
     frame_trace: bool = False  # tom peer --trace workdir/<port>.trace
     fsync: str | None = None  # durable peers: --data workdir/data-<port> --fsync FSYNC (None: in memory)
+    extra: tuple[str, ...] = ()  # more arguments for every peer
     peers: list[Peer] = field(default_factory=list)
     processes: PeerGroup[int] = field(init=False)  # by position, as ``peers``
 
@@ -155,7 +156,7 @@ class Group:
 
     def peer_argv(self, neighbors: Path, out: Path, port: int, keys: Path) -> list[str]:
         """The command line of the peer on ``port`` (a subclass may run another program)."""
-        extra = ("--ring", str(self.ring)) if self.ring is not None else ()
+        extra = (("--ring", str(self.ring)) if self.ring is not None else ()) + self.extra
         return PeerCommand(neighbors, out, port, HOST, order=self.order, keys=keys if self.secure else None,
                            http=f"{HOST}:0" if self.http else None, delay=self.delay,
                            trace=self.workdir / f"{port}.trace" if self.frame_trace else None,

@@ -354,12 +354,26 @@ def write_csv(path: Path, group: SoakGroup, samples: list[Sample]) -> None:
 # -- main ------------------------------------------------------------------------------------------
 
 
+def data_size(folder: Path) -> int:
+    """Bytes of the files in a peer's data folder (0 while it has none)."""
+    try:
+        return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    except OSError:
+        return 0
+
+
+def data_line(group: SoakGroup, delivered: int) -> str:
+    """Each durable peer's data folder: MiB on disk, and bytes per message delivered."""
+    sizes = [data_size(group.data_dir(p.port)) for p in group.peers]
+    return ", ".join(f"{mib(b):.1f} MiB ({b / max(delivered, 1):.0f} B/msg)" for b in sizes)
+
+
 def run(args, workdir: Path) -> int:
     n, total = args.peers, args.messages
     start = time.monotonic()
     deadline = start + args.deadline
     per_peer = [total // n + (1 if i < total % n else 0) for i in range(n)]
-    with SoakGroup(n, workdir, src=args.src) as group:
+    with SoakGroup(n, workdir, src=args.src, fsync=args.data, extra=tuple(args.peer_arg)) as group:
         formed = group.wait_formed(deadline)
         print(f"group of {n} formed in {formed:.1f} s: " + ", ".join(f"{p.pid} (pid {p.proc.pid})" for p in group.peers))
         stop = threading.Event()
@@ -385,7 +399,8 @@ def run(args, workdir: Path) -> int:
                     s = samples[-1]
                     if len(samples) % max(1, int(30 / args.sample)) == 0:
                         print(f"  {s.t:6.0f} s: sent {s.sent:,}, delivered {min(s.delivered):,}, RSS "
-                              + " ".join(f"{mib(r):.1f}" for r in s.rss) + f" MiB, load {loadavg()}",
+                              + " ".join(f"{mib(r):.1f}" for r in s.rss) + f" MiB, load {loadavg()}"
+                              + (f", data folders {data_line(group, min(s.delivered))}" if args.data else ""),
                               flush=True)
                     if min(s.delivered) >= total:
                         wall = s.t
@@ -410,6 +425,8 @@ def run(args, workdir: Path) -> int:
         finally:
             stop.set()
         ok_report = report(group, samples, base, total, wall, cpu0)
+        if args.data:
+            print(f"data folders at the end: {data_line(group, min(samples[-1].delivered))}")
         if args.csv:
             write_csv(args.csv, group, samples)
             print(f"samples written to {args.csv}")
@@ -443,6 +460,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, help="also write every sample (t, sent, per peer: delivered, RSS, "
                                               "anonymous RSS, CPU seconds) to this CSV file")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (outputs, logs)")
+    ap.add_argument("--data", choices=("always", "batch", "never"), default=None, metavar="FSYNC",
+                    help="durable peers: each with --data in the work folder and this --fsync policy; the data "
+                         "folders' size is sampled too (bytes on disk per message)")
+    ap.add_argument("--peer-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for every peer (repeat: --peer-arg=--retain --peer-arg=100000)")
     args = ap.parse_args(argv)
     if not 2 <= args.peers <= 16:
         ap.error("--peers must be 2..16")

@@ -222,3 +222,29 @@ def test_a_group_founded_again_ends_its_last_view_with_what_any_founder_took_and
     assert ends[A] == ends[B]
     assert ends[A][3:] == [("message", 1, 4, C), ("message", 1, 5, A), ("message", 1, 6, C), ("view", 2, 7, A)]
     assert a.pending == {} and b.pending == {}
+
+
+def test_accepted_texts_the_group_delivered_are_cleaned_up_and_the_rest_still_sent_again(tmp_path, monkeypatch):
+    import tom.peer.durable as durable
+
+    monkeypatch.setattr(durable, "ACCEPTED_KEPT", 3)
+    out = OutputFile(tmp_path / "out.jsonl", A)
+    d = Durable(tmp_path / "data", A)
+    d.reconcile(out)
+    d.deliver([view(1, 1, joined=(A, B, C))], out, 1.0, 0.0)
+    d.take_unsent()
+    k = 2
+    for n in range(10):
+        d.accept([f"t{n}"], [f"key-{n}"])
+        if n < 8:  # the group delivers all but the last two
+            d.deliver([msg(k, 10 + n)], out, 2.0, 0.0)
+            k += 1
+    assert d.accepted_base > 0 and d.accepted[-1] == "t9"
+    d.close()
+    out.close()
+    again = Durable(tmp_path / "data", A)
+    again.reconcile(OutputFile(tmp_path / "out.jsonl", A))
+    again.deliver([view(1, 2, joined=(A,))], OutputFile(tmp_path / "out.jsonl", A), 3.0, 0.0)
+    again.on_frame(B, History("end", 0, ()), OutputFile(tmp_path / "out.jsonl", A), 3.0, 0.0)
+    assert again.take_unsent() == ["t8", "t9"]
+    assert again.keys.check("key-9", "t9") is not None and again.accepted_base == d.accepted_base

@@ -32,7 +32,7 @@ from ..core import Delivery, ViewDelivery
 from ..core.records import Sends
 from ..durable.catchup import Caught, HistoryIndex, Recovery, answer, plan
 from ..codec.pid import pid_key
-from ..durable.log import DataDir, DataError
+from ..durable.log import DataDir, DataError, read_log
 from ..errors import OutputError
 from .idempotency import MAX_KEYS, IdempotencyKeys
 from .output import NoOutput, OutputFile
@@ -43,6 +43,9 @@ log = logging.getLogger("tom.peer.durable")
 DEFAULT_RETAIN = 1_000_000
 """Delivered events a data folder keeps by default (`Durable.clean`): a peer away for longer catches up
 with a gap record."""
+
+ACCEPTED_KEPT = 100_000
+"""Accepted texts the group delivered that a clean-up keeps (the idempotency keys' bound)."""
 
 DEFAULT_RETAIN_AGE = 7 * 24 * 3600.0
 """And for how long, in seconds, by default."""
@@ -78,7 +81,8 @@ class Durable:
         self.index = HistoryIndex()
         indexes: list[int] = []
         self.max_clock = 0  # the highest clock in the history: a restarted peer's clock goes on from it
-        self.accepted: list[str] = []
+        self.accepted: list[str] = []  # the texts accepted, from number ``accepted_base`` on (a clean-up)
+        self.accepted_base = 0
         self.keys = IdempotencyKeys(keys_bound)  # the texts accepted under an idempotency key
         self.input_at: tuple[int, int] | None = None  # --input: (inode, offset) past the last line accepted
         self.own_before = array("q")  # for each record, this peer's own messages before it (`clean`)
@@ -107,6 +111,11 @@ class Durable:
                 self.max_clock = max(self.max_clock, int(rec.get("clock", 0)))
             for payload in self.accepted_log.read.records:
                 rec = json.loads(payload)
+                if rec.get("kind") == "base":  # (a clean-up: how many were dropped before the rest)
+                    self.accepted_base = int(rec["dropped"])
+                    if rec.get("input") is not None:
+                        self.input_at = (int(rec["inode"]), int(rec["input"]))
+                    continue
                 text = rec["text"]
                 if not isinstance(text, str):
                     raise TypeError("a text that is not a string")
@@ -145,7 +154,7 @@ class Durable:
         if self.index.last is not None:
             self.said.append(f"data folder {path}: {self.index.count} events delivered before, the last after "
                              f"message {self.index.last[1]} of view {self.index.last[0]}; "
-                             f"{len(self.accepted) - self.index.own} accepted text(s) not known delivered")
+                             f"{self.accepted_base + len(self.accepted) - self.index.own} accepted text(s) not known delivered")
 
     @property
     def resume(self) -> tuple[int, str]:
@@ -199,20 +208,37 @@ class Durable:
                     self.keys.add(key, t)
         if inputs:
             self.input_at = inputs[-1]
+        if len(self.accepted) > 2 * ACCEPTED_KEPT and self.index.own - self.accepted_base > ACCEPTED_KEPT:
+            self._clean_accepted()
         return list(texts) if self.unsent is not None else []
+
+    def _clean_accepted(self) -> None:
+        """Drop the accepted texts the group delivered but the last `ACCEPTED_KEPT` (their keys are the
+        last the map remembers): the log's first record says how many went, and where --input goes on."""
+        drop = self.index.own - self.accepted_base - ACCEPTED_KEPT
+        records = [r for r in read_log(self.accepted_log.path).records if b'"kind":"base"' not in r[:40]]
+        base: dict[str, object] = {"kind": "base", "dropped": self.accepted_base + drop}
+        if self.input_at is not None:
+            base["inode"], base["input"] = self.input_at
+        try:
+            self.accepted_log.rewrite([json.dumps(base, separators=(",", ":")).encode(), *records[drop:]])
+        except DataError as e:
+            raise OutputError(str(e)) from None
+        self.accepted = self.accepted[drop:]
+        self.accepted_base += drop
 
     @property
     def held(self) -> int:
         """Texts accepted that wait in this folder for the peer to be admitted and caught up (the core
         has not taken them yet)."""
-        return max(0, len(self.accepted) - self.index.own) if self.unsent is None else 0
+        return max(0, self.accepted_base + len(self.accepted) - self.index.own) if self.unsent is None else 0
 
     def take_unsent(self) -> list[str]:
         """Once admitted and caught up: the accepted texts the group's order does not hold yet (once)."""
         if self.unsent is not None or not self.started or self.recovery.catching_up:
             return []
         self.unsent = []
-        texts = self.accepted[self.index.own:]
+        texts = self.accepted[self.index.own - self.accepted_base:]
         if texts and self.restarted:
             log.info("sending %d accepted text(s) the group has not delivered", len(texts))
         return texts
