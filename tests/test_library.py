@@ -136,3 +136,21 @@ async def test_a_payload_is_a_str_or_bytes_and_comes_out_as_sent(tmp_path):
     messages = [r for r in records if r["kind"] == "message"]
     assert "encoding" not in messages[0] and messages[0]["text"] == "alone"
     assert messages[1]["encoding"] == "base64" and base64.b64decode(messages[1]["text"]) == blob
+
+
+async def test_a_durable_member_has_a_text_on_its_disk_when_send_returns(tmp_path):
+    from tom.durable.log import read_log
+
+    members = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    with trio.fail_after(60):
+        async with tom.open_group(members, members[0], **FAST) as a, \
+                tom.open_group(members, members[1], **FAST) as b, \
+                tom.open_group(members, members[2], data=tmp_path / "data", **FAST) as c:
+            while any(len(g.members) < 3 for g in (a, b, c)):
+                await trio.sleep(0.05)
+            await c.send("kept")
+            accepted = [json.loads(p)["text"] for p in read_log(tmp_path / "data" / "accepted.log").records]
+            assert accepted == ["kept"]
+    with pytest.raises(ConfigError, match="fsync"):
+        async with tom.open_group(members, members[0], data=tmp_path / "d2", fsync="sometimes"):
+            pass

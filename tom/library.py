@@ -212,7 +212,8 @@ class Group:
 async def open_group(neighbors: Sequence[str] | str | Path, me: str, *, order: str = "lamport",
                      keys: str | Path | None = None, quorum: str = "majority", output: str | Path | None = None,
                      host: str | None = None, heartbeat: float = 1.0, timeout: float = 5.0,
-                     leave_timeout: float = 15.0, static: bool = False) -> AsyncIterator[Group]:
+                     leave_timeout: float = 15.0, static: bool = False, data: str | Path | None = None,
+                     fsync: str = "always") -> AsyncIterator[Group]:
     """Join the group of ``neighbors`` (a neighbors file, or its ``host:port`` entries) as member ``me``
     (one of them) and yield the running `Group`; leave it when the block ends.
 
@@ -221,8 +222,10 @@ async def open_group(neighbors: Sequence[str] | str | Path, me: str, *, order: s
     component delivers) or ``none``; ``output``: also record every event in this JSON Lines file (the
     format ``tom verify`` reads); ``host``: the address to listen on (default: ``me``'s host);
     ``heartbeat``/``timeout``: failure detection, seconds; ``static``: a fixed group of all the
-    neighbors (no joins or leaves). A bad argument raises `tom.errors.ConfigError` before anything
-    binds or connects."""
+    neighbors (no joins or leaves); ``data``: a durable member's data folder (``tom peer --data``: a
+    text `Group.send` returned on is delivered once even if this process dies the next instant, and a
+    member started again with the same folder catches up what it missed), ``fsync`` its policy. A bad
+    argument raises `tom.errors.ConfigError` before anything binds or connects."""
     if order not in ORDERS:
         raise ConfigError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
     if quorum not in QUORUMS:
@@ -235,10 +238,15 @@ async def open_group(neighbors: Sequence[str] | str | Path, me: str, *, order: s
     for name, value in (("heartbeat", heartbeat), ("timeout", timeout), ("leave_timeout", leave_timeout)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+    if fsync not in ("always", "batch", "never"):
+        raise ConfigError(f"fsync must be always, batch or never, got {fsync!r}")
+    if data is not None and static:
+        raise ConfigError("data is for a dynamic group: a static group takes no member back")
     cfg = PeerConfig(Path(str(neighbors)) if listed is None else Path("the neighbors list"),
                      Path(output) if output is not None else None, port, host or my_host.strip("[]"),
                      heartbeat=heartbeat, timeout=timeout, leave_timeout=leave_timeout, static=static,
-                     keys=Path(keys) if keys is not None else None, order=order, quorum=quorum, embedded=True)
+                     keys=Path(keys) if keys is not None else None, order=order, quorum=quorum, embedded=True,
+                     data=Path(data) if data is not None else None, fsync=fsync)
     peer = Peer(cfg, neighbors=listed)
     group = Group(peer)
     try:
