@@ -152,7 +152,8 @@ def row(fsync: str | None, rate: float, p50: float, disk: float | None = None) -
 
 
 def test_the_durable_table_sets_each_policy_against_in_memory(capsys):
-    rows = [row(None, 100_000, 0.0005), row("always", 50_000, 0.0009, 201), row("never", 90_000, 0.0006, 202)]
+    rows = [row(None, 100_000, 0.0005), row("always", 50_000, 0.0009, 201), row("batch", 50_000, 0.0009, 201),
+            row("never", 90_000, 0.0006, 202)]
     references = [{"name": "Redis Stream, AOF appendfsync always", "rate": 40_000, "unit": "entries/s",
                    "p50": 0.0004, "p99": 0.001, "disk": 60.0, "against": "always"}]
     print_durable(rows, references, Mount("/dev/vda", "/", "ext4"))
@@ -160,7 +161,7 @@ def test_the_durable_table_sets_each_policy_against_in_memory(capsys):
     assert "data folders on ext4 on /dev/vda, mounted on /" in out
     always = next(line for line in out.splitlines() if "| fsync always |" in line)
     assert "|     0.50 |" in always and "+0.400" in always and "201" in always and always.endswith("OK")
-    assert ("fsync always, 3 peers, plain, lamport: 0.50x the in-memory rate (goal >= 0.6x: NOT met); "
+    assert ("fsync batch, 3 peers, plain, lamport: 0.50x the in-memory rate (goal >= 0.6x: NOT met); "
             "light-load p50 +0.400 ms (goal <= +0.3 ms: NOT met)") in out
     assert "fsync never, 3 peers" not in out  # no goal for never
     assert ("Redis Stream, AOF appendfsync always: 40,000 entries/s; light p50 0.400 ms, p99 1.000 ms; 60 bytes on "

@@ -239,7 +239,7 @@ def test_accepted_texts_the_group_delivered_are_cleaned_up_and_the_rest_still_se
         if n < 8:  # the group delivers all but the last two
             d.deliver([msg(k, 10 + n)], out, 2.0, 0.0)
             k += 1
-    assert d.accepted_base > 0 and d.accepted[-1] == "t9"
+    assert d.file_base > 0 and d.accepted[-1] == "t9"
     d.close()
     out.close()
     again = Durable(tmp_path / "data", A)
@@ -247,4 +247,4 @@ def test_accepted_texts_the_group_delivered_are_cleaned_up_and_the_rest_still_se
     again.deliver([view(1, 2, joined=(A,))], OutputFile(tmp_path / "out.jsonl", A), 3.0, 0.0)
     again.on_frame(B, History("end", 0, ()), OutputFile(tmp_path / "out.jsonl", A), 3.0, 0.0)
     assert again.take_unsent() == ["t8", "t9"]
-    assert again.keys.check("key-9", "t9") is not None and again.accepted_base == d.accepted_base
+    assert again.keys.check("key-9", "t9") is not None and again.file_base == d.file_base

@@ -176,10 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "own). Started again with the same DIR after a crash or a leave, it catches up what "
                            "the group delivered meanwhile (written before anything new, marked caught_up) and "
                            "sends again what it had accepted and the group did not deliver")
-    peer.add_argument("--fsync", choices=("always", "batch", "never"), default="always",
-                      help="with --data: when its writes reach the disk: always (default: before anything is "
-                           "acknowledged or sent on them), batch (once per step), never (the kernel decides). "
-                           "Each survives a crash of the process; only always survives a power cut")
+    peer.add_argument("--fsync", choices=("always", "batch", "never"), default="batch",
+                      help="with --data: when its writes reach the disk: always (each, before anything is "
+                           "acknowledged, sent or shown on it), batch (default: every 0.1 s at most), never (the "
+                           "kernel decides). Each survives a crash of the process (SIGKILL); only always "
+                           "survives a power cut")
     peer.add_argument("--retain", type=_count(1, 10**9), default=1_000_000, metavar="EVENTS",
                       help="with --data: delivered events the data folder keeps for members that catch up "
                            "(default 1,000,000); a peer away for longer gets a gap record")

@@ -213,7 +213,7 @@ async def open_group(neighbors: Sequence[str] | str | Path, me: str, *, order: s
                      keys: str | Path | None = None, quorum: str = "majority", output: str | Path | None = None,
                      host: str | None = None, heartbeat: float = 1.0, timeout: float = 5.0,
                      leave_timeout: float = 15.0, static: bool = False, data: str | Path | None = None,
-                     fsync: str = "always") -> AsyncIterator[Group]:
+                     fsync: str = "batch") -> AsyncIterator[Group]:
     """Join the group of ``neighbors`` (a neighbors file, or its ``host:port`` entries) as member ``me``
     (one of them) and yield the running `Group`; leave it when the block ends.
 

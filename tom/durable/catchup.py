@@ -95,6 +95,17 @@ class HistoryIndex:
             self.last = advance(self.last, kind, view)
         self.count += 1
 
+    def add_messages(self, view: int, n: int, own: int) -> None:
+        """``n`` messages of ``view`` written one after the other (``own`` of them this peer's): `add`'s
+        effect for each, at once."""
+        span = self.views.get(view)
+        if span is not None:
+            span.messages += n
+        self.own += own
+        last = self.last
+        self.last = (view, (last[1] if last is not None and last[0] == view else 0) + n)
+        self.count += n
+
     def base(self, own: int, view: int, skipped: int) -> None:
         """The first record of a history cleaned up: ``own`` messages of this peer's dropped, and the
         records kept start inside ``view`` after ``skipped`` of its messages (``view`` 0: at a view's

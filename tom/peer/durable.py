@@ -63,7 +63,7 @@ class Durable:
     """One peer's data folder, open (locked) until `close`. ``patience``: how long a catch-up waits for a
     silent member before it asks the next; ``keys_bound``: how many idempotency keys `keys` holds."""
 
-    def __init__(self, path: Path, me: str, fsync: str = "always", patience: float = 10.0,
+    def __init__(self, path: Path, me: str, fsync: str = "batch", patience: float = 10.0,
                  retain: int = DEFAULT_RETAIN, retain_age: float = DEFAULT_RETAIN_AGE, keys_bound: int = MAX_KEYS,
                  order: str = "lamport") -> None:
         self.me, self.retain, self.retain_age = me, retain, retain_age
@@ -81,24 +81,28 @@ class Durable:
         self.index = HistoryIndex()
         indexes: list[int] = []
         self.max_clock = 0  # the highest clock in the history: a restarted peer's clock goes on from it
-        self.accepted: list[str] = []  # the texts accepted, from number ``accepted_base`` on (a clean-up)
+        self.accepted: list[str] = []  # the texts accepted, from number ``accepted_base`` on (not all delivered)
         self.accepted_base = 0
+        self.file_base = 0  # the number of the first text accepted.log still holds (`_clean_accepted`)
         self.keys = IdempotencyKeys(keys_bound)  # the texts accepted under an idempotency key
         self.input_at: tuple[int, int] | None = None  # --input: (inode, offset) past the last line accepted
-        self.own_before = array("q")  # for each record, this peer's own messages before it (`clean`)
+        self.base_own = 0  # this peer's own messages a clean-up dropped (the base record's)
         self.last_key = (0, 0, "")  # the last message in the history: (view, clock, pid)
         last_view_keys: set[tuple[int, int, str]] = set()
-        self.at = array("d")  # for each record, when it was written (delivered_at)
+        # when records were written: (the first record of a step, its time), for the age bound (`clean`)
+        self.written_ats: list[tuple[int, float]] = []
         try:
             for payload in self.history.read.records:
                 rec = _fields(payload)
                 kind = rec["kind"]
-                self.own_before.append(self.index.own)
+                at = float(rec.get("delivered_at", 0.0))
+                if not self.written_ats or self.written_ats[-1][1] != at:
+                    self.written_ats.append((self.index.count, at))
                 if kind == "base":
-                    self.index.base(int(rec["own"]), int(rec["view"]), int(rec["skipped"]))
+                    self.base_own, self.history_has_base = int(rec["own"]), True
+                    self.index.base(self.base_own, int(rec["view"]), int(rec["skipped"]))
                     self.max_clock = max(self.max_clock, int(rec.get("clock", 0)))
                     indexes.append(0)
-                    self.at.append(float(rec.get("delivered_at", 0.0)))
                     continue
                 self.index.add(kind, int(rec.get("view", 0)), kind == "message" and rec.get("pid") == me)
                 if kind == "message":
@@ -107,12 +111,11 @@ class Durable:
                 elif kind == "view":
                     last_view_keys.clear()
                 indexes.append(int(rec["index"]))
-                self.at.append(float(rec.get("delivered_at", 0.0)))
                 self.max_clock = max(self.max_clock, int(rec.get("clock", 0)))
             for payload in self.accepted_log.read.records:
                 rec = json.loads(payload)
                 if rec.get("kind") == "base":  # (a clean-up: how many were dropped before the rest)
-                    self.accepted_base = int(rec["dropped"])
+                    self.accepted_base = self.file_base = int(rec["dropped"])
                     if rec.get("input") is not None:
                         self.input_at = (int(rec["inode"]), int(rec["input"]))
                     continue
@@ -133,11 +136,11 @@ class Durable:
         self.pending: dict[tuple[int, int, str], dict] = {}
         last_view = self.index.last[0] if self.index.last is not None else 0
         try:
-            for payload in self.pending_log.read.records:
-                rec = json.loads(payload)
-                key = (int(rec["view"]), int(rec["clock"]), str(rec["pid"]))
-                if key[0] == last_view and key not in last_view_keys:
-                    self.pending[key] = rec
+            for payload in self.pending_log.read.records:  # (a step's messages a record: `persist`)
+                for view, clock, pid, text, sent_at in json.loads(payload):
+                    key = (int(view), int(clock), str(pid))
+                    if key[0] == last_view and key not in last_view_keys:
+                        self.pending[key] = {"view": view, "clock": clock, "pid": pid, "text": text, "sent_at": sent_at}
         except (ValueError, KeyError, TypeError) as e:
             self.close()
             raise DataError(f"{path}: a record of pending.log is not TOM's ({e})") from None
@@ -208,24 +211,28 @@ class Durable:
                     self.keys.add(key, t)
         if inputs:
             self.input_at = inputs[-1]
-        if len(self.accepted) > 2 * ACCEPTED_KEPT and self.index.own - self.accepted_base > ACCEPTED_KEPT:
+        own = self.index.own
+        if own - self.accepted_base > 4096 and self.unsent is not None:  # (delivered: memory keeps none of them)
+            del self.accepted[:own - self.accepted_base]
+            self.accepted_base = own
+        if self.accepted_base + len(self.accepted) - self.file_base > 2 * ACCEPTED_KEPT \
+                and own - self.file_base > ACCEPTED_KEPT:
             self._clean_accepted()
         return list(texts) if self.unsent is not None else []
 
     def _clean_accepted(self) -> None:
         """Drop the accepted texts the group delivered but the last `ACCEPTED_KEPT` (their keys are the
         last the map remembers): the log's first record says how many went, and where --input goes on."""
-        drop = self.index.own - self.accepted_base - ACCEPTED_KEPT
+        drop = self.index.own - self.file_base - ACCEPTED_KEPT
         records = [r for r in read_log(self.accepted_log.path).records if b'"kind":"base"' not in r[:40]]
-        base: dict[str, object] = {"kind": "base", "dropped": self.accepted_base + drop}
+        base: dict[str, object] = {"kind": "base", "dropped": self.file_base + drop}
         if self.input_at is not None:
             base["inode"], base["input"] = self.input_at
         try:
             self.accepted_log.rewrite([json.dumps(base, separators=(",", ":")).encode(), *records[drop:]])
         except DataError as e:
             raise OutputError(str(e)) from None
-        self.accepted = self.accepted[drop:]
-        self.accepted_base += drop
+        self.file_base += drop
 
     @property
     def held(self) -> int:
@@ -249,19 +256,16 @@ class Durable:
         member of its view)."""
         if not taken:
             return
-        payloads = []
+        pending = self.pending
         for view, clock, pid, text, sent_at in taken:
-            rec = {"view": view, "clock": clock, "pid": pid, "text": text, "sent_at": sent_at}
-            self.pending[(view, clock, pid)] = rec
-            payloads.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode())
+            pending[(view, clock, pid)] = {"view": view, "clock": clock, "pid": pid, "text": text, "sent_at": sent_at}
         try:
-            self.pending_log.append(payloads)
-            self.pending_log.sync()  # (under batch too: these are acknowledged in this step)
-            self.pending_records += len(payloads)
-            if self.pending_records > 4 * len(self.pending) + 10_000:  # (mostly delivered: written again)
-                self.pending_log.rewrite([json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode()
-                                          for r in self.pending.values()])
-                self.pending_records = len(self.pending)
+            self.pending_log.append([json.dumps(taken, ensure_ascii=False, separators=(",", ":")).encode()])
+            self.pending_records += len(taken)
+            if self.pending_records > 4 * len(pending) + 10_000:  # (mostly delivered: written again)
+                rows = [[r["view"], r["clock"], r["pid"], r["text"], r["sent_at"]] for r in pending.values()]
+                self.pending_log.rewrite([json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode()])
+                self.pending_records = len(pending)
         except DataError as e:
             raise OutputError(str(e)) from None
 
@@ -273,14 +277,24 @@ class Durable:
         elif kind == "view" and self.pending:
             self.pending = {k: r for k, r in self.pending.items() if k[0] >= view}
 
-    def sync(self) -> None:
-        """End of a step (``--fsync batch``): what this step wrote is on the disk before its frames go
-        out (a no-op under ``always``, which synced each write, and ``never``)."""
+    BATCH = 0.1
+    """``--fsync batch``: at most this long, in seconds, between two syncs of what was written."""
+
+    def sync(self, now: float) -> None:
+        """End of a step: under ``--fsync batch``, what was written since the last sync is synced if
+        that was `BATCH` seconds ago or more (a group commit: a crash of the process loses nothing, a
+        power cut at most that long); a no-op under ``always``, which synced each write, and ``never``."""
+        if self.history.fsync != "batch" or now - self._synced < self.BATCH:
+            return
+        self._synced = now
         try:
             self.accepted_log.sync()
+            self.pending_log.sync()
             self.history.sync()
         except DataError as e:
             raise OutputError(str(e)) from None
+
+    _synced = float("-inf")
 
     def rejoining(self) -> None:
         """The core starts again as a joiner (cut off, or founding the group again): what it held is
@@ -332,41 +346,61 @@ class Durable:
         if not deliveries:
             return
         lines = output.render(deliveries, at)
-        self.max_clock = max(self.max_clock, max(d.clock for d in deliveries))
-        kinds: list[tuple[str, int, bool]] = []
+        me, known, pending = self.me, self.recovery.known, self.pending
+        kinds: list[tuple[str, int, int]] = []  # (kind, view, own): runs of messages of one view as one
+        top = self.max_clock
         for i, d in enumerate(deliveries):
+            if d.clock > top:
+                top = d.clock
             if type(d) is ViewDelivery:
                 rec = json.loads(lines[i])
                 rec["durable"] = True
                 lines[i] = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
-                kinds.append(("view", d.view, False))
+                kinds.append(("view", d.view, 0))
+                if pending:
+                    self._delivered_now("view", d.view, d.clock, d.pid)
+                if known is not None:
+                    known.clear()
+                continue
+            if kinds and kinds[-1][0] == "messages" and kinds[-1][1] == d.view:
+                _, view, n, own = kinds.pop()  # type: ignore[misc]
+                kinds.append(("messages", view, n + 1, own + (d.pid == me)))  # type: ignore[arg-type]
             else:
-                kinds.append(("message", d.view, d.pid == self.me))
+                kinds.append(("messages", d.view, 1, int(d.pid == me)))  # type: ignore[arg-type]
+            if pending:
+                pending.pop((d.view, d.clock, d.pid), None)
+            if known is not None:
+                known.add((d.view, d.clock, d.pid))
+        self.max_clock = top
+        last = deliveries[-1]
+        if type(last) is Delivery:
+            self.last_key = (last.view, last.clock, last.pid)
         self._append(lines, kinds, output)
-        for d, (kind, view, _) in zip(deliveries, kinds):
-            self.recovery.wrote(kind, view, (d.view, d.clock, d.pid))
-        for d in deliveries:
-            self._delivered_now("view" if type(d) is ViewDelivery else "message", d.view, d.clock, d.pid)
-        self.last_index = deliveries[-1].index + output.offset
+        self.last_index = last.index + output.offset
         written.extend(deliveries)
 
-    def _append(self, lines: list[str], kinds: list[tuple[str, int, bool]], output: OutputFile | NoOutput) -> None:
+    def _append(self, lines: list[str], kinds: list, output: OutputFile | NoOutput) -> None:
+        """Write ``lines`` to the history, then to the output file; ``kinds``: what they are, as
+        ``(kind, view, own)`` per record or ``("messages", view, n, own)`` per run of messages."""
         try:
-            offsets = self.history.append([line.rstrip("\n").encode() for line in lines])
-            if self.history.fsync == "batch":
-                self.history.sync()  # (the history is on the disk before the output file is written)
+            offsets = self.history.append([line[:-1].encode() for line in lines])
         except DataError as e:
             raise OutputError(str(e)) from None
         self.offsets.extend(offsets)
-        for kind, view, own in kinds:
-            self.own_before.append(self.index.own)
-            self.at.append(self.written_at)
-            self.index.add(kind, view, own)
+        self.written_ats.append((self.index.count, self.written_at))
+        index = self.index
+        for kind in kinds:
+            if kind[0] == "messages":
+                index.add_messages(kind[1], kind[2], kind[3])
+            else:
+                index.add(kind[0], kind[1], bool(kind[2]))
+        self.recovery.last = index.last if not self.recovery.catching_up else self.recovery.last
         output.append_lines(lines)
-        if self.index.count > self.retain + max(self.retain // 4, 1):
+        if index.count > self.retain + max(self.retain // 4, 1):
             self.clean(self.written_at)
 
     _aged = 0.0  # (when the age bound was last checked)
+    history_has_base = False  # (its first record is a clean-up's base record)
     written_at = 0.0  # (the wall-clock time of the records being written: `deliver`, `_apply`)
 
     def clean(self, now: float) -> None:
@@ -376,21 +410,29 @@ class Durable:
         writes a gap record, unless another member holds it)."""
         count = self.index.count
         cut = max(count - self.retain, 0)
-        while cut < count - 1 and self.at[cut] < now - self.retain_age:
-            cut += 1
+        for first, at in self.written_ats:  # (the first step young enough stays, and all after it)
+            if at >= now - self.retain_age:
+                cut = max(cut, first)
+                break
+        else:
+            cut = max(cut, count - 1)  # (all of it is old: the last record stays, it is the position)
         if cut < 2:
             return
-        own = self.own_before[cut]
+        start = 1 if self.base_own or self.history_has_base else 0
+        mine = f'"pid":{json.dumps(self.me)}'.encode()
+        own = self.base_own + sum(1 for r in self.history.read_records(self.offsets[start], self.offsets[cut])
+                                  if mine in r and b'"kind":"message"' in r)
         view, skipped = self.index.cut(cut)
+        at = next((a for f, a in reversed(self.written_ats) if f <= cut), now)
         head = json.dumps({"kind": "base", "own": own, "view": view, "skipped": skipped, "clock": self.max_clock,
-                           "delivered_at": self.at[cut]}, separators=(",", ":")).encode()
+                           "delivered_at": at}, separators=(",", ":")).encode()
         try:
             shift = self.history.cut_head(self.offsets[cut], head)
         except DataError as e:
             raise OutputError(str(e)) from None
         self.offsets = array("q", [self.offsets[0]]) + array("q", (o - shift for o in self.offsets[cut:]))
-        self.own_before = array("q", [own]) + self.own_before[cut:]
-        self.at = array("d", [self.at[cut]]) + self.at[cut:]
+        self.base_own, self.history_has_base = own, True
+        self.written_ats = [(0, at)] + [(f - cut + 1, a) for f, a in self.written_ats if f > cut]
         log.info("data folder: cleaned up %d delivered event(s) (kept the last %d)", cut - 1, self.index.count - 1)
 
     def _apply(self, step: Caught | None, output: OutputFile | NoOutput, at: float, sends: Sends,
@@ -521,8 +563,7 @@ class Durable:
         sends += self._answer_waiting()
         if at - self._aged >= 60.0:  # (the age bound, once a minute)
             self._aged = at
-            if len(self.at) > 2 and self.at[1] < at - self.retain_age:
-                self.clean(at)
+            self.clean(at)
         return written, sends
 
     def status(self) -> str | None:

@@ -82,7 +82,7 @@ class PeerConfig:
     # on stdout, the process's garbage collector left as it is
     step: bool = False  # --step: the links' ordered frames wait at a gate until released (`tom.peer.gate`)
     data: Path | None = None  # --data: the data folder of a durable peer (`tom.peer.durable`)
-    fsync: str = "always"  # --fsync: when the data folder's writes reach the disk
+    fsync: str = "batch"  # --fsync: when the data folder's writes reach the disk
     retain: int = 1_000_000  # --retain: delivered events the data folder keeps
     retain_age: float = 7 * 24 * 3600.0  # --retain-age, seconds
     input: Path | None = None  # --input: read the messages from this file, followed as it grows (headless)

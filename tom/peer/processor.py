@@ -256,7 +256,7 @@ async def processor(
         if durable is not None and output.failed is None:
             try:
                 durable.persist(ready.persist)  # (what the step's ACKs acknowledge is on the disk first)
-                durable.sync()  # (--fsync batch: what was accepted is on the disk before its frames go)
+                durable.sync(now)  # (--fsync batch: a group commit, every 0.1 s at most)
             except OutputError as e:
                 fail(e)
         if TRACE is not None:
