@@ -221,6 +221,21 @@ class RecordLog:
         self._fd, self.size, self.dirty = fd, len(blob), False
         os.lseek(self._fd, self.size, os.SEEK_SET)
 
+    def count_in(self, start: int, end: int, *needles: bytes) -> int:
+        """How many of the records from offset ``start`` to ``end`` hold every one of ``needles`` (their
+        checksums are not checked: a count, for a clean-up, of records this process wrote)."""
+        try:
+            data = os.pread(self._fd, end - start, start)
+        except OSError as e:
+            raise DataError(f"{self.path}: cannot read it: {e.strerror or e}") from None
+        at, n = 0, 0
+        while at + HEADER.size <= len(data):
+            length = HEADER.unpack_from(data, at)[0]
+            payload = data[at + HEADER.size:at + HEADER.size + length]
+            n += all(x in payload for x in needles)
+            at += HEADER.size + length
+        return n
+
     def read_records(self, start: int, end: int) -> list[bytes]:
         """The payloads of the whole records from offset ``start`` up to offset ``end`` (as written by
         this log: `append`'s offsets)."""

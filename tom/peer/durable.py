@@ -22,6 +22,7 @@ view is written, so the file reads as the group's order, start to end, across re
 from __future__ import annotations
 
 import json
+import json.encoder
 import logging
 from array import array
 from collections.abc import Sequence
@@ -38,6 +39,7 @@ from .idempotency import MAX_KEYS, IdempotencyKeys
 from .output import NoOutput, OutputFile
 
 log = logging.getLogger("tom.peer.durable")
+encode_basestring_ascii = json.encoder.encode_basestring_ascii  # (what json.dumps(str) calls: C)
 
 
 DEFAULT_RETAIN = 1_000_000
@@ -133,14 +135,14 @@ class Durable:
         self._indexes = indexes  # (until `reconcile`)
         # the messages this peer took and did not deliver (`persist`): (view, clock, pid) -> record; of its
         # last view, after a restart (a group founded again ends that view with them: `_extend`)
-        self.pending: dict[tuple[int, int, str], dict] = {}
+        self.pending: dict[tuple[int, int, str], tuple[int, int, str, str, float | None]] = {}
         last_view = self.index.last[0] if self.index.last is not None else 0
         try:
             for payload in self.pending_log.read.records:  # (a step's messages a record: `persist`)
                 for view, clock, pid, text, sent_at in json.loads(payload):
                     key = (int(view), int(clock), str(pid))
                     if key[0] == last_view and key not in last_view_keys:
-                        self.pending[key] = {"view": view, "clock": clock, "pid": pid, "text": text, "sent_at": sent_at}
+                        self.pending[key] = (view, clock, pid, text, sent_at)
         except (ValueError, KeyError, TypeError) as e:
             self.close()
             raise DataError(f"{path}: a record of pending.log is not TOM's ({e})") from None
@@ -189,8 +191,8 @@ class Durable:
         where that file's reading goes on (``inputs``: inode, offset); return those the core takes now.
         Until this peer is admitted and caught up (`take_unsent`) they wait: they go after the texts
         accepted before a restart."""
-        if keys is None and inputs is None:
-            payloads = [json.dumps({"text": t}, ensure_ascii=False).encode() for t in texts]
+        if keys is None and inputs is None:  # (the common case: as json.dumps({"text": t}) writes it, by hand)
+            payloads = [b'{"text":' + encode_basestring_ascii(t).encode() + b"}" for t in texts]
         else:
             payloads = []
             for k, t in enumerate(texts):
@@ -257,13 +259,13 @@ class Durable:
         if not taken:
             return
         pending = self.pending
-        for view, clock, pid, text, sent_at in taken:
-            pending[(view, clock, pid)] = {"view": view, "clock": clock, "pid": pid, "text": text, "sent_at": sent_at}
+        for t in taken:
+            pending[(t[0], t[1], t[2])] = t
         try:
             self.pending_log.append([json.dumps(taken, ensure_ascii=False, separators=(",", ":")).encode()])
             self.pending_records += len(taken)
             if self.pending_records > 4 * len(pending) + 10_000:  # (mostly delivered: written again)
-                rows = [[r["view"], r["clock"], r["pid"], r["text"], r["sent_at"]] for r in pending.values()]
+                rows = list(pending.values())
                 self.pending_log.rewrite([json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode()])
                 self.pending_records = len(pending)
         except DataError as e:
@@ -396,7 +398,7 @@ class Durable:
                 index.add(kind[0], kind[1], bool(kind[2]))
         self.recovery.last = index.last if not self.recovery.catching_up else self.recovery.last
         output.append_lines(lines)
-        if index.count > self.retain + max(self.retain // 4, 1):
+        if index.count > 2 * self.retain:  # (half of it goes: the clean-up's cost, per record, stays small)
             self.clean(self.written_at)
 
     _aged = 0.0  # (when the age bound was last checked)
@@ -420,8 +422,7 @@ class Durable:
             return
         start = 1 if self.base_own or self.history_has_base else 0
         mine = f'"pid":{json.dumps(self.me)}'.encode()
-        own = self.base_own + sum(1 for r in self.history.read_records(self.offsets[start], self.offsets[cut])
-                                  if mine in r and b'"kind":"message"' in r)
+        own = self.base_own + self.history.count_in(self.offsets[start], self.offsets[cut], mine, b'"kind":"message"')
         view, skipped = self.index.cut(cut)
         at = next((a for f, a in reversed(self.written_ats) if f <= cut), now)
         head = json.dumps({"kind": "base", "own": own, "view": view, "skipped": skipped, "clock": self.max_clock,
@@ -485,7 +486,8 @@ class Durable:
         view = self.index.last[0]
         last_view, last_clock, last_pid = self.last_key
         after = (last_clock, pid_key(last_pid)) if last_view == view else (-1, pid_key(""))
-        chosen = {k: r for k, r in {**offered, **self.pending}.items() if k[0] == view}
+        chosen = {k: (r["text"], r["sent_at"]) for k, r in offered.items() if k[0] == view}
+        chosen.update({k: (t[3], t[4]) for k, t in self.pending.items() if k[0] == view})
         keys = sorted(chosen, key=lambda k: (k[1], pid_key(k[2])))
         late = [k for k in keys if (k[1], pid_key(k[2])) <= after]
         if late:
@@ -494,7 +496,7 @@ class Durable:
         if not keys:
             return
         base = self.last_index - output.offset
-        extension = [Delivery(base + n, k[1], k[2], chosen[k]["text"], chosen[k]["sent_at"], view)
+        extension = [Delivery(base + n, k[1], k[2], chosen[k][0], chosen[k][1], view)
                      for n, k in enumerate(keys, 1)]
         self._write(extension, output, at, written)  # (indexes after the last written)
         output.offset += len(extension)  # (the core did not count them: what it delivers next comes after)
@@ -534,8 +536,8 @@ class Durable:
                  len(records), ask.count, ask.view, ask.upto)
         texts = [r.decode() for r in records]
         if holding:  # (a group founded again: what this member took and did not deliver, for its founder)
-            texts += [json.dumps({**r, "kind": "message", "pending": True}, separators=(",", ":"))
-                      for r in self.pending.values()]
+            texts += [json.dumps({"kind": "message", "view": t[0], "clock": t[1], "pid": t[2], "text": t[3],
+                                  "sent_at": t[4], "pending": True}, separators=(",", ":")) for t in self.pending.values()]
         return [((src,), f) for f in answer(texts)]
 
     def _answer_waiting(self) -> Sends:
