@@ -28,7 +28,7 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..codec.frames import CatchUp, History
+from ..codec.frames import CatchUp, History, escape_text, unescape_text
 from ..core import Delivery, ViewDelivery
 from ..core.records import Sends
 from ..durable.catchup import Caught, HistoryIndex, Recovery, answer, plan
@@ -61,6 +61,24 @@ def _fields(payload: bytes) -> dict:
     return rec
 
 
+Taken = tuple[int, int, str, str, "float | None"]
+"""A message the core took: (view, clock, pid, text, sent_at)."""
+
+
+def pending_record(taken: Sequence[Taken]) -> bytes:
+    """A step's taken messages as one pending.log record: a line each, ``view clock pid sent_at text``
+    (the text escaped as on the wire, so a line holds one message)."""
+    return "\n".join([f"{v} {c} {p} {s!r} {escape_text(t)}" for v, c, p, t, s in taken]).encode()
+
+
+def read_pending(payload: bytes) -> list[Taken]:
+    out: list[Taken] = []
+    for line in payload.decode().split("\n"):
+        v, c, p, s, t = line.split(" ", 4)
+        out.append((int(v), int(c), p, unescape_text(t), None if s == "None" else float(s)))
+    return out
+
+
 class Durable:
     """One peer's data folder, open (locked) until `close`. ``patience``: how long a catch-up waits for a
     silent member before it asks the next; ``keys_bound``: how many idempotency keys `keys` holds."""
@@ -91,15 +109,14 @@ class Durable:
         self.base_own = 0  # this peer's own messages a clean-up dropped (the base record's)
         self.last_key = (0, 0, "")  # the last message in the history: (view, clock, pid)
         last_view_keys: set[tuple[int, int, str]] = set()
-        # when records were written: (the first record of a step, its time), for the age bound (`clean`)
-        self.written_ats: list[tuple[int, float]] = []
+        # where a clean-up may cut: (a record, when it was written, this peer's own messages before it),
+        # one a minute or a hundredth of --retain at most (`_mark`)
+        self.written_ats: list[tuple[int, float, int]] = []
         try:
             for payload in self.history.read.records:
                 rec = _fields(payload)
                 kind = rec["kind"]
-                at = float(rec.get("delivered_at", 0.0))
-                if not self.written_ats or self.written_ats[-1][1] != at:
-                    self.written_ats.append((self.index.count, at))
+                self._mark(float(rec.get("delivered_at", 0.0)))
                 if kind == "base":
                     self.base_own, self.history_has_base = int(rec["own"]), True
                     self.index.base(self.base_own, int(rec["view"]), int(rec["skipped"]))
@@ -139,11 +156,11 @@ class Durable:
         last_view = self.index.last[0] if self.index.last is not None else 0
         try:
             for payload in self.pending_log.read.records:  # (a step's messages a record: `persist`)
-                for view, clock, pid, text, sent_at in json.loads(payload):
-                    key = (int(view), int(clock), str(pid))
+                for t in read_pending(payload):
+                    key = (t[0], t[1], t[2])
                     if key[0] == last_view and key not in last_view_keys:
-                        self.pending[key] = (view, clock, pid, text, sent_at)
-        except (ValueError, KeyError, TypeError) as e:
+                        self.pending[key] = t
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
             self.close()
             raise DataError(f"{path}: a record of pending.log is not TOM's ({e})") from None
         self.pending_log.read.records.clear()
@@ -262,11 +279,10 @@ class Durable:
         for t in taken:
             pending[(t[0], t[1], t[2])] = t
         try:
-            self.pending_log.append([json.dumps(taken, ensure_ascii=False, separators=(",", ":")).encode()])
+            self.pending_log.append([pending_record(taken)])
             self.pending_records += len(taken)
             if self.pending_records > 4 * len(pending) + 10_000:  # (mostly delivered: written again)
-                rows = list(pending.values())
-                self.pending_log.rewrite([json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode()])
+                self.pending_log.rewrite([pending_record(list(pending.values()))])
                 self.pending_records = len(pending)
         except DataError as e:
             raise OutputError(str(e)) from None
@@ -389,7 +405,7 @@ class Durable:
         except DataError as e:
             raise OutputError(str(e)) from None
         self.offsets.extend(offsets)
-        self.written_ats.append((self.index.count, self.written_at))
+        self._mark(self.written_at)
         index = self.index
         for kind in kinds:
             if kind[0] == "messages":
@@ -405,26 +421,28 @@ class Durable:
     history_has_base = False  # (its first record is a clean-up's base record)
     written_at = 0.0  # (the wall-clock time of the records being written: `deliver`, `_apply`)
 
+    def _mark(self, at: float) -> None:
+        """The next record, written at ``at``, may start what a clean-up keeps: noted if a minute or a
+        hundredth of ``retain`` records passed since the last such mark (so the marks stay few)."""
+        marks = self.written_ats
+        if not marks or at - marks[-1][1] >= 60.0 or self.index.count - marks[-1][0] >= max(self.retain // 100, 1):
+            marks.append((self.index.count, at, self.index.own))
+
     def clean(self, now: float) -> None:
-        """Drop the oldest records past ``retain`` events or older than ``retain_age`` seconds: the
-        history's first record then says how many of this peer's own messages went with them, and where
-        the records kept start. A member asked for what it dropped says it does not hold it (the asker
-        writes a gap record, unless another member holds it)."""
-        count = self.index.count
-        cut = max(count - self.retain, 0)
-        for first, at in self.written_ats:  # (the first step young enough stays, and all after it)
-            if at >= now - self.retain_age:
-                cut = max(cut, first)
-                break
-        else:
-            cut = max(cut, count - 1)  # (all of it is old: the last record stays, it is the position)
+        """Drop the oldest records past ``retain`` events or older than ``retain_age`` seconds (whole
+        steps): the history's first record then says how many of this peer's own messages went with
+        them, and where the records kept start. A member asked for what it dropped says it does not
+        hold it (the asker writes a gap record, unless another member holds it)."""
+        count, steps = self.index.count, self.written_ats
+        if not steps:
+            return
+        young = next((k for k, (_, at, _) in enumerate(steps) if at >= now - self.retain_age), len(steps) - 1)
+        size = next((k for k, (first, _, _) in enumerate(steps) if first >= count - self.retain), len(steps) - 1)
+        k = max(young, size)  # (the first step kept; the last one always is: it holds the position)
+        cut, at, own = steps[k]
         if cut < 2:
             return
-        start = 1 if self.base_own or self.history_has_base else 0
-        mine = f'"pid":{json.dumps(self.me)}'.encode()
-        own = self.base_own + self.history.count_in(self.offsets[start], self.offsets[cut], mine, b'"kind":"message"')
         view, skipped = self.index.cut(cut)
-        at = next((a for f, a in reversed(self.written_ats) if f <= cut), now)
         head = json.dumps({"kind": "base", "own": own, "view": view, "skipped": skipped, "clock": self.max_clock,
                            "delivered_at": at}, separators=(",", ":")).encode()
         try:
@@ -433,7 +451,7 @@ class Durable:
             raise OutputError(str(e)) from None
         self.offsets = array("q", [self.offsets[0]]) + array("q", (o - shift for o in self.offsets[cut:]))
         self.base_own, self.history_has_base = own, True
-        self.written_ats = [(0, at)] + [(f - cut + 1, a) for f, a in self.written_ats if f > cut]
+        self.written_ats = [(0, at, own)] + [(f - cut + 1, a, o) for f, a, o in steps[k:]]
         log.info("data folder: cleaned up %d delivered event(s) (kept the last %d)", cut - 1, self.index.count - 1)
 
     def _apply(self, step: Caught | None, output: OutputFile | NoOutput, at: float, sends: Sends,
