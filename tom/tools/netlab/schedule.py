@@ -234,8 +234,9 @@ class Schedule:
         return peer
 
     def ordered(self) -> list[Event]:
-        """The events in time order, after checking that they make sense in that order."""
-        events = sorted(self.events)
+        """The events in time order, after checking that they make sense in that order. At one instant
+        the end of a peer's pause or restart comes first: a fault of that peer may start then."""
+        events = sorted(self.events, key=lambda e: (e.at, not isinstance(e.action, (Resume, StartAgain)), e.seq))
         partitioned, killed = False, set()
         busy: dict[int, str] = {}  # peer -> the fault it is under: "paused" or "down for a restart"
         for e in events:
