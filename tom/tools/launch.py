@@ -324,13 +324,13 @@ class HeadlessRun:
                                            f"{chaos.restart_after:g} s")
                 if restart_at and now >= restart_at and self.restart is not None:
                     restart_at = 0.0
-                    accepted = start_again(self.processes, chaos.restart,  # type: ignore[arg-type]
-                                           self.data(chaos.restart))  # type: ignore[arg-type]
+                    restarted: str = chaos.restart  # type: ignore[assignment]
+                    accepted = start_again(self.processes, restarted, self.data(restarted))
                     if accepted is not None:
-                        sent[chaos.restart] = accepted  # type: ignore[index]
+                        sent[restarted] = accepted
                     self.restart.started_at = time.time()
-                    progress.console.print(f"[red]chaos[/]: {chaos.restart} starts again (it had accepted "
-                                           f"{sent[chaos.restart]} of its lines)")  # type: ignore[index]
+                    progress.console.print(f"[red]chaos[/]: {restarted} starts again (it had accepted "
+                                           f"{sent[restarted]} of its lines)")
                 if chaos.pause and phase >= 0.4 and "pause" not in done_events:
                     done_events.add("pause")
                     self.processes[chaos.pause].pause()

@@ -349,12 +349,12 @@ class LabRun:
         for wall, e in self.applied:
             if isinstance(e.action, CutOneWay):
                 a = e.action
-                after = self._removed_after(wall, {a.src, a.dst})
+                removal = self._removed_after(wall, {a.src, a.dst})
                 self.figures["one_way_cuts"].append({"at": round(self.rel(wall), 3), "src": a.src, "dst": a.dst,
-                                                     **({} if after is None else after)})
+                                                     **({} if removal is None else removal)})
                 console.print(f"one-way cut {a.src}>{a.dst} at {self.rel(wall):+.1f}s → "
-                              + ("neither removed" if after is None else
-                                 f"peer {after['removed']} removed after {after['after']:.2f} s (every other live peer)"))
+                              + ("neither removed" if removal is None else f"peer {removal['removed']} removed "
+                                 f"after {removal['after']:.2f} s (every other live peer)"))
 
     def report_restarts(self) -> None:
         """One line per restart: killed at, started again at, admitted again at (the first other peer
