@@ -215,3 +215,33 @@ def test_a_one_way_cut_from_the_command_line_removes_one_peer_and_says_who(tmp_p
         assert all(got.get(f"10.77.0.{p}:5000", 0) == 200 for p in (1, 2, 3)), (peer, got)
     views = [set(v["members"]) for v in recs[4] if v["kind"] == "view"]
     assert {f"10.77.0.{p}:5000" for p in (1, 2, 3, 4)} in views[1:], views  # admitted again after the mend
+
+
+@needs_lab
+def test_a_restarted_peer_catches_up_and_every_file_is_a_stretch_of_the_groups_order(tmp_path: Path) -> None:
+    # durable peers (the default); peer 2 SIGKILLed at 30 % and started again 2 s later with its command
+    # line, in its namespace: it catches up what the group delivered meanwhile and its feed goes on
+    run = lab(tmp_path / "run", "--peers", "4", "--duration", "10", "--rate", "10", "--restart", "2@30%+2s",
+              "--insecure", "--no-verify")
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    said = " ".join(out.split())  # (rich wraps its lines)
+    assert "restart of peer 2: SIGKILL at" in said and "its file holds the group's whole order" in said, out
+    recs = records(tmp_path / "run")
+    assert sorted(recs) == [1, 2, 3, 4]
+    # the group's Lamport order, from every file; each file a contiguous stretch of it, each message once
+    order = sorted({(r["view"], r["clock"], r["pid"]) for rs in recs.values() for r in rs if r["kind"] == "message"})
+    for peer, rs in recs.items():
+        mine = [(r["view"], r["clock"], r["pid"]) for r in rs if r["kind"] == "message"]
+        assert len(mine) == len(set(mine)), f"peer {peer}: a message twice"
+        start = order.index(mine[0])
+        assert mine == order[start:start + len(mine)], f"peer {peer}: not a stretch of the group's order (a gap?)"
+        assert sorted(delivered(rs).values()) == [100] * 4, (peer, delivered(rs))  # every text once
+        assert (tmp_path / "run" / f"data-{peer}" / "accepted.log").is_file(), f"peer {peer}: not durable"
+    assert [(r["view"], r["clock"], r["pid"]) for r in recs[2] if r["kind"] == "message"] == order
+    caught = [r for r in recs[2] if r.get("caught_up")]
+    assert any(r["kind"] == "message" for r in caught), "the restarted peer caught up no message"
+    timeline = json.loads((tmp_path / "run" / "timeline.json").read_text())
+    (restart,) = timeline["figures"]["restarts"]
+    assert restart["peer"] == 2 and restart["whole_order"] and restart["caught_up"] == len(caught), restart
+    assert restart["killed"] < restart["started"] < restart["admitted"], restart

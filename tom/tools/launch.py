@@ -6,11 +6,8 @@ peer's data folder (``data-<port>/``: durable peers, `tom peer --data`, where th
 the verifier's report. A run waits until every message is delivered at every peer (or a deadline),
 stops the peers with SIGTERM, then runs the Spark verifier.
 
-A peer restarted by the chaos (``--restart``) is killed and started again with its very command line.
-Its feed goes on after the lines its data folder's ``accepted.log`` holds: the peer itself sends again
-those the group did not deliver, and the lines written to the dead peer's stdin and never accepted are
-the feeder's to write again (the peer reads its stdin in order, so what it accepted is a prefix of its
-workload).
+A peer restarted by the chaos (``--restart``) is killed and started again with its very command line
+(`tom.tools.peers.start_again`); its feed goes on after the lines its data folder accepted.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -35,8 +33,7 @@ from ..errors import ConfigError, TomError
 from ..net.keys import create_keys
 from ..codec.neighbors import load_neighbors
 from ..codec.pid import split_pid
-from ..durable.log import DataError, read_log
-from .peers import KILL_WAIT, LineTail, NotReady, PeerCommand, PeerExited, PeerGroup, PeerProcess
+from .peers import LineTail, NotReady, PeerCommand, PeerExited, PeerGroup, PeerProcess, start_again
 
 console = Console(stderr=True, highlight=False)
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "0.0.0.0"}
@@ -121,14 +118,6 @@ def data_path(run_dir: Path, pid: str) -> Path:
 def takes_data(order: str, wire: str) -> bool:
     """Whether `tom peer` accepts --data in a group of this order and wire."""
     return wire == "tom"
-
-
-def accepted_count(data: Path) -> int | None:
-    """How many texts the data folder ``data`` says its peer accepted (None: its log cannot be read)."""
-    try:
-        return len(read_log(data / "accepted.log").records)
-    except DataError:
-        return None
 
 
 def launch_tmux(neighbors: Path, peers: list[str], run_dir: Path, delay: float, attach: bool,
@@ -335,15 +324,13 @@ class HeadlessRun:
                                            f"{chaos.restart_after:g} s")
                 if restart_at and now >= restart_at and self.restart is not None:
                     restart_at = 0.0
-                    peer = self.processes[chaos.restart]  # type: ignore[index]
-                    peer.wait(KILL_WAIT)
-                    accepted = accepted_count(self.data(chaos.restart))  # type: ignore[arg-type]
+                    restarted: str = chaos.restart  # type: ignore[assignment]
+                    accepted = start_again(self.processes, restarted, self.data(restarted))
                     if accepted is not None:
-                        sent[chaos.restart] = accepted  # type: ignore[index]
-                    self.processes.start(chaos.restart, peer)  # type: ignore[arg-type]
+                        sent[restarted] = accepted
                     self.restart.started_at = time.time()
-                    progress.console.print(f"[red]chaos[/]: {chaos.restart} starts again (it had accepted "
-                                           f"{sent[chaos.restart]} of its lines)")  # type: ignore[index]
+                    progress.console.print(f"[red]chaos[/]: {restarted} starts again (it had accepted "
+                                           f"{sent[restarted]} of its lines)")
                 if chaos.pause and phase >= 0.4 and "pause" not in done_events:
                     done_events.add("pause")
                     self.processes[chaos.pause].pause()
@@ -447,35 +434,50 @@ def report_crash(run: "HeadlessRun") -> None:
                       f"SIGKILL; longest pause in deliveries after it: {max(pauses, default=0):.2f} s")
 
 
-def restart_line(run: "HeadlessRun") -> str:
-    """One line on the restarted peer: when it was killed, started and admitted again, what it caught up,
-    and when its file held the group's whole order again (its catch-up written, the view that admitted
-    it after it: until then it writes nothing of the new view)."""
-    pid, restart = run.chaos.restart, run.restart
-    assert pid is not None and restart is not None and restart.started_at is not None
-    killed, started = restart.killed_at, restart.started_at
+@dataclass(frozen=True)
+class RestartSeen:
+    """What the output files say of one restart of the peer ``pid`` (wall-clock times, as the files')."""
+
+    admitted: float | None  # the first view that admitted it again, as the others installed it
+    whole: float | None  # its own file: the view that admitted it again, after its catch-up
+    caught_up: int  # caught-up records in its file
+
+
+def restart_seen(pid: str, started: float, own: Iterable[dict], others: Iterable[Iterable[dict]]) -> RestartSeen:
+    """Read a restart of ``pid``, started again at ``started``, from its own records and the others'.
+    Until ``whole`` its file lacks the stretch the group delivered while it was away: it writes nothing
+    of the new view before its catch-up."""
     admitted = whole = None
-    for other in run.processes:  # the view that admitted it again, as the others installed it
-        if other == pid or not run.output(other).exists():
-            continue
-        for rec in records(run.output(other)):
+    for recs in others:
+        for rec in recs:
             if rec.get("kind") == "view" and pid in rec.get("joined", ()) and rec["delivered_at"] >= started:
                 at = rec["delivered_at"]
                 admitted = at if admitted is None else min(admitted, at)
                 break
     caught = 0
-    for rec in records(run.output(pid)):
+    for rec in own:
         if rec.get("caught_up"):
             caught += 1
         elif rec.get("kind") == "view" and pid in rec.get("joined", ()) and rec["delivered_at"] >= started:
             whole = rec["delivered_at"] if whole is None else whole
+    return RestartSeen(admitted, whole, caught)
+
+
+def restart_line(run: "HeadlessRun") -> str:
+    """One line on the restarted peer: when it was killed, started and admitted again, what it caught up,
+    and when its file held the group's whole order again."""
+    pid, restart = run.chaos.restart, run.restart
+    assert pid is not None and restart is not None and restart.started_at is not None
+    killed, started = restart.killed_at, restart.started_at
+    others = [records(run.output(o)) for o in run.processes if o != pid and run.output(o).exists()]
+    seen = restart_seen(pid, started, records(run.output(pid)), others)
     clock = time.strftime("%H:%M:%S", time.localtime(killed)) + f".{int(killed % 1 * 1000):03d}"
     line = f"restart of {pid}: SIGKILL at {clock}, started again {started - killed:.1f} s later, "
-    line += (f"admitted again {admitted - killed:.2f} s after the SIGKILL; " if admitted is not None
+    line += (f"admitted again {seen.admitted - killed:.2f} s after the SIGKILL; " if seen.admitted is not None
              else "not seen admitted again; ")
-    line += f"{caught} event(s) caught up"
-    if whole is not None:
-        line += f"; its file held the group's whole order again {whole - killed:.2f} s after the SIGKILL"
+    line += f"{seen.caught_up} event(s) caught up"
+    if seen.whole is not None:
+        line += f"; its file held the group's whole order again {seen.whole - killed:.2f} s after the SIGKILL"
     return line
 
 

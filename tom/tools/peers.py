@@ -13,6 +13,11 @@ Invariants:
   grace, or at once when the grace is 0 or an exception (Ctrl-C) interrupts the grace; every signal
   goes to a child's own pid;
 * every wait is bounded in time and every loop in count.
+
+A durable peer restarted by a tool (`start_again`) runs its very command line again; whoever feeds its
+stdin goes on after the lines its data folder accepted (`accepted_count`): the peer reads its stdin in
+order, so what it accepted is a prefix of what it was given, the peer itself sends again those of them
+the group did not deliver, and the lines left in the dead child's pipe are the feeder's to write again.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Generic, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+from ..durable.log import DataError, read_log
 from ..errors import TomError
 
 LOOPBACK = "127.0.0.1"
@@ -349,6 +355,30 @@ def _stop(items: Sequence[tuple[K, PeerProcess]], grace: float,
                 pass
         for _, p in items:
             p.close_input()
+
+
+def accepted_count(data: Path) -> int | None:
+    """How many texts the data folder ``data`` says its peer accepted (None: its log cannot be read)."""
+    try:
+        return len(read_log(data / "accepted.log").records)
+    except DataError:
+        return None
+
+
+def start_again(group: PeerGroup[K], key: K, data: Path) -> int | None:
+    """Start the durable peer ``key`` of ``group``, killed before, again with its very command line (its
+    output file, its data folder ``data``, its log appended to), once its killed child is gone (at most
+    KILL_WAIT s). Returns how many lines of its input it had accepted: its feed goes on after them
+    (None: its accepted log cannot be read; the caller keeps its own count)."""
+    process = group[key]
+    if process.running():
+        try:
+            process.wait(KILL_WAIT)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"peer {key} is still running {KILL_WAIT:g} s after its SIGKILL") from None
+    accepted = accepted_count(data)
+    group.start(key, process)
+    return accepted
 
 
 class PeerGroup(Generic[K]):

@@ -22,6 +22,8 @@ Peers are numbered 1..N; peer i is 10.77.0.i:5000 in a network namespace of its 
 examples:
   scripts/netlab --peers 5 --partition 1,2/3,4,5@30% --heal 60%
   scripts/netlab --loss 0.2:1-2@10%+10s --pause 3@40%+2s --kill 5@70%
+  scripts/netlab --peers 4 --restart 2@30%+3s
+Peers are durable (tom peer --data <run folder>/data-<i>) unless --no-data.
 Exit status: 0 verified, 1 not verified or not everything delivered, 2 cannot run (not root, no
 namespaces, bad option)."""
 
@@ -34,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="netlab", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Run a TOM group of N peers, each in its own network namespace on a private switch,\n"
-                    "apply a fault schedule (partitions, packet loss, pauses, kills), stop, remove the\n"
+                    "apply a fault schedule (partitions, packet loss, pauses, kills, restarts), stop, remove the\n"
                     "namespaces and verify the output files with Spark. Needs root.")
     p.add_argument("--peers", type=int, default=5, metavar="N", help="group size (default 5)")
     p.add_argument("--duration", type=float, default=20.0, metavar="SECONDS",
@@ -59,8 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="SIGSTOP a peer, SIGCONT after FOR (default 2s); default at 40%%")
     faults.add_argument("--kill", action="append", default=[], metavar="PEER[@WHEN]",
                         help="SIGKILL a peer; default at 30%%")
+    faults.add_argument("--restart", action="append", default=[], metavar="PEER[@WHEN][+AFTER]",
+                        help="SIGKILL a durable peer, then start it again AFTER later (default 2s) with the "
+                             "same command line in its namespace (its output file, its data folder): it "
+                             "catches up what the group delivered meanwhile, and its workload goes on after "
+                             "the lines it had accepted; default at 30%% (not with --no-data)")
     peer = p.add_argument_group("peers")
     peer.add_argument("--insecure", action="store_true", help="plain TCP (default: mutual TLS, keys made for the run)")
+    peer.add_argument("--no-data", action="store_true",
+                      help="crash-stop peers, without a data folder (default: durable peers, each with "
+                           "tom peer --data <run folder>/data-<i>)")
     peer.add_argument("--quorum", metavar="MODE", help="passed to tom peer as --quorum MODE")
     peer.add_argument("--last-man-standing", action="store_true",
                       help="passed to tom peer: a group may shrink below a majority of the neighbors file")
@@ -91,7 +101,7 @@ def normalize(argv: list[str]) -> list[str]:
 
 def make_schedule(args: argparse.Namespace) -> Schedule:
     schedule = Schedule(args.peers, args.duration)
-    for flag in ("partition", "heal", "loss", "cut_one_way", "pause", "kill"):
+    for flag in ("partition", "heal", "loss", "cut_one_way", "pause", "kill", "restart"):
         for text in getattr(args, flag):
             getattr(schedule, flag)(text)
     return schedule
@@ -106,6 +116,8 @@ def check_numbers(args: argparse.Namespace) -> None:
         if not 1 <= args.messages <= 1_000_000:
             raise ConfigError(f"--messages {args.messages}: give 1..1000000")
         args.rate = args.messages / args.duration
+    if args.restart and args.no_data:
+        raise ConfigError("--restart needs durable peers: leave out --no-data")
     if not 0 < args.rate <= 10_000:
         raise ConfigError(f"--rate {args.rate:g}: give more than 0 and at most 10000 messages a second")
     if not 0 < args.settle <= 600 or not 0 < args.deadline <= 3600:
@@ -146,14 +158,16 @@ def main(argv: list[str] | None = None) -> int:
         check_available()
         run_dir = run_dir_for(args.keep)
         config = LabConfig(args.peers, args.duration, args.rate, events, run_dir, args.seed, not args.insecure,
-                           peer_args(args), args.settle, args.deadline)
+                           peer_args(args), args.settle, args.deadline, durable=not args.no_data)
         started = time.monotonic()
         net = LabNetwork(args.peers)
         net.create()
         made = time.monotonic()
         console.print(f"netlab: {args.peers} namespaces on a private switch (10.77.0.1-{args.peers}:5000), "
                       f"made in {made - started:.2f} s; "
-                      + ("plain TCP" if args.insecure else "mutual TLS") + f"; files in {run_dir}")
+                      + ("plain TCP" if args.insecure else "mutual TLS")
+                      + ("; crash-stop peers" if args.no_data else "; durable peers (data-<i>/)")
+                      + f"; files in {run_dir}")
         run = LabRun(config, net)
         run.start()
         formed = time.monotonic()
@@ -174,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         code = 0
         if how != "complete":
             console.print(f"[red]not every survivor delivered every survivor's messages ({how})[/]")
+            code = 1
+        if run.broken_restarts:
+            console.print(f"[red]restarted peers {','.join(map(str, run.broken_restarts))}: the file does not "
+                          f"hold the group's whole order (see above)[/]")
             code = 1
         if run.exited:  # not killed by the lab: what they were given after they stopped is lost
             console.print(f"[red]peers {','.join(map(str, sorted(run.exited)))} stopped during the run (exit "

@@ -2,6 +2,11 @@
 paced workload on stdin (headless, as the launcher does), under a fault schedule; then stopped, the
 namespaces removed, and the output files verified with Spark.
 
+Peers are durable unless the run says otherwise (``tom peer --data <run>/data-<i>``). A restarted peer
+(`Restart`, then `StartAgain`) runs its very command line again in its namespace
+(`tom.tools.peers.start_again`) and its feed goes on after the lines its data folder accepted; it is a
+survivor, and at the end its file must hold the group's whole order (`whole_order_problem`).
+
 Invariants: every process started here is stopped by its pid (`tom.tools.peers`: SIGCONT, SIGTERM,
 then SIGKILL after a bound) before the namespaces are removed, on every exit path; every wait is bounded
 in time.
@@ -18,10 +23,11 @@ from rich.console import Console
 
 from ...errors import ConfigError
 from ...net.keys import create_keys
-from ..launch import make_workload, peer_command
-from ..peers import LineTail, NotReady, PeerExited, PeerGroup, PeerProcess, write_neighbors
+from ..launch import make_workload, records, restart_seen
+from ..peers import LineTail, NotReady, PeerCommand, PeerExited, PeerGroup, PeerProcess, start_again, write_neighbors
 from .network import LabNetwork
-from .schedule import CutOneWay, Event, Heal, Kill, LossOff, LossOn, Partition, Pause, Resume, describe
+from .schedule import (CutOneWay, Event, Heal, Kill, LossOff, LossOn, Partition, Pause, Restart, Resume, StartAgain,
+                       describe)
 
 console = Console(highlight=False, soft_wrap=True)
 PORT = 5000
@@ -44,10 +50,12 @@ class LabConfig:
     peer_args: list[str] = field(default_factory=list)
     settle: float = 10.0
     deadline: float = 60.0  # seconds after the workload's end
+    durable: bool = True  # each peer with a data folder (tom peer --data <run>/data-<i>)
 
 
 class PeerOutput:
-    """What one peer's output file says so far, read incrementally: its views, and per origin the
+    """What one peer's output file says so far, read incrementally: the views it was a member of (a
+    restarted peer's caught-up views, of the time it was away, are only counted), and per origin the
     workload numbers (``#k``) it delivered with when."""
 
     def __init__(self, path: Path) -> None:
@@ -57,6 +65,7 @@ class PeerOutput:
         self.delivered: dict[str, dict[int, float]] = {}  # origin -> k -> delivered_at
         self.messages = 0
         self.markers: set[str] = set()  # origins whose end marker was delivered here
+        self.caught_up = 0  # records a restarted peer caught up
 
     def update(self) -> bool:
         """Read what was appended; True if anything was."""
@@ -68,7 +77,9 @@ class PeerOutput:
                 rec = json.loads(line)
             except ValueError:
                 continue
-            if rec.get("kind") == "view":
+            if rec.get("caught_up"):
+                self.caught_up += 1
+            if rec.get("kind") == "view" and not rec.get("caught_up"):
                 self.views.append(rec)
             elif rec.get("kind") == "message":
                 self.messages += 1
@@ -97,6 +108,8 @@ class LabRun:
         self.fed_at: dict[int, list[float]] = {i: [] for i in self.pids}
         self.outputs = {i: PeerOutput(self.output(i)) for i in self.pids}
         self.killed: set[int] = set()
+        self.down: dict[int, float] = {}  # peers killed by a restart, not started again yet -> wall time
+        self.restarts: list[dict] = []  # {"peer", "killed", "started", "accepted"}, wall times
         self.exited: dict[int, int] = {}
         self.applied: list[tuple[float, Event]] = []  # (wall time, event)
         self.keys: Path | None = None
@@ -105,12 +118,16 @@ class LabRun:
         self.t0 = 0.0
         self.wall0 = 0.0
         self.figures: dict[str, list] = {}
+        self.broken_restarts: list[int] = []  # restarted peers whose file lacks the group's whole order
 
     def output(self, i: int) -> Path:
         return self.config.run_dir / f"out-{i}.jsonl"
 
     def log(self, i: int) -> Path:
         return self.config.run_dir / f"log-{i}.txt"
+
+    def data(self, i: int) -> Path:
+        return self.config.run_dir / f"data-{i}"
 
     def say(self, text: str) -> None:
         rel = time.monotonic() - self.t0 if self.t0 else 0.0
@@ -124,7 +141,8 @@ class LabRun:
             self.keys = run_dir / "keys"
             create_keys(list(self.pids.values()), self.keys)
         for i, pid in self.pids.items():
-            cmd = peer_command(neighbors, self.output(i), pid, 0.0, True, keys=self.keys) + self.config.peer_args
+            cmd = PeerCommand(neighbors, self.output(i), PORT, self.net.address(i), keys=self.keys,
+                              data=self.data(i) if self.config.durable else None).argv() + self.config.peer_args
             self.processes.start(i, PeerProcess(cmd, self.log(i), prefix=self.net.enter(str(i))))
             self.pending[i] = b""
         try:
@@ -147,7 +165,7 @@ class LabRun:
 
     # -- the run ---------------------------------------------------------------------------------
     def feed(self, i: int, now: float) -> None:
-        if i in self.killed or i in self.exited:
+        if i in self.killed or i in self.exited or i in self.down:
             return
         due = min(self.messages, int((now - self.t0) * self.config.rate) + 1)
         if due > self.sent[i]:
@@ -182,17 +200,39 @@ class LabRun:
         elif isinstance(a, Kill):
             self.processes[a.peer].kill()
             self.killed.add(a.peer)
+        elif isinstance(a, Restart):
+            self.processes[a.peer].kill()
+            self.down[a.peer] = time.time()
+            self.pending[a.peer] = b""  # what its pipe held dies with it: fed again after what it accepted
+        elif isinstance(a, StartAgain):
+            self.start_again(a.peer)
         self.applied.append((time.time(), event))
 
+    def start_again(self, i: int) -> None:
+        """Peer ``i``, killed by a restart, runs its command line again; its feed goes on after the
+        lines its data folder accepted (its own count, when that cannot be read)."""
+        accepted = start_again(self.processes, i, self.data(i))
+        if accepted is not None and accepted <= self.sent[i]:
+            self.sent[i] = accepted
+            del self.fed_at[i][accepted:]
+        self.pending[i] = b""
+        self.restarts.append({"peer": i, "killed": self.down.pop(i), "started": time.time(), "accepted": accepted})
+        self.say(f"peer {i} had accepted {'?' if accepted is None else accepted} of its lines: its feed goes on "
+                 f"after them")
+
     def survivors(self) -> list[int]:
+        """The peers the lab did not kill and that did not exit on their own (a restarted one is one)."""
         return [i for i in self.pids if i not in self.killed and i not in self.exited]
 
     def one_view(self) -> bool:
-        """Everything fed, and every survivor's latest view holds exactly the survivors."""
+        """Everything fed, nobody down for a restart, and every survivor's latest view holds exactly the
+        survivors (a restarted peer's: a view installed since it started again)."""
         alive = self.survivors()
         group = {self.pids[i] for i in alive}
-        return all(self.sent[i] >= self.messages and not self.pending[i] and self.outputs[i].members == group
-                   for i in alive)
+        since = {r["peer"]: r["started"] for r in self.restarts}
+        return not self.down and all(
+            self.sent[i] >= self.messages and not self.pending[i] and self.outputs[i].members == group
+            and self.outputs[i].views[-1]["delivered_at"] >= since.get(i, 0.0) for i in alive)
 
     def send_markers(self) -> None:
         """The barrier: each survivor multicasts ``<pid> #end`` once the survivors are one group.
@@ -227,7 +267,8 @@ class LabRun:
             while events and events[0].at <= now - self.t0:
                 self.apply(events.pop(0))
             for i, proc in self.processes.items():
-                if i not in self.killed and i not in self.exited and proc.returncode is not None:
+                if i not in self.killed and i not in self.exited and i not in self.down \
+                        and proc.returncode is not None:
                     self.exited[i] = proc.returncode
                     self.say(f"[red]peer {i} exited with status {proc.returncode} "
                              f"({EXIT_MEANING.get(proc.returncode, '?')})[/]")
@@ -262,8 +303,8 @@ class LabRun:
         return wall - self.wall0
 
     def report(self) -> None:
-        """What the faults did: removals, time from each heal to one view, messages entered on each
-        side of a partition and delivered across it after the heal (also kept in ``figures``)."""
+        """What the faults did: removals, restarts, time from each heal to one view, messages entered on
+        each side of a partition and delivered across it after the heal (also kept in ``figures``)."""
         alive = [i for i in self.pids if i not in self.killed]
         removals: dict[str, tuple[float, set[int]]] = {}  # removed pid -> (first seen, by which peers)
         for i in alive:
@@ -278,6 +319,7 @@ class LabRun:
         console.print("removed from the group: " + (", ".join(
             f"peer {r['peer']} at {r['at']:+.1f}s by {','.join(map(str, r['by']))}"
             for r in self.figures["removed"]) or "nobody"))
+        self.report_restarts()
         cuts = [(wall, e.action) for wall, e in self.applied if isinstance(e.action, (Partition, Heal))]
         self.figures["partitions"] = []
         for k, (cut_at, action) in enumerate(cuts):
@@ -307,12 +349,39 @@ class LabRun:
         for wall, e in self.applied:
             if isinstance(e.action, CutOneWay):
                 a = e.action
-                after = self._removed_after(wall, {a.src, a.dst})
+                removal = self._removed_after(wall, {a.src, a.dst})
                 self.figures["one_way_cuts"].append({"at": round(self.rel(wall), 3), "src": a.src, "dst": a.dst,
-                                                     **({} if after is None else after)})
+                                                     **({} if removal is None else removal)})
                 console.print(f"one-way cut {a.src}>{a.dst} at {self.rel(wall):+.1f}s → "
-                              + ("neither removed" if after is None else
-                                 f"peer {after['removed']} removed after {after['after']:.2f} s (every other live peer)"))
+                              + ("neither removed" if removal is None else f"peer {removal['removed']} removed "
+                                 f"after {removal['after']:.2f} s (every other live peer)"))
+
+    def report_restarts(self) -> None:
+        """One line per restart: killed at, started again at, admitted again at (the first other peer
+        to install the view that admitted it), events caught up, and whether its file holds the
+        group's whole order; peers whose file does not go to ``broken_restarts``."""
+        files = {i: records(self.output(i)) for i in self.pids if self.output(i).exists()}
+        order = group_order(files.values())
+        self.figures["restarts"] = []
+        self.broken_restarts = []
+        for r in self.restarts:
+            i = r["peer"]
+            own = files.get(i, [])
+            seen = restart_seen(self.pids[i], r["started"], own, [recs for o, recs in files.items() if o != i])
+            problem = whole_order_problem(own, order)
+            if problem is not None:
+                self.broken_restarts.append(i)
+            admitted = None if seen.admitted is None else round(self.rel(seen.admitted), 3)
+            self.figures["restarts"].append({"peer": i, "killed": round(self.rel(r["killed"]), 3),
+                                             "started": round(self.rel(r["started"]), 3), "admitted": admitted,
+                                             "accepted": r["accepted"], "caught_up": seen.caught_up,
+                                             "whole_order": problem is None})
+            console.print(f"restart of peer {i}: SIGKILL at {self.rel(r['killed']):+.1f}s, started again at "
+                          f"{self.rel(r['started']):+.1f}s, "
+                          + ("never admitted again" if admitted is None else f"admitted again at {admitted:+.1f}s")
+                          + f", {seen.caught_up} event(s) caught up; "
+                          + (f"its file holds the group's whole order ({len(order):,} messages, no gap, "
+                             f"none twice)" if problem is None else f"[red]its file {problem}[/]"))
 
     def _until_every(self, peers: list[int], since: float, until: float | None, wanted) -> float | None:
         """Seconds from ``since`` until each of ``peers`` had installed a view (before ``until``) for
@@ -395,3 +464,32 @@ class LabRun:
                     last = max(last, latest - healed_at)
         return {"side": list(side), "entered": entered, "crossed": crossed, "after_heal": after_heal,
                 "last_after_heal": round(last, 3)}
+
+
+def message_key(rec: dict) -> tuple:
+    """A message's place in the group's Lamport order: (view, clock, pid)."""
+    return (rec["view"], rec["clock"], rec["pid"])
+
+
+def group_order(files) -> list[tuple]:
+    """The group's order of messages, from every output file: each message once, (view, clock, pid)
+    sorted (the Lamport order, the lab's peers' only)."""
+    return sorted({message_key(r) for recs in files for r in recs if r.get("kind") == "message"})
+
+
+def whole_order_problem(recs: list[dict], order: list[tuple]) -> str | None:
+    """What keeps the file ``recs`` from holding the whole of ``order`` start to end, each message
+    once, its records numbered 1..n (None: nothing)."""
+    gaps = [r for r in recs if r.get("kind") == "gap"]
+    if gaps:
+        return f"has {len(gaps)} gap record(s) (the first: {gaps[0].get('reason', 'no reason')})"
+    mine = [message_key(r) for r in recs if r.get("kind") == "message"]
+    if len(mine) != len(set(mine)):
+        return f"holds {len(mine) - len(set(mine))} message(s) twice"
+    if mine != order:
+        at = next((k for k, (a, b) in enumerate(zip(mine, order)) if a != b), min(len(mine), len(order)))
+        return (f"holds {len(mine):,} of the group's {len(order):,} messages; they differ from message {at + 1} "
+                f"on (a gap, or another order)")
+    if [r.get("index") for r in recs] != list(range(1, len(recs) + 1)):
+        return "does not number its records 1..n"
+    return None

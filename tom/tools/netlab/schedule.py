@@ -14,6 +14,12 @@ Grammar (each option may be given several times)::
                                      default @30%, to the end
     --pause PEER[@WHEN][+FOR]        SIGSTOP, SIGCONT after FOR (default 2s); default @40%
     --kill PEER[@WHEN]               SIGKILL; default @30%
+    --restart PEER[@WHEN][+AFTER]    SIGKILL, started again with its command line AFTER later (default
+                                     2s); default @30%
+
+A peer has at most one fault of its own at a time: a killed peer gets none after its kill, and a pause
+and a restart of one peer may not overlap (nor two of either). A restarted peer is no killed one: it
+does not count against "at least one peer must survive".
 """
 
 from __future__ import annotations
@@ -71,7 +77,21 @@ class Kill:
     peer: int
 
 
-Action = Partition | Heal | LossOn | LossOff | CutOneWay | Pause | Resume | Kill
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """SIGKILL, to be started again by its `StartAgain`."""
+
+    peer: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartAgain:
+    """The peer killed by a `Restart` runs its very command line again."""
+
+    peer: int
+
+
+Action = Partition | Heal | LossOn | LossOff | CutOneWay | Pause | Resume | Kill | Restart | StartAgain
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -202,31 +222,46 @@ class Schedule:
         head, at, _ = self._spec("--kill", text, r"\d+", "30%")
         self._add(at, Kill(self._check_kill(_peer(head, self.peers, "--kill"))))
 
+    def restart(self, text: str) -> None:
+        head, at, until = self._spec("--restart", text, r"\d+", "30%")
+        peer = _peer(head, self.peers, "--restart")
+        self._add(at, Restart(peer))
+        self._add(at + 2.0 if until is None else until, StartAgain(peer))
+
     def _check_kill(self, peer: int) -> int:
         if sum(isinstance(e.action, Kill) for e in self.events) + 1 >= self.peers:
             raise ConfigError("--kill: at least one peer must survive")
         return peer
 
     def ordered(self) -> list[Event]:
-        """The events in time order, after checking that they make sense in that order."""
-        events = sorted(self.events)
-        partitioned, killed, paused = False, set(), set()
+        """The events in time order, after checking that they make sense in that order. At one instant
+        the end of a peer's pause or restart comes first: a fault of that peer may start then."""
+        events = sorted(self.events, key=lambda e: (e.at, not isinstance(e.action, (Resume, StartAgain)), e.seq))
+        partitioned, killed = False, set()
+        busy: dict[int, str] = {}  # peer -> the fault it is under: "paused" or "down for a restart"
         for e in events:
             a = e.action
             if isinstance(a, Heal) and not partitioned:
                 raise ConfigError(f"--heal at {e.at:g}s: no partition before it")
             if isinstance(a, (Partition, Heal)):
                 partitioned = isinstance(a, Partition)
-            if isinstance(a, (Pause, Kill)) and a.peer in killed:
-                raise ConfigError(f"peer {a.peer} is killed before it is paused or killed again")
+            if isinstance(a, (Pause, Kill, Restart)) and a.peer in killed:
+                raise ConfigError(f"peer {a.peer} is killed before it is paused, killed or restarted again")
+            if isinstance(a, Pause) and busy.get(a.peer) == "paused":
+                raise ConfigError(f"peer {a.peer} is paused twice at once")
+            if isinstance(a, (Pause, Restart)) and a.peer in busy or isinstance(a, Kill) and \
+                    busy.get(a.peer) == "down for a restart":
+                what = {Pause: "paused", Restart: "restarted", Kill: "killed"}[type(a)]
+                raise ConfigError(f"peer {a.peer} is {what} at {e.at:g}s while it is {busy[a.peer]} "
+                                  f"(give one peer one fault at a time)")
             if isinstance(a, Kill):
                 killed.add(a.peer)
             if isinstance(a, Pause):
-                if a.peer in paused:
-                    raise ConfigError(f"peer {a.peer} is paused twice at once")
-                paused.add(a.peer)
-            if isinstance(a, Resume):
-                paused.discard(a.peer)
+                busy[a.peer] = "paused"
+            if isinstance(a, Restart):
+                busy[a.peer] = "down for a restart"
+            if isinstance(a, (Resume, StartAgain)):
+                busy.pop(a.peer, None)
         return events
 
 
@@ -248,4 +283,8 @@ def describe(action: Action) -> str:
         return f"SIGSTOP peer {action.peer}"
     if isinstance(action, Resume):
         return f"SIGCONT peer {action.peer}"
+    if isinstance(action, Restart):
+        return f"SIGKILL peer {action.peer} (a restart: started again later)"
+    if isinstance(action, StartAgain):
+        return f"peer {action.peer} started again with its command line"
     return f"SIGKILL peer {action.peer}"
