@@ -104,3 +104,20 @@ def test_an_answer_from_a_member_not_asked_is_ignored_and_a_member_gone_is_repla
 def test_a_new_data_folder_owes_nothing():
     fresh = Recovery(C, None, patience=5.0)
     assert fresh.delivered("view", 3, (A, B, C), (C,), "v", now=0.0) is None
+
+
+def test_a_member_that_left_its_view_to_found_the_group_again_is_in_no_group_for_a_joiner():
+    """A joiner heard A announce view 1; A then asks to join with its history ending at view 1 of the
+    same group (it left the view to found the group again): the joiner takes A to be in no group, so
+    the founding goes on (a stale JOIN, with a history ending before what A announced, changes nothing)."""
+    from tom.core.peers import Peers
+
+    peers = Peers()
+    peers.announced(A, 1, "g")
+    peers.join(A, 7, None, 0.0, (0, ""))  # a JOIN from before (no history): A is still in view 1
+    assert peers.views[A] == 1
+    peers.announced(A, 3, "g")
+    peers.join(A, 7, None, 0.0, (2, "g"))  # stale: its history ends before the view it announced
+    assert peers.views[A] == 3
+    peers.join(A, 7, None, 1.0, (3, "g"))
+    assert peers.views[A] == 0

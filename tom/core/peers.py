@@ -118,6 +118,8 @@ class Peers:
         already (it missed the INSTALL)."""
         self.joins[pid] = (incarnation, now)
         self.resumes[pid] = resume
+        if resume[0] and resume[0] >= self.views.get(pid, 0) and self.groups.get(pid, resume[1]) == resume[1]:
+            self.views[pid] = 0  # (it left the last view it announced, to found its group again: in none now)
         if view is None:
             return False
         if not self.member_link(view, pid) and self.views.get(pid, 0):
