@@ -10,6 +10,7 @@ accepted is delivered once, even when the peer was killed right after accepting 
 from __future__ import annotations
 
 import json
+import signal
 import random
 import time
 
@@ -248,4 +249,23 @@ def test_in_the_other_orders_a_restarted_peer_catches_up_each_message_once(tmp_p
         if order == "sequencer":  # (the sequencer lived: the restarted file keeps (view, seq) increasing)
             keys = [(r["view"], r["seq"]) for r in g.records(v) if r["kind"] == "message"]
             assert keys == sorted(keys)
+        assert g.terminate() == [0, 0, 0]
+
+
+def test_a_peer_that_left_cleanly_and_is_started_again_catches_up_the_same_way(tmp_path):
+    extra = ("--heartbeat", "0.2", "--timeout", "1")
+    each = [("--data", str(tmp_path / f"data-{i}")) for i in range(3)]
+    with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+        settle(g)
+        g.procs[2].send_signal(signal.SIGTERM)  # it leaves the group
+        assert g.procs[2].wait(20) == 0
+        g.send(0, [f"while-gone-{k}" for k in range(25)])
+        wait_until(lambda: sum(r.get("text", "").startswith("while-gone") for r in g.records(1)) == 25, 30,
+                   "the others deliver", g)
+        g.group.start(2, g.procs[2])
+        settle(g)
+        recs = [g.records(i) for i in range(3)]
+        order = group_order(recs)
+        assert_whole(recs[2], order, "the peer that left")
+        assert sum(1 for r in recs[2] if r.get("caught_up") and r.get("text", "").startswith("while-gone")) == 25
         assert g.terminate() == [0, 0, 0]
