@@ -204,7 +204,7 @@ def test_a_group_founded_again_ends_its_last_view_with_what_any_founder_took_and
         out = OutputFile(tmp_path / f"out-{pid}.jsonl", pid)
         d = Durable(tmp_path / f"data-{pid}", pid)
         d.reconcile(out)
-        assert len(d.pending) == 2
+        assert len(d.taken_not_delivered(1)) == 2
         peers[pid] = (d, out)
     (a, out_a), (b, out_b) = peers[A], peers[B]
     refounded = ViewDelivery(1, 7, A, 2, (A, B), (A, B), (), ())
@@ -221,7 +221,7 @@ def test_a_group_founded_again_ends_its_last_view_with_what_any_founder_took_and
             for pid in (A, B)}
     assert ends[A] == ends[B]
     assert ends[A][3:] == [("message", 1, 4, C), ("message", 1, 5, A), ("message", 1, 6, C), ("view", 2, 7, A)]
-    assert a.pending == {} and b.pending == {}
+    assert a.taken_not_delivered(1) == {} and b.taken_not_delivered(1) == {}
 
 
 def test_accepted_texts_the_group_delivered_are_cleaned_up_and_the_rest_still_sent_again(tmp_path, monkeypatch):

@@ -28,6 +28,7 @@ import os
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
+from itertools import accumulate
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,15 +139,11 @@ class RecordLog:
     def append(self, payloads: Iterable[bytes]) -> list[int]:
         """Write ``payloads`` as records, in order, in one write; with ``always``, on the disk on return.
         Returns the records' offsets."""
-        offsets: list[int] = []
-        parts: list[bytes] = []
-        at = self.size
-        for p in payloads:
-            offsets.append(at)
-            parts.append(HEADER.pack(len(p), zlib.crc32(p)))
-            parts.append(p)
-            at += HEADER.size + len(p)
-        blob = b"".join(parts)
+        pack, crc, head = HEADER.pack, zlib.crc32, HEADER.size
+        payloads = payloads if isinstance(payloads, list) else list(payloads)
+        offsets = list(accumulate([head + len(p) for p in payloads], initial=self.size))
+        at = offsets.pop()
+        blob = b"".join([pack(len(p), crc(p)) + p for p in payloads])
         if not blob:
             return offsets
         view = memoryview(blob)

@@ -33,7 +33,7 @@ from ..core import Delivery, ViewDelivery
 from ..core.records import Sends
 from ..durable.catchup import Caught, HistoryIndex, Recovery, answer, plan
 from ..codec.pid import pid_key
-from ..durable.log import DataDir, DataError, read_log
+from ..durable.log import MAGIC, DataDir, DataError, read_log
 from ..errors import OutputError
 from .idempotency import MAX_KEYS, IdempotencyKeys
 from .output import NoOutput, OutputFile
@@ -45,6 +45,9 @@ encode_basestring_ascii = json.encoder.encode_basestring_ascii  # (what json.dum
 DEFAULT_RETAIN = 1_000_000
 """Delivered events a data folder keeps by default (`Durable.clean`): a peer away for longer catches up
 with a gap record."""
+
+PENDING_KEPT = 200_000
+"""Taken messages pending.log holds before it is written again with those still undelivered."""
 
 ACCEPTED_KEPT = 100_000
 """Accepted texts the group delivered that a clean-up keeps (the idempotency keys' bound)."""
@@ -150,21 +153,14 @@ class Durable:
             self.close()
             raise DataError(f"{path}: a record of its logs is not TOM's ({e})") from None
         self._indexes = indexes  # (until `reconcile`)
-        # the messages this peer took and did not deliver (`persist`): (view, clock, pid) -> record; of its
-        # last view, after a restart (a group founded again ends that view with them: `_extend`)
-        self.pending: dict[tuple[int, int, str], tuple[int, int, str, str, float | None]] = {}
-        last_view = self.index.last[0] if self.index.last is not None else 0
-        try:
-            for payload in self.pending_log.read.records:  # (a step's messages a record: `persist`)
-                for t in read_pending(payload):
-                    key = (t[0], t[1], t[2])
-                    if key[0] == last_view and key not in last_view_keys:
-                        self.pending[key] = t
+        try:  # (each record a step's taken messages: `persist`; read again when needed, `taken_not_delivered`)
+            for payload in self.pending_log.read.records:
+                read_pending(payload)
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
             self.close()
             raise DataError(f"{path}: a record of pending.log is not TOM's ({e})") from None
+        self.pending_records = sum(p.count(b"\n") + 1 for p in self.pending_log.read.records)
         self.pending_log.read.records.clear()
-        self.pending_records = len(self.pending)  # (records in pending.log: it is written again when large)
         self.order = order
         self.recovery = Recovery(me, self.index.last, patience, None if order == "lamport" else set(last_view_keys))
         # texts accepted and not known delivered: sent once admitted and caught up (None: done)
@@ -275,25 +271,39 @@ class Durable:
         member of its view)."""
         if not taken:
             return
-        pending = self.pending
-        for t in taken:
-            pending[(t[0], t[1], t[2])] = t
         try:
             self.pending_log.append([pending_record(taken)])
             self.pending_records += len(taken)
-            if self.pending_records > 4 * len(pending) + 10_000:  # (mostly delivered: written again)
-                self.pending_log.rewrite([pending_record(list(pending.values()))])
-                self.pending_records = len(pending)
+            if self.pending_records > PENDING_KEPT:  # (mostly delivered by now: written again, what is not)
+                still = list(self.taken_not_delivered(self.index.last[0] if self.index.last else 0).values())
+                self.pending_log.rewrite([pending_record(still)] if still else [])
+                self.pending_records = len(still)
         except DataError as e:
             raise OutputError(str(e)) from None
 
+    def taken_not_delivered(self, view: int) -> dict[tuple[int, int, str], Taken]:
+        """The messages of ``view`` this peer took (pending.log) and its history does not hold: what a
+        group founded again may still owe (`_extend`). Read from the disk: needed rarely, and so the
+        busy path keeps no map of them."""
+        taken: dict[tuple[int, int, str], Taken] = {}
+        size = self.pending_log.size
+        for payload in self.pending_log.read_records(len(MAGIC), size):
+            for t in read_pending(payload):
+                if t[0] == view:
+                    taken[(t[0], t[1], t[2])] = t
+        span = self.index.views.get(view)
+        if taken and span is not None:
+            start = self.offsets[span.first] if span.first < len(self.offsets) else self.history.size
+            for r in self.history.read_records(start, self.history.size):
+                if b'"kind":"message"' in r:
+                    rec = json.loads(r)
+                    taken.pop((int(rec["view"]), int(rec["clock"]), str(rec["pid"])), None)
+        return taken
+
     def _delivered_now(self, kind: str, view: int, clock: int, pid: str) -> None:
-        """A record written: its message is no longer pending; a view's record ends the views before."""
+        """A record written: the last message delivered here moves on."""
         if kind == "message":
-            self.pending.pop((view, clock, pid), None)
             self.last_key = (view, clock, pid)
-        elif kind == "view" and self.pending:
-            self.pending = {k: r for k, r in self.pending.items() if k[0] >= view}
 
     BATCH = 0.1
     """``--fsync batch``: at most this long, in seconds, between two syncs of what was written."""
@@ -364,31 +374,35 @@ class Durable:
         if not deliveries:
             return
         lines = output.render(deliveries, at)
-        me, known, pending = self.me, self.recovery.known, self.pending
-        kinds: list[tuple[str, int, int]] = []  # (kind, view, own): runs of messages of one view as one
+        me, known = self.me, self.recovery.known
+        kinds: list = []  # ("view", view, 0) per view record, ("messages", view, n, own) per run of messages
         top = self.max_clock
+        run_view, run_n, run_own = -1, 0, 0
         for i, d in enumerate(deliveries):
             if d.clock > top:
                 top = d.clock
             if type(d) is ViewDelivery:
+                if run_n:
+                    kinds.append(("messages", run_view, run_n, run_own))
+                    run_view, run_n, run_own = -1, 0, 0
                 rec = json.loads(lines[i])
                 rec["durable"] = True
                 lines[i] = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
                 kinds.append(("view", d.view, 0))
-                if pending:
-                    self._delivered_now("view", d.view, d.clock, d.pid)
                 if known is not None:
                     known.clear()
                 continue
-            if kinds and kinds[-1][0] == "messages" and kinds[-1][1] == d.view:
-                _, view, n, own = kinds.pop()  # type: ignore[misc]
-                kinds.append(("messages", view, n + 1, own + (d.pid == me)))  # type: ignore[arg-type]
-            else:
-                kinds.append(("messages", d.view, 1, int(d.pid == me)))  # type: ignore[arg-type]
-            if pending:
-                pending.pop((d.view, d.clock, d.pid), None)
+            if d.view != run_view:
+                if run_n:
+                    kinds.append(("messages", run_view, run_n, run_own))
+                run_view, run_n, run_own = d.view, 0, 0
+            run_n += 1
+            if d.pid == me:
+                run_own += 1
             if known is not None:
                 known.add((d.view, d.clock, d.pid))
+        if run_n:
+            kinds.append(("messages", run_view, run_n, run_own))
         self.max_clock = top
         last = deliveries[-1]
         if type(last) is Delivery:
@@ -400,8 +414,9 @@ class Durable:
     def _append(self, lines: list[str], kinds: list, output: OutputFile | NoOutput) -> None:
         """Write ``lines`` to the history, then to the output file; ``kinds``: what they are, as
         ``(kind, view, own)`` per record or ``("messages", view, n, own)`` per run of messages."""
+        data = "".join(lines).encode()  # (one encoding for both: each line is one history record)
         try:
-            offsets = self.history.append([line[:-1].encode() for line in lines])
+            offsets = self.history.append(data.split(b"\n")[:-1])
         except DataError as e:
             raise OutputError(str(e)) from None
         self.offsets.extend(offsets)
@@ -413,7 +428,7 @@ class Durable:
             else:
                 index.add(kind[0], kind[1], bool(kind[2]))
         self.recovery.last = index.last if not self.recovery.catching_up else self.recovery.last
-        output.append_lines(lines)
+        output.append_bytes(data, len(lines))
         if index.count > 2 * self.retain:  # (half of it goes: the clean-up's cost, per record, stays small)
             self.clean(self.written_at)
 
@@ -505,7 +520,7 @@ class Durable:
         last_view, last_clock, last_pid = self.last_key
         after = (last_clock, pid_key(last_pid)) if last_view == view else (-1, pid_key(""))
         chosen = {k: (r["text"], r["sent_at"]) for k, r in offered.items() if k[0] == view}
-        chosen.update({k: (t[3], t[4]) for k, t in self.pending.items() if k[0] == view})
+        chosen.update({k: (t[3], t[4]) for k, t in self.taken_not_delivered(view).items()})
         keys = sorted(chosen, key=lambda k: (k[1], pid_key(k[2])))
         late = [k for k in keys if (k[1], pid_key(k[2])) <= after]
         if late:
@@ -554,8 +569,10 @@ class Durable:
                  len(records), ask.count, ask.view, ask.upto)
         texts = [r.decode() for r in records]
         if holding:  # (a group founded again: what this member took and did not deliver, for its founder)
+            last = self.index.last[0] if self.index.last is not None else 0
             texts += [json.dumps({"kind": "message", "view": t[0], "clock": t[1], "pid": t[2], "text": t[3],
-                                  "sent_at": t[4], "pending": True}, separators=(",", ":")) for t in self.pending.values()]
+                                  "sent_at": t[4], "pending": True}, separators=(",", ":"))
+                      for t in self.taken_not_delivered(last).values()]
         return [((src,), f) for f in answer(texts)]
 
     def _answer_waiting(self) -> Sends:

@@ -100,6 +100,11 @@ class OutputFile:
         self._append("".join(out).encode())
         self.written += len(out)
 
+    def append_bytes(self, data: bytes, count: int) -> None:
+        """Append ``count`` whole lines, already encoded (``data`` ends with a newline), and flush."""
+        self._append(data)
+        self.written += count
+
     def _append(self, data: bytes) -> None:
         """Write ``data`` whole, or raise OutputError with the file cut back to its last whole line."""
         if self.failed is not None:
@@ -147,6 +152,9 @@ class NoOutput:
 
     def append_lines(self, out: Sequence[str]) -> None:
         self.written += len(out)
+
+    def append_bytes(self, data: bytes, count: int) -> None:
+        self.written += count
 
     def write(self, deliveries: Sequence[Delivery | ViewDelivery | HandoutDelivery], delivered_at: float) -> None:
         self.written += len(deliveries)
