@@ -71,7 +71,13 @@ Taken = tuple[int, int, str, str, "float | None"]
 def pending_record(taken: Sequence[Taken]) -> bytes:
     """A step's taken messages as one pending.log record: a line each, ``view clock pid sent_at text``
     (the text escaped as on the wire, so a line holds one message)."""
-    return "\n".join([f"{v} {c} {p} {s!r} {escape_text(t)}" for v, c, p, t, s in taken]).encode()
+    out: list[str] = []
+    last, said = -1.0, ""  # (a run of messages shares its send time: written out once)
+    for v, c, p, t, s in taken:
+        if s != last or s is None:
+            last, said = s, repr(s)  # type: ignore[assignment]
+        out.append(f"{v} {c} {p} {said} {escape_text(t)}")
+    return "\n".join(out).encode()
 
 
 def read_pending(payload: bytes) -> list[Taken]:
