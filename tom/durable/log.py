@@ -168,44 +168,38 @@ class RecordLog:
         """Drop every record before offset ``cut`` and put record ``head`` first (a clean-up): the new
         file is written beside the log, synced and renamed over it, so a crash leaves the old log or
         the new one whole. Returns by how much the offsets of the records kept moved (new = old - it)."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
         record = HEADER.pack(len(head), zlib.crc32(head)) + head
-        try:
-            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, MAGIC + record)
-                at = cut
-                while at < self.size:
-                    chunk = os.pread(self._fd, min(1 << 20, self.size - at), at)
-                    if not chunk:
-                        break
-                    os.write(fd, chunk)
-                    at += len(chunk)
-                os.fsync(fd)
-            except BaseException:
-                os.close(fd)
-                raise
-            os.replace(tmp, self.path)
-            self._sync_dir()
-        except OSError as e:
-            raise DataError(f"{self.path}: cannot clean it up: {e.strerror or e}") from None
-        os.close(self._fd)
-        self._fd = fd
+
+        def tail() -> Iterator[bytes]:
+            at = cut
+            while at < self.size:
+                chunk = os.pread(self._fd, min(1 << 20, self.size - at), at)
+                if not chunk:
+                    return
+                yield chunk
+                at += len(chunk)
+
         shift = cut - len(MAGIC) - len(record)
-        self.size -= shift
-        os.lseek(self._fd, self.size, os.SEEK_SET)
+        self._replace([record], tail(), "clean it up")
         return shift
 
     def rewrite(self, payloads: Iterable[bytes]) -> None:
         """Replace the whole log by ``payloads`` (written beside it, synced, renamed over it)."""
+        self._replace([HEADER.pack(len(p), zlib.crc32(p)) + p for p in payloads], (), "write it again")
+
+    def _replace(self, records: list[bytes], tail: Iterable[bytes], what: str) -> None:
+        """Write ``MAGIC``, ``records`` and ``tail`` beside the log, sync, rename it over the log, and
+        go on appending to it."""
         tmp = self.path.with_name(self.path.name + ".tmp")
-        blob = MAGIC + b"".join(HEADER.pack(len(p), zlib.crc32(p)) + p for p in payloads)
+        size = 0
         try:
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                view = memoryview(blob)
-                while view:
-                    view = view[os.write(fd, view):]
+                for part in (MAGIC, *records, *tail):
+                    view = memoryview(part)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    size += len(part)
                 os.fsync(fd)
             except BaseException:
                 os.close(fd)
@@ -213,25 +207,10 @@ class RecordLog:
             os.replace(tmp, self.path)
             self._sync_dir()
         except OSError as e:
-            raise DataError(f"{self.path}: cannot write it again: {e.strerror or e}") from None
+            raise DataError(f"{self.path}: cannot {what}: {e.strerror or e}") from None
         os.close(self._fd)
-        self._fd, self.size, self.dirty = fd, len(blob), False
+        self._fd, self.size, self.dirty = fd, size, False
         os.lseek(self._fd, self.size, os.SEEK_SET)
-
-    def count_in(self, start: int, end: int, *needles: bytes) -> int:
-        """How many of the records from offset ``start`` to ``end`` hold every one of ``needles`` (their
-        checksums are not checked: a count, for a clean-up, of records this process wrote)."""
-        try:
-            data = os.pread(self._fd, end - start, start)
-        except OSError as e:
-            raise DataError(f"{self.path}: cannot read it: {e.strerror or e}") from None
-        at, n = 0, 0
-        while at + HEADER.size <= len(data):
-            length = HEADER.unpack_from(data, at)[0]
-            payload = data[at + HEADER.size:at + HEADER.size + length]
-            n += all(x in payload for x in needles)
-            at += HEADER.size + length
-        return n
 
     def read_records(self, start: int, end: int) -> list[bytes]:
         """The payloads of the whole records from offset ``start`` up to offset ``end`` (as written by
