@@ -269,3 +269,47 @@ def test_a_peer_that_left_cleanly_and_is_started_again_catches_up_the_same_way(t
         assert_whole(recs[2], order, "the peer that left")
         assert sum(1 for r in recs[2] if r.get("caught_up") and r.get("text", "").startswith("while-gone")) == 25
         assert g.terminate() == [0, 0, 0]
+
+
+def history_records(folder) -> int:
+    from tom.durable.log import read_log
+
+    return len(read_log(folder / "history.log").records)
+
+
+def test_members_clean_up_what_every_peer_holds_and_a_peer_killed_meanwhile_still_catches_up_in_full(tmp_path):
+    extra = ("--heartbeat", "0.2", "--timeout", "1")
+    each = [("--data", str(tmp_path / f"data-{i}")) for i in range(3)]
+    with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+        settle(g)
+        g.send(0, [f"a{k}" for k in range(3000)])
+        g.wait_delivered(3000)
+        # every peer told the others how far it got: each folder keeps a small part, not the 1,000,000
+        # events of the default --retain
+        wait_until(lambda: all(history_records(tmp_path / f"data-{i}") < 2000 for i in range(3)), 30,
+                   "the folders cleaned up", g)
+        g.procs[2].kill()
+        g.procs[2].wait(10)
+        g.send(1, [f"b{k}" for k in range(3000)])
+        wait_until(lambda: sum(r.get("text", "").startswith("b") for r in g.records(0)) == 3000, 60, "survivors", g)
+        time.sleep(2.5)  # (reports go on while peer 2 is away: they must not let its stretch go)
+        g.group.start(2, g.procs[2])
+        settle(g)
+        recs = [g.records(i) for i in range(3)]
+        order = group_order(recs)
+        for i in range(3):
+            assert_whole(recs[i], order, f"peer {i}")
+        assert not any(r["kind"] == "gap" for r in recs[2])
+        assert sum(r.get("text", "").startswith("b") and r.get("caught_up", False) for r in recs[2]) == 3000
+        assert g.terminate() == [0, 0, 0]
+
+
+def test_a_durable_peer_beside_in_memory_members_cleans_up_as_they_need_nothing(tmp_path):
+    extra = ("--heartbeat", "0.2", "--timeout", "1")
+    each = [(), (), ("--data", str(tmp_path / "data-2"))]
+    with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+        settle(g)
+        g.send(0, [f"a{k}" for k in range(3000)])
+        g.wait_delivered(3000)
+        wait_until(lambda: history_records(tmp_path / "data-2") < 2000, 30, "the folder cleaned up", g)
+        assert g.terminate() == [0, 0, 0]

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from tom.errors import FrameError
 from tom.codec import frames
-from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, CatchUp, Direct, History, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
+from tom.codec.frames import (MAX_FRAME_BYTES, Ack, Acks, CatchUp, Direct, History, Progress, Flush, Flushed, Frame, Heartbeat, Hello, Install, Join,
                               Leave, Marks, Message, Messages, Prepare, Promise, Propose, Received, Refused, Relay, Removed, Resume,
                               Sees, Suspect, Seq,
                               FRAME_KINDS, _parse_by_table, _plain_message, encode_frame, escape_text, format_frame, parse_frame)
@@ -179,6 +179,7 @@ BAD_BUILDS = [
     lambda: Promise(2, 1, P, ((0, P, (P,), Install(3, 0, P, 1, (), (), (), ())),)),
     lambda: Flush(1, 1, P, -1), lambda: Propose(2, 1, P, (), (), "", Install(3, 0, P, 1, (), (), (), ())),
     lambda: CatchUp(1, -1, 2), lambda: Join(P, 1, 3), lambda: Join(P, 1, 0, "g"), lambda: History("maybe"), lambda: History("end", 1, ("x", 1)), lambda: History("end", -1),
+    lambda: Progress(-1, 0), lambda: Progress(1, -2),
 ]
 
 
@@ -529,6 +530,7 @@ GOLDEN = [
     (Join(B, 7, 12, "127.0.0.1:5000/1"), "JOIN-my-host.lan:80-7-12 127.0.0.1:5000/1"),
     (History("more", 7, ('{"kind":"message","text":"a-b\\n"}',)), 'HISTORY-more-7-["{\\"kind\\":\\"message\\",\\"text\\":\\"a-b\\\\n\\"}"]'),
     (History("none"), "HISTORY-none-0-[]"),
+    (Progress(4, 17), "PROGRESS-4-17"), (Progress(), "PROGRESS-none"),
 ]
 """One frame or more of every kind, and its exact wire text (as TOM formatted it before the codec became a
 table): a change to any of these lines is a change of the wire."""

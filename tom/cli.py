@@ -182,8 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "kernel decides). Each survives a crash of the process (SIGKILL); only always "
                            "survives a power cut")
     peer.add_argument("--retain", type=_count(1, 10**9), default=1_000_000, metavar="EVENTS",
-                      help="with --data: delivered events the data folder keeps for members that catch up "
-                           "(default 1,000,000); a peer away for longer gets a gap record")
+                      help="with --data: delivered events the data folder keeps at most for members that catch "
+                           "up (default 1,000,000); a peer away for longer gets a gap record. What every peer of "
+                           "the neighbors file holds already goes sooner")
     peer.add_argument("--retain-age", type=_seconds(1, 10**9), default=7 * 24 * 3600.0, metavar="SECONDS",
                       help="with --data: and for how long (default 604800: a week)")
     peer.add_argument("-v", "--verbose", action="store_true", help="log connections and more")

@@ -84,7 +84,7 @@ from .pid import is_pid
 __all__ = [
     "FRAME_KINDS", "LINK_WIRE", "MAX_CLOCK", "MAX_FRAME_BYTES", "MAX_MARKS", "MAX_RUN", "MAX_VC_CHARS",
     "WIRE_VERSION",
-    "Ack", "Acks", "CatchUp", "Direct", "History", "Flush", "Flushed", "Frame", "FrameError", "FrameKind", "Heartbeat", "Hello", "Install",
+    "Ack", "Acks", "CatchUp", "Direct", "History", "Progress", "Flush", "Flushed", "Frame", "FrameError", "FrameKind", "Heartbeat", "Hello", "Install",
     "Join", "Leave", "Marks", "Message", "Messages", "Prepare", "Promise", "Propose", "Received", "Refused", "Relay", "Removed",
     "Resume", "Sees", "Seq", "Suspect", "delivery_digest", "encode_frame", "escape_text", "format_frame",
     "message_frame_bytes",
@@ -523,6 +523,36 @@ class History(Frame):
             raise FrameError(f"bad history status {self.status!r}")
         if type(self.records) is not tuple or any(type(r) is not str for r in self.records):
             raise FrameError("history records are JSON texts")
+
+
+@dataclass(frozen=True, slots=True)
+class Progress(Frame):
+    """A durable peer tells the members of its view how far its history goes on its disk: to message
+    ``count`` of view ``view`` (``count`` 0: the view's record); ``view`` 0 (``PROGRESS-none``): the
+    sender keeps no history, so it never asks for any (`tom.durable.progress`)."""
+
+    view: int = 0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        _check_count(self.view, "view")
+        _check_count(self.count, "count")
+
+
+def _format_progress(p: Progress) -> str:
+    return f"PROGRESS-{p.view}-{p.count}" if p.view else "PROGRESS-none"
+
+
+def _parse_progress(head: str, rest: str) -> Progress:
+    if rest == "none":
+        return Progress()
+    parts = rest.split("-")
+    if len(parts) != 2:
+        raise FrameError("PROGRESS takes a view and a count, or none")
+    view = _int(parts[0], "view")
+    if view == 0:
+        raise FrameError("PROGRESS of view 0: say none")
+    return Progress(view, _int(parts[1], "count"))
 
 
 def _parse_catch_up(head: str, rest: str) -> CatchUp:
@@ -1486,6 +1516,7 @@ FRAME_KINDS = (  # (not annotated: so mypy checks each row's format and parse ag
     FrameKind(("CATCHUP",), CatchUp, lambda c: f"CATCHUP-{c.view}-{c.count}-{c.upto}", _parse_catch_up),
     FrameKind(("HISTORY",), History,
               lambda h: f"HISTORY-{h.status}-{h.total}-{json.dumps(list(h.records), separators=(',', ':'))}", _parse_history),
+    FrameKind(("PROGRESS",), Progress, _format_progress, _parse_progress),
     FrameKind(("LEAVE",), Leave, lambda leave: f"LEAVE-{leave.pid}", lambda head, rest: Leave(rest)),
     FrameKind(("FLUSH",), Flush,
               lambda f: f"FLUSH-{f.view}-{f.attempt}-{f.coordinator}" + (f"-{f.clock}" if f.clock else ""),

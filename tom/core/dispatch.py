@@ -18,7 +18,7 @@ from mypy_extensions import mypyc_attr
 
 from ..codec.frames import (
     Ack, Acks, CatchUp, Direct, Flush, Flushed, Frame, Heartbeat, Install, Join, Leave, Marks, Message, Prepare, Promise, Propose,
-    History, Relay, Removed, Sees, Seq, Suspect,
+    History, Progress, Relay, Removed, Sees, Seq, Suspect,
 )
 from .modes import Mode
 
@@ -47,14 +47,14 @@ IN_A_VIEW: Row = {
     Flush: "_on_flush", Flushed: "_on_flushed", Install: "_on_install", Removed: "_on_removed",
     Suspect: "_on_suspect", Sees: "_on_sees",
     Prepare: "_on_prepare", Promise: "_on_promise", Direct: "on_direct",
-    CatchUp: "on_durable", History: "on_durable",
+    CatchUp: "on_durable", History: "on_durable", Progress: "on_durable",
 }
 
 _FINAL: Row = {  # left or removed: nothing changes the membership; heartbeats still compare deliveries
     **{kind: "_hold_or_drop" for kind in ORDERED},
     Heartbeat: "_on_heartbeat", Join: "_on_join", Leave: "_on_leave", Propose: IGNORE,
     Flush: "_on_flush", Flushed: IGNORE, Install: IGNORE, Removed: IGNORE, Suspect: IGNORE, Sees: IGNORE,
-    Prepare: IGNORE, Promise: IGNORE, Direct: "on_direct", CatchUp: "on_durable", History: "on_durable",
+    Prepare: IGNORE, Promise: IGNORE, Direct: "on_direct", CatchUp: "on_durable", History: "on_durable", Progress: "on_durable",
 }
 
 _STATIC: Row = {  # a fixed membership: a JOIN or a LEAVE is checked, never taken
@@ -71,7 +71,7 @@ TABLE: dict[tuple[bool, Mode], Row] = {
         Propose: "_on_founding_proposal", Flush: IGNORE, Flushed: "_on_founding_promise",
         Install: "_on_install", Removed: IGNORE, Suspect: "_on_not_reached", Sees: IGNORE, Prepare: IGNORE,
         Promise: IGNORE, Direct: "on_direct",  # (a joiner's state may come before its INSTALL)
-        CatchUp: "on_durable", History: "on_durable",
+        CatchUp: "on_durable", History: "on_durable", Progress: "on_durable",
     },
     # a member, no view change under way: an INSTALL only counts in the flush it ends
     (False, Mode.NORMAL): {**IN_A_VIEW, Install: IGNORE},

@@ -46,7 +46,7 @@ from typing import Any, Final
 
 from ..codec.frames import (
     MAX_FRAME_BYTES, WIRE_VERSION, Ack, Acks, CatchUp, Direct, Flush, Flushed, Frame, Heartbeat, History, Install, Join, Leave,
-    Marks, Message, Prepare, Promise, Propose, Relay, Removed, Sees, Seq, Suspect,
+    Marks, Message, Progress, Prepare, Promise, Propose, Relay, Removed, Sees, Seq, Suspect,
 )
 from ..codec.frames import escape_text
 from ..codec.pid import sorted_pids
@@ -849,8 +849,8 @@ def persisting(core: Core) -> None:
         core.out.persist = []
 
 
-def on_durable(core: Core, src: str, frame: CatchUp | History) -> None:
-    """A catch-up frame, for the data folder's side of the peer (`tom.durable.catchup`): a notice."""
+def on_durable(core: Core, src: str, frame: CatchUp | History | Progress) -> None:
+    """A durable peer's frame (a catch-up, a progress report), for the data folder's side of the peer (`tom.durable.catchup`): a notice."""
     core.out.notice(notices.DurableFrame(src, frame))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..codec.frames import CatchUp, History
+from ..codec.frames import CatchUp, History, Progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +99,12 @@ class DirectText:
 
 @dataclass(frozen=True, slots=True)
 class DurableFrame:
-    """A catch-up frame (`CatchUp`, `History`) from ``src``, for the peer's data folder (`tom.durable`):
+    """A durable peer's frame (`CatchUp`, `History`, `Progress`) from ``src``, for the peer's data folder
+    (`tom.durable`):
     outside the group's order, like a direct text."""
 
     src: str
-    frame: CatchUp | History
+    frame: CatchUp | History | Progress
     tag: ClassVar[str] = "durable"
 
 

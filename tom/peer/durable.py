@@ -25,15 +25,17 @@ import json
 import json.encoder
 import logging
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..codec.frames import CatchUp, History, escape_text, unescape_text
+from ..codec.frames import CatchUp, History, Progress, escape_text, unescape_text
 from ..core import Delivery, ViewDelivery
 from ..core.records import Sends
-from ..durable.catchup import Caught, HistoryIndex, Recovery, answer, plan
+from ..durable.catchup import Caught, HistoryIndex, Position, Recovery, answer, plan
 from ..codec.pid import pid_key
 from ..durable.log import MAGIC, DataDir, DataError, read_log
+from ..durable.progress import Progress as Peers
+from ..durable.progress import cut_at
 from ..errors import OutputError
 from .idempotency import MAX_KEYS, IdempotencyKeys
 from .output import NoOutput, OutputFile
@@ -54,6 +56,16 @@ ACCEPTED_KEPT = 100_000
 
 DEFAULT_RETAIN_AGE = 7 * 24 * 3600.0
 """And for how long, in seconds, by default."""
+
+MARK_EVERY = 1_000
+"""Records between two places a clean-up may cut (`Durable._mark`), at most."""
+
+REPORT_EVERY = 1.0
+"""Seconds between two reports of this peer's durable position to the members (`Progress`)."""
+
+CLEAN_AT_LEAST = 1_000
+"""A clean-up by progress waits until it drops this many records, and as many as it keeps (so its
+rewrite of the kept records costs a bounded amount per record)."""
 
 
 def _fields(payload: bytes) -> dict:
@@ -94,8 +106,12 @@ class Durable:
 
     def __init__(self, path: Path, me: str, fsync: str = "batch", patience: float = 10.0,
                  retain: int = DEFAULT_RETAIN, retain_age: float = DEFAULT_RETAIN_AGE, keys_bound: int = MAX_KEYS,
-                 order: str = "lamport") -> None:
+                 order: str = "lamport", peers: Iterable[str] = ()) -> None:
         self.me, self.retain, self.retain_age = me, retain, retain_age
+        self.peers = Peers(me, peers)  # how far each peer's history goes (clean-up by progress)
+        self.members: tuple[str, ...] = ()  # the members of the last view delivered here
+        self.durable_last: Position | None = None  # the history's last position on the disk (synced)
+        self._reported: tuple[float, Position | None, tuple[str, ...]] = (float("-inf"), None, ())
         self.dir = DataDir(path, me)
         try:
             self.history = self.dir.log("history.log", fsync)
@@ -119,7 +135,7 @@ class Durable:
         self.last_key = (0, 0, "")  # the last message in the history: (view, clock, pid)
         last_view_keys: set[tuple[int, int, str]] = set()
         # where a clean-up may cut: (a record, when it was written, this peer's own messages before it),
-        # one a minute or a hundredth of --retain at most (`_mark`)
+        # one a minute, or every hundredth of --retain records (`_mark`)
         self.written_ats: list[tuple[int, float, int]] = []
         try:
             for payload in self.history.read.records:
@@ -175,6 +191,7 @@ class Durable:
         self.last_index = 0  # the last index written to the output file
         self.started = False  # admitted to a view since this process started
         self.restarted = self.index.last is not None  # this folder has a past
+        self.durable_last = self.index.last
         if self.index.last is not None:
             self.said.append(f"data folder {path}: {self.index.count} events delivered before, the last after "
                              f"message {self.index.last[1]} of view {self.index.last[0]}; "
@@ -327,8 +344,15 @@ class Durable:
             self.history.sync()
         except DataError as e:
             raise OutputError(str(e)) from None
+        self.durable_last = self.index.last
 
     _synced = float("-inf")
+
+    @property
+    def on_disk(self) -> Position | None:
+        """The last position of the history that a power cut keeps (under ``--fsync never``: that a
+        crash of the process keeps)."""
+        return self.durable_last if self.history.fsync == "batch" else self.index.last
 
     def rejoining(self) -> None:
         """The core starts again as a joiner (cut off, or founding the group again): what it held is
@@ -349,6 +373,9 @@ class Durable:
         self.written_at = at
         for d in deliveries:
             if type(d) is ViewDelivery:
+                self.members = d.members
+                for p in d.joined:
+                    self.peers.admitted(p, d.view)
                 if self.me in d.joined:
                     self.started = True
                     if group and self.dir.identity.get("group") != group:
@@ -384,7 +411,14 @@ class Durable:
         kinds: list = []  # ("view", view, 0) per view record, ("messages", view, n, own) per run of messages
         top = self.max_clock
         run_view, run_n, run_own = -1, 0, 0
+        # where a clean-up may cut inside this write too (`_mark`): (record number, own messages before it)
+        every, base, own = self._mark_every, self.index.count, self.index.own
+        inner: list[tuple[int, int]] = []
+        next_mark = (self.written_ats[-1][0] if self.written_ats else 0) + every
         for i, d in enumerate(deliveries):
+            if base + i >= next_mark and i:
+                inner.append((base + i, own))
+                next_mark = base + i + every
             if d.clock > top:
                 top = d.clock
             if type(d) is ViewDelivery:
@@ -405,6 +439,7 @@ class Durable:
             run_n += 1
             if d.pid == me:
                 run_own += 1
+                own += 1
             if known is not None:
                 known.add((d.view, d.clock, d.pid))
         if run_n:
@@ -413,13 +448,15 @@ class Durable:
         last = deliveries[-1]
         if type(last) is Delivery:
             self.last_key = (last.view, last.clock, last.pid)
-        self._append(lines, kinds, output)
+        self._append(lines, kinds, output, inner)
         self.last_index = last.index + output.offset
         written.extend(deliveries)
 
-    def _append(self, lines: list[str], kinds: list, output: OutputFile | NoOutput) -> None:
+    def _append(self, lines: list[str], kinds: list, output: OutputFile | NoOutput,
+                inner: Sequence[tuple[int, int]] = ()) -> None:
         """Write ``lines`` to the history, then to the output file; ``kinds``: what they are, as
-        ``(kind, view, own)`` per record or ``("messages", view, n, own)`` per run of messages."""
+        ``(kind, view, own)`` per record or ``("messages", view, n, own)`` per run of messages;
+        ``inner``: marks inside them (`_mark`), as (record number, own messages before it)."""
         data = "".join(lines).encode()  # (one encoding for both: each line is one history record)
         try:
             offsets = self.history.append(data.split(b"\n")[:-1])
@@ -427,6 +464,10 @@ class Durable:
             raise OutputError(str(e)) from None
         self.offsets.extend(offsets)
         self._mark(self.written_at)
+        marks = self.written_ats
+        for first, own in inner:
+            if first > marks[-1][0]:
+                marks.append((first, self.written_at, own))
         index = self.index
         for kind in kinds:
             if kind[0] == "messages":
@@ -443,23 +484,30 @@ class Durable:
     written_at = 0.0  # (the wall-clock time of the records being written: `deliver`, `_apply`)
 
     def _mark(self, at: float) -> None:
-        """The next record, written at ``at``, may start what a clean-up keeps: noted if a minute or a
-        hundredth of ``retain`` records passed since the last such mark (so the marks stay few)."""
+        """The next record, written at ``at``, may start what a clean-up keeps: noted if a minute passed
+        since the last such mark, or a hundredth of ``retain`` records (`MARK_EVERY` at most; so the
+        marks stay few, and a clean-up by progress keeps at most that many records it could drop)."""
         marks = self.written_ats
-        if not marks or at - marks[-1][1] >= 60.0 or self.index.count - marks[-1][0] >= max(self.retain // 100, 1):
+        if not marks or at - marks[-1][1] >= 60.0 or self.index.count - marks[-1][0] >= self._mark_every:
             marks.append((self.index.count, at, self.index.own))
 
-    def clean(self, now: float) -> None:
-        """Drop the oldest records past ``retain`` events or older than ``retain_age`` seconds (whole
-        steps): the history's first record then says how many of this peer's own messages went with
-        them, and where the records kept start. A member asked for what it dropped says it does not
-        hold it (the asker writes a gap record, unless another member holds it)."""
+    @property
+    def _mark_every(self) -> int:
+        return max(min(self.retain // 100, MARK_EVERY), 1)
+
+    def clean(self, now: float, needed: int = 0) -> None:
+        """Drop the oldest records: those before record ``needed`` (no peer can ask for them any more:
+        `tom.durable.progress`), and those past ``retain`` events or older than ``retain_age`` seconds,
+        cut at a mark (`_mark`). The history's first record then says how many of this peer's own
+        messages went with them, and where the records kept start. A member asked for what it dropped
+        says it does not hold it (the asker writes a gap record, unless another member holds it)."""
         count, steps = self.index.count, self.written_ats
         if not steps:
             return
         young = next((k for k, (_, at, _) in enumerate(steps) if at >= now - self.retain_age), len(steps) - 1)
         size = next((k for k, (first, _, _) in enumerate(steps) if first >= count - self.retain), len(steps) - 1)
-        k = max(young, size)  # (the first step kept; the last one always is: it holds the position)
+        told = max((k for k, (first, _, _) in enumerate(steps) if first <= needed), default=0)
+        k = max(young, size, told)  # (the first step kept; the last one always is: it holds the position)
         cut, at, own = steps[k]
         if cut < 2:
             return
@@ -544,12 +592,14 @@ class Durable:
 
     # -- serving and catching up -------------------------------------------------------------------
 
-    def on_frame(self, src: str, frame: CatchUp | History, output: OutputFile | NoOutput, at: float,
+    def on_frame(self, src: str, frame: CatchUp | History | Progress, output: OutputFile | NoOutput, at: float,
                  now: float) -> tuple[list[Delivery | ViewDelivery], Sends]:
-        """A catch-up frame from ``src``: answer an ask, or take an answer."""
+        """A durable peer's frame from ``src``: answer an ask, take an answer, or note how far it got."""
         sends: Sends = []
         written: list[Delivery | ViewDelivery] = []
-        if type(frame) is CatchUp:
+        if type(frame) is Progress:
+            self.peers.reported(src, (frame.view, frame.count) if frame.view else None)
+        elif type(frame) is CatchUp:
             sends += self._serve(src, frame)
         else:
             assert type(frame) is History
@@ -604,10 +654,35 @@ class Durable:
         written: list[Delivery | ViewDelivery] = []
         self._apply(self.recovery.tick(now), output, at, sends, written)
         sends += self._answer_waiting()
+        sends += self._report(now)
         if at - self._aged >= 60.0:  # (the age bound, once a minute)
             self._aged = at
             self.clean(at)
+        else:
+            self._clean_by_progress(at)
         return written, sends
+
+    def _report(self, now: float) -> Sends:
+        """This peer's durable position to the other members of its view, once a `REPORT_EVERY` when it
+        moved or the members changed, else every ten times that."""
+        when, last, members = self._reported
+        mine = self.on_disk
+        if mine is None or now - when < REPORT_EVERY or (
+                mine == last and members == self.members and now - when < 10 * REPORT_EVERY):
+            return []
+        self._reported = (now, mine, self.members)
+        others = tuple(p for p in self.members if p != self.me)
+        return [(others, Progress(*mine))] if others else []
+
+    def _clean_by_progress(self, at: float) -> None:
+        """Drop what no peer can ask for any more, once that is `CLEAN_AT_LEAST` records and as many as
+        the history keeps."""
+        floor = self.peers.floor(self.on_disk)
+        if floor is None or self.recovery.catching_up:
+            return
+        needed = cut_at(self.index, floor, self.order != "lamport")
+        if needed - 1 >= max(CLEAN_AT_LEAST, self.index.count - needed):
+            self.clean(at, needed)
 
     def status(self) -> str | None:
         """"catching up k of n" while it does, else None."""

@@ -148,7 +148,7 @@ class Peer:
         if cfg.data is not None:
             try:
                 self.durable = Durable(cfg.data, self.me, cfg.fsync, 2 * cfg.timeout, cfg.retain, cfg.retain_age,
-                                       order=cfg.order)
+                                       order=cfg.order, peers=self.neighbors)
             except BaseException:
                 self.output.close()
                 raise

@@ -29,7 +29,7 @@ from .idempotency import IdempotencyKeys, conflict
 from .output import NoOutput, OutputFile
 from .durable import Durable
 from ..core.notices import DurableFrame, Rejoining
-from ..codec.frames import CatchUp, History
+from ..codec.frames import CatchUp, History, Progress
 from .pathtrace import TRACE
 from ..net.ratelimit import LogLimiter, held_back
 
@@ -280,9 +280,11 @@ async def processor(
             notes = []
             for notice in ready.notices:
                 if type(notice) is DurableFrame:
-                    if durable is None:  # (no history kept here: ask another member)
+                    if durable is None:  # (no history kept here: ask another member; and it needs none)
                         if type(notice.frame) is CatchUp:
                             route([((notice.src,), History("none"))])
+                        elif type(notice.frame) is Progress and notice.frame.view:
+                            route([((notice.src,), Progress())])
                     elif output.failed is None:
                         try:
                             took(durable.on_frame(notice.src, notice.frame, output, time.time(), now), shown)
