@@ -165,12 +165,13 @@ class Network:
 
     # -- peers -----------------------------------------------------------------------------------
 
-    def start(self, pid: str) -> None:
-        """A process starts (a restart if one runs: it dies first) and dials every live peer."""
+    def start(self, pid: str, resume: tuple[int, str] = (0, "")) -> None:
+        """A process starts (a restart if one runs: it dies first) and dials every live peer; a durable
+        one says where its history ends (``resume``: its last view and group)."""
         if any(pid in pair for pair in self.down) and not self.expected:
             # not during a partition: a peer that meets none of the group founds one of its own
             # (docs/guarantees.md: two groups; no quorum can tell them apart), so it starts once it heals
-            self.push(self.now + 1.0, "start", pid)
+            self.push(self.now + 1.0, "start", pid, resume)
             return
         old = self.nodes.get(pid)
         if old is not None and old.alive:
@@ -178,7 +179,7 @@ class Network:
         inc = len(self.history) + 1
         node = Node(pid, Core.joining(pid, inc, self.timing, now=self.now, order=self.order,
                                       quorum=self.quorum, expected=self.pids if self.expected else (),
-                                      last_man_standing=self.last_man_standing), inc)
+                                      last_man_standing=self.last_man_standing, resume=resume), inc)
         self.nodes[pid] = node
         self.history.append(node)
         self.log.append(f"{self.now:.2f} start {pid}/{inc}")

@@ -121,3 +121,26 @@ def test_a_member_that_left_its_view_to_found_the_group_again_is_in_no_group_for
     assert peers.views[A] == 3
     peers.join(A, 7, None, 1.0, (3, "g"))
     assert peers.views[A] == 0
+
+
+def test_a_durable_peer_restarted_into_a_running_group_is_admitted_by_its_first_install():
+    """The view change that admits it may reach it before any heartbeat of the member proposing it: it
+    is no founding of the group from its data, since its founder would have asked to join first (so
+    the restarted peer promises nothing, and takes the INSTALL; promised, it refused the INSTALL until
+    the promise lapsed, a second later)."""
+    from simnet import Network
+
+    net = Network.fixed(3)
+    a, b, c = net.pids
+    for p in net.pids:
+        net.start(p)
+    net.run(until=6.0)
+    view = net.cores[a].view
+    assert view is not None and c in view.members
+    net.crash(c)
+    net.run(until=14.0)
+    assert c not in net.cores[a].view.members
+    net.start(c, resume=(view.id, view.group))
+    net.run(until=14.2)  # (simulated: links of 10 ms)
+    assert net.cores[c].view is not None and net.cores[c].view.id == net.cores[a].view.id
+    assert net.cores[c].founding.promise is None

@@ -333,3 +333,69 @@ async def test_over_tls_a_due_batch_is_written_at_once_and_a_blocked_one_goes_wh
         nursery.cancel_scope.cancel()
     assert bytes(got) == b"".join(sent)
     assert link.frames_out == len(sent)
+
+
+async def knock_pair(knocker_keys, listener_keys, links):
+    """`knock` from LISTENER's larger neighbor DIALER... reversed: the knocker is the larger pid."""
+    from tom.net.handshake import knock
+    ours, theirs = trio.testing.memory_stream_pair()
+    out = {}
+
+    async def side(name, fn, stream):
+        try:
+            with trio.fail_after(10):
+                out[name] = await fn()
+        except Exception as e:  # the outcome under test
+            out[name] = e
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async with trio.open_nursery() as nursery:
+        # LISTENER (5001) knocks at DIALER (5000): the smaller pid, which dials it
+        nursery.start_soon(side, "knocker", lambda: knock(ours, Link(DIALER), LISTENER, 7, knocker_keys), ours)
+        nursery.start_soon(side, "listener", lambda: accept(theirs, DIALER, 9, links, listener_keys), theirs)
+    return out["knocker"], out["listener"]
+
+
+@pytest.mark.parametrize("secured", [False, True])
+async def test_a_larger_neighbor_that_knocks_ends_the_back_off_of_the_dial_to_it(group, secured, autojump_clock):
+    from tom.net.handshake import Knocked
+    link = Link(LISTENER)
+    links = {LISTENER: link, OTHER: Link(OTHER)}
+    waited = {}
+
+    async def dialer_backing_off():
+        start = trio.current_time()
+        await link.back_off(2.0)
+        waited["s"] = trio.current_time() - start
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(dialer_backing_off)
+        await trio.sleep(0.3)
+        keys = (load_group_keys(group, LISTENER), load_group_keys(group, DIALER)) if secured else (None, None)
+        knocker, accepted = await knock_pair(keys[0], keys[1], links)
+    assert knocker is None and isinstance(accepted, Knocked)
+    assert waited["s"] == pytest.approx(0.3, abs=0.05)  # not the 2 s back-off (a mock clock)
+    assert link.state == "down" and link.incarnation is None  # nothing else of the link touched
+    start = trio.current_time()
+    await link.back_off(2.0)  # (a knock ends one back-off, not the next)
+    assert trio.current_time() - start == pytest.approx(2.0)
+
+
+async def test_a_knock_from_a_stranger_or_a_smaller_pid_is_still_refused():
+    links = {DIALER: Link(DIALER), OTHER: Link(OTHER)}
+    from tom.net.handshake import knock
+    ours, theirs = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        out = {}
+
+        async def listen():
+            try:
+                await accept(theirs, LISTENER, 9, links, None)
+            except Exception as e:
+                out["l"] = e
+
+        nursery.start_soon(listen)
+        with trio.fail_after(10):
+            await knock(ours, Link(LISTENER), "127.0.0.1:6000", 7, None)  # not in LISTENER's neighbors file
+    assert isinstance(out["l"], Rejected) and "not in" in str(out["l"])

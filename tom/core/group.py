@@ -578,7 +578,7 @@ class Core:
 
     def _on_founding_proposal(self, src: str, p: Propose) -> None:
         """A founder's proposal of view 1 reaches this joining peer: promise, unless bound elsewhere."""
-        joining = self.peers.views.get(src, 0) == 0
+        joining = self.peers.views.get(src, 0) == 0 and src in self.peers.joins  # (a member never asks to join)
         promise = self.founding.on_proposal(src, p, self.me, self.incarnation, self.traffic.clock.time, self.now, joining)
         if promise is not None:
             self.out.send((src,), promise)

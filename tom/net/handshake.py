@@ -13,6 +13,13 @@ The HELLOs also name the wire protocol (`tom.codec.frames.wire_of`): peers of on
 (`WireMismatch`); an older TOM, which reads the v3 word as another order, refuses with its
 order-mismatch line.
 
+A knock: the smaller pid of a pair dials, backing off up to two seconds while its neighbor is down. A
+peer that starts (or starts again) therefore dials each smaller neighbor once itself and sends its
+HELLO (`knock`); the listener, seeing a HELLO from a larger pid in its neighbors file, ends its dial's
+back-off for that link (`Link.knock`), answers ``REFUSED`` (it dials, not the other way round) and
+closes. Nothing else of the knock touches the link; under ``--keys`` it comes inside TLS like any
+HELLO, so only a member knocks.
+
 Secured (``--keys``): the same, inside mutual TLS 1.3 (`tom.net.tlsstream` on sockets, `trio.SSLStream`
 on other streams). Invariants of `accept` (listener side):
 
@@ -56,6 +63,10 @@ class Rejected(FrameError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class Knocked(Rejected):
+    """A larger neighbor knocked (see the module docstring): the link's dial goes now."""
 
 
 class OrderMismatch(Rejected):
@@ -236,6 +247,11 @@ async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, inc
     if secured and hello.pid != named:
         raise Rejected("identity", f"HELLO as {hello.pid} with the certificate of {named}")
     link = links.get(hello.pid)
+    if link is not None and pid_key(hello.pid) > pid_key(me):  # a knock: this peer dials it
+        link.knock()
+        with trio.move_on_after(1):
+            await stream.send_all(encode_frame(Refused(f"{me} dials {hello.pid}: knocked")))
+        raise Knocked("knock", f"{hello.pid} knocked")
     if link is None or pid_key(hello.pid) >= pid_key(me):
         if link is None:
             why = f"{hello.pid} is not in {me}'s neighbors file"
@@ -263,6 +279,19 @@ async def _accept_hello(stream: trio.abc.Stream, named: str | None, me: str, inc
     await stream.send_all(hello_bytes(me, incarnation, order) + resume_bytes(mine))
     resume = await expect(reader, Resume)
     return link, stream, reader, resume.count
+
+
+async def knock(stream: trio.abc.Stream, link: Link, me: str, incarnation: int,
+                keys: GroupKeys | None, order: str = "lamport") -> None:
+    """The knocker's side (see the module docstring): our HELLO to a smaller neighbor, which dials us
+    then; returns once it answered (or closed)."""
+    named = None
+    if keys is not None:
+        stream, named = await _tls(stream, keys, server_side=False)
+    if keys is not None and named != link.pid:
+        raise Rejected("identity", f"answered with the certificate of {named or 'no TOM peer'}")
+    await stream.send_all(hello_bytes(me, incarnation, order))
+    await LineReader(stream).line()
 
 
 async def connect(stream: trio.abc.Stream, link: Link, me: str, incarnation: int,

@@ -56,9 +56,22 @@ class Link:
         self.refused: str | None = None  # the reason the neighbor gave when it last refused us
         self.mismatch: str | None = None  # the last handshake's line when its group runs another order
         self._wake = trio.Event()
+        self._knocked = trio.Event()  # the neighbor knocked (`tom.net.handshake`): dial it now
         self._last_release = float("-inf")
         self._writing = False  # the writer is inside a write (nothing else may write then)
         self.trace: FrameTrace | None = None  # --trace: every frame written and read is recorded
+
+    # -- dialing -------------------------------------------------------------------------------
+
+    def knock(self) -> None:
+        """The neighbor (it waits for our dial) says it is up: a back-off under way ends now."""
+        self._knocked.set()
+
+    async def back_off(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next dial, or until the neighbor knocks."""
+        with trio.move_on_after(seconds):
+            await self._knocked.wait()
+        self._knocked = trio.Event()
 
     # -- buffer --------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from ..errors import ConfigError, FrameError
 from ..peer.events import Connected, Disconnected, EventSink, FramesIn
 from ..peer.pathtrace import TRACE
 from ..codec.frames import decode_lines
-from .handshake import HANDSHAKE_TIMEOUT, MAX_PENDING, OrderMismatch, TlsNotConfigured, accept
+from .handshake import HANDSHAKE_TIMEOUT, MAX_PENDING, Knocked, OrderMismatch, TlsNotConfigured, accept
 from .keys import GroupKeys
 from .links import Link, LineReader
 from .ratelimit import LogLimiter, held_back
@@ -137,6 +137,9 @@ async def listener(
         try:
             with trio.fail_after(HANDSHAKE_TIMEOUT):
                 link, stream, reader, neighbor_has = await accept(stream, me, incarnation, links, keys, order)
+        except Knocked:  # (its dial goes now: `tom.net.handshake`)
+            await trio.aclose_forcefully(stream)
+            return
         except OrderMismatch as e:
             held = REJECTS.allow(e.kind)
             if held is not None:

@@ -18,7 +18,7 @@ from ..codec.frames import encode_sends
 from ..peer.events import EventSink
 from ..core.records import Sends
 from ..peer.pathtrace import TRACE
-from .handshake import HANDSHAKE_TIMEOUT, OrderMismatch, connect
+from .handshake import HANDSHAKE_TIMEOUT, OrderMismatch, connect, knock
 from .keys import GroupKeys
 from .links import Link, backoff
 from .listener import run_link
@@ -40,7 +40,7 @@ async def dial(link: Link, me: str, incarnation: int, incoming: EventSink,
     attempt = 0
     while True:
         if attempt:
-            await trio.sleep(backoff(attempt - 1, reached=link.incarnation is not None))
+            await link.back_off(backoff(attempt - 1, reached=link.incarnation is not None))
         link.state = "connecting"
         stream = None
         try:
@@ -127,10 +127,33 @@ async def sender(
     keys: GroupKeys | None = None,
     order: str = "lamport",
 ) -> None:
-    """Own the link tasks: one writer per link, and a dialer for each neighbor whose pid is larger."""
+    """Own the link tasks: one writer per link, a dialer for each neighbor whose pid is larger, and a
+    knock, once, at each neighbor whose pid is smaller (it dials this peer: now, not after its back-off)."""
     my_key = pid_key(me)
     async with trio.open_nursery() as nursery:
         for link in links.values():
             nursery.start_soon(link.writer)
             if pid_key(link.pid) > my_key:
                 nursery.start_soon(dial, link, me, incarnation, incoming, keys, order)
+            else:
+                nursery.start_soon(knock_once, link, me, incarnation, keys, order)
+
+
+async def knock_once(link: Link, me: str, incarnation: int, keys: GroupKeys | None, order: str) -> None:
+    """Knock at ``link``'s neighbor (`tom.net.handshake.knock`), unless it dialed already. A neighbor
+    that is not up, or does not answer in time, dials this peer when it comes: nothing to say."""
+    if link.state == "up":
+        return
+    host, port = socket_host(link.pid), split_pid(link.pid)[1]
+    try:
+        with trio.fail_after(CONNECT_TIMEOUT):
+            stream = await trio.open_tcp_stream(host, port)
+    except (OSError, trio.TooSlowError):
+        return
+    try:
+        with trio.fail_after(HANDSHAKE_TIMEOUT):
+            await knock(stream, link, me, incarnation, keys, order)
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, FrameError):
+        pass
+    finally:
+        await trio.aclose_forcefully(stream)
