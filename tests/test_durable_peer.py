@@ -86,7 +86,9 @@ def test_a_restarted_peer_writes_the_caught_up_records_before_the_view_that_admi
         ("message", 1, 7, True), ("view", 2, 1, True), ("message", 2, 9, True),  # what it missed
         ("view", 3, 1, False), ("message", 3, 11, False)]  # then what it held
     assert [r["index"] for r in recs] == list(range(1, 8)) and {r["peer"] for r in recs} == {C}
-    assert len(written) == 2 and d.status() is None
+    assert len(written) == 5 and d.status() is None  # what it missed, then what it held
+    assert [id(w) in d.caught_up_now for w in written] == [True, True, True, False, False]
+    assert [w.index for w in written[:3]] == [3, 4, 5] and type(written[1]) is ViewDelivery
 
 
 def test_a_member_that_has_not_delivered_the_view_asked_answers_once_it_has(tmp_path):

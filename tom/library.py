@@ -41,7 +41,7 @@ import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -59,10 +59,13 @@ __all__ = ["Delivered", "Group", "GroupEvent", "Sent", "ViewChanged", "open_grou
 
 @dataclass(frozen=True, slots=True)
 class Delivered:
-    """A message delivered: the ``index``-th event of this member, sent by ``origin`` at Lamport clock
+    """A message delivered: the ``index``-th event of this member (a durable member's: of its history,
+    across restarts), sent by ``origin`` at Lamport clock
     ``clock`` in view ``view``; ``payload`` as it was sent, ``str`` or ``bytes``. ``seq``: its number in
     the sequencer order; ``vc``: its vector timestamp in the causal order; ``sent_at``: its origin's wall
-    clock when sent (seconds)."""
+    clock when sent (seconds); ``caught_up``: a durable member started again (``data=``) missed it while
+    away and took it from the group before the view that admitted it again (``index``: its place in
+    the member's history)."""
 
     index: int
     clock: int
@@ -72,12 +75,14 @@ class Delivered:
     sent_at: float | None = None
     seq: int | None = None
     vc: Mapping[str, int] | None = None
+    caught_up: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ViewChanged:
     """The group's membership changed: view ``view`` has ``members``; ``joined`` came in, ``left`` went
-    out (of whom ``removed`` were taken for failed), ordered with the messages as the ``index``-th event."""
+    out (of whom ``removed`` were taken for failed), ordered with the messages as the ``index``-th event;
+    ``caught_up`` as for `Delivered`."""
 
     index: int
     view: int
@@ -85,6 +90,7 @@ class ViewChanged:
     joined: tuple[str, ...]
     left: tuple[str, ...]
     removed: tuple[str, ...]
+    caught_up: bool = False
 
 
 GroupEvent = Delivered | ViewChanged
@@ -98,14 +104,14 @@ class Sent:
     origin: str
 
 
-def event_of(delivery: Delivery | ViewDelivery) -> GroupEvent:
-    """The library's event for one of the core's deliveries."""
+def event_of(delivery: Delivery | ViewDelivery, caught_up: bool = False) -> GroupEvent:
+    """The library's event for one of the core's deliveries (or a caught-up one's)."""
     if type(delivery) is ViewDelivery:
         return ViewChanged(delivery.index, delivery.view, tuple(delivery.members), tuple(delivery.joined),
-                           tuple(delivery.left), tuple(delivery.removed))
+                           tuple(delivery.left), tuple(delivery.removed), caught_up)
     d: Delivery = delivery  # type: ignore[assignment]
     vc = dict(d.vc) if d.vc is not None else None
-    return Delivered(d.index, d.clock, d.pid, payload_of(d.text), d.view, d.sent_at, d.seq, vc)
+    return Delivered(d.index, d.clock, d.pid, payload_of(d.text), d.view, d.sent_at, d.seq, vc, caught_up)
 
 
 def payload_of(text: str) -> str | bytes:
@@ -195,7 +201,14 @@ class Group:
         return self._events.popleft()
 
     def _delivered(self, deliveries: list[Delivery | ViewDelivery]) -> None:
-        self._events.extend(event_of(d) for d in deliveries)
+        durable = self._peer.durable
+        if durable is None:
+            self._events.extend(event_of(d) for d in deliveries)
+        else:  # (indexes in its history, across restarts: a caught-up event's is one already)
+            caught, offset = durable.caught_up_now, self._peer.output.offset
+            for d in deliveries:
+                event = event_of(d, id(d) in caught)
+                self._events.append(event if event.caught_up else replace(event, index=event.index + offset))
         self._arrived.set()
 
     def _on_stop(self) -> None:

@@ -100,6 +100,18 @@ def read_pending(payload: bytes) -> list[Taken]:
     return out
 
 
+def event_of_record(rec: dict, index: int, order: str) -> Delivery | ViewDelivery:
+    """A caught-up output record as the delivery it stands for (``index``: its place in this peer's
+    file), so the program, the terminal and the dashboard hear of it as of any other."""
+    if rec["kind"] == "view":
+        return ViewDelivery(index, int(rec.get("clock", 0)), str(rec.get("pid", "")), int(rec["view"]),
+                            tuple(rec.get("members", ())), tuple(rec.get("joined", ())), tuple(rec.get("left", ())),
+                            tuple(rec.get("removed", ())), str(rec.get("order", order)))
+    sent_at = rec.get("sent_at")
+    return Delivery(index, int(rec["clock"]), str(rec["pid"]), str(rec["text"]),
+                    float(sent_at) if sent_at is not None else None, int(rec["view"]), rec.get("seq"), rec.get("vc"))
+
+
 class Durable:
     """One peer's data folder, open (locked) until `close`. ``patience``: how long a catch-up waits for a
     silent member before it asks the next; ``keys_bound``: how many idempotency keys `keys` holds."""
@@ -109,6 +121,12 @@ class Durable:
                  order: str = "lamport", peers: Iterable[str] = ()) -> None:
         self.me, self.retain, self.retain_age = me, retain, retain_age
         self.peers = Peers(me, peers)  # how far each peer's history goes (clean-up by progress)
+        self.gaps: list[int] = []  # the output indexes of the gap records written since this process started
+        # the caught-up events of the step under way (their ids), for the program's events (`tom.library`)
+        self.caught_up_now: set[int] = set()
+        # a program's hold on the clean-up (a durable replicated object): the records after the
+        # message (view, clock, pid), or view record (view, 0, ""), it last took a snapshot at stay
+        self.hold: tuple[int, int, str] | None = None
         self.members: tuple[str, ...] = ()  # the members of the last view delivered here
         self.durable_last: Position | None = None  # the history's last position on the disk (synced)
         self._reported: tuple[float, Position | None, tuple[str, ...]] = (float("-inf"), None, ())
@@ -508,6 +526,9 @@ class Durable:
         size = next((k for k, (first, _, _) in enumerate(steps) if first >= count - self.retain), len(steps) - 1)
         told = max((k for k, (first, _, _) in enumerate(steps) if first <= needed), default=0)
         k = max(young, size, told)  # (the first step kept; the last one always is: it holds the position)
+        held = self._held_from()
+        if held is not None:  # (a program replays what follows its snapshot from here: `hold`)
+            k = min(k, max((k for k, (first, _, _) in enumerate(steps) if first <= held), default=0))
         cut, at, own = steps[k]
         if cut < 2:
             return
@@ -550,11 +571,16 @@ class Durable:
                 lines.append(json.dumps(rec, separators=(",", ":")) + "\n")
                 kinds.append((rec["kind"], int(rec["view"]), rec["kind"] == "message" and rec.get("pid") == self.me))
             self._append(lines, kinds, output)
+            for k, rec in enumerate(records, 1):
+                if rec["kind"] == "gap":
+                    self.gaps.append(self.last_index + k)
+                else:
+                    self._delivered_now(rec["kind"], int(rec["view"]), int(rec.get("clock", 0)), str(rec.get("pid", "")))
+                    event = event_of_record(rec, self.last_index + k, self.order)
+                    self.caught_up_now.add(id(event))
+                    written.append(event)
             self.last_index += len(records)
             output.offset += len(records)
-            for rec in records:
-                if rec["kind"] != "gap":
-                    self._delivered_now(rec["kind"], int(rec["view"]), int(rec.get("clock", 0)), str(rec.get("pid", "")))
         if step.offered is not None and self.order == "lamport":  # (the orders that deliver before all hold it
             self._extend(step.offered, output, at, written)  # do not keep what was taken: not uniform)
         if step.done and step.gap is None:
@@ -673,6 +699,21 @@ class Durable:
         self._reported = (now, mine, self.members)
         others = tuple(p for p in self.members if p != self.me)
         return [(others, Progress(*mine))] if others else []
+
+    def _held_from(self) -> int | None:
+        """The number of the first record `hold` keeps (None: no hold, or its record is gone already)."""
+        if self.hold is None:
+            return None
+        view, clock, pid = self.hold
+        offsets, end = self.offsets, self.history.size
+        for r in range(len(offsets) - 1, 0, -1):  # (from the end: a snapshot is recent)
+            rec = _fields(self.history.read_records(offsets[r], end)[0])
+            end = offsets[r]
+            if rec.get("kind") == "view" and not pid and rec.get("view") == view:
+                return r + 1
+            if rec.get("kind") == "message" and (rec.get("view"), rec.get("clock"), rec.get("pid")) == (view, clock, pid):
+                return r + 1
+        return None
 
     def _clean_by_progress(self, at: float) -> None:
         """Drop what no peer can ask for any more, once that is `CLEAN_AT_LEAST` records and as many as

@@ -226,6 +226,8 @@ async def processor(
             TRACE.note("step")
         now = trio.current_time()
         shown: list[Delivery | ViewDelivery] = []  # recorded on disk, so shown
+        if durable is not None and durable.caught_up_now:
+            durable.caught_up_now.clear()
         for event in events:
             try:
                 apply(core, event, now, durable, keys)
