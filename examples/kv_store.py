@@ -2,6 +2,7 @@
 
     python examples/kv_store.py               # 3 members on loopback, each with an HTTP face; Ctrl-C stops
     python examples/kv_store.py --check       # the same, then PUTs on each member, GETs from all, stop
+    python examples/kv_store.py --data kv-data --check   # durable: ... then all three killed, started again
 
     curl -X PUT --data 'green' http://127.0.0.1:8100/kv/colour     # member 0 (members 1, 2: 8101, 8102)
     curl http://127.0.0.1:8102/kv/colour                           # -> green, from member 2
@@ -9,7 +10,10 @@
 
 Each member is one process (``--member I``): a `tom.ReplDict` shared by the group on ports 7100..7102
 and an HTTP server (the standard library's) on 8100..8102. A PUT is a replicated call: it returns once
-this member has applied it, and every member applies the same calls in the same order.
+this member has applied it, and every member applies the same calls in the same order. With
+``--data DIR`` each member keeps its store in ``DIR/member-I`` (a snapshot and its member's history):
+kill all three, start them again, and every key is there. A PUT with an ``Idempotency-Key`` header is
+applied once, however often it is sent.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ HTTP_PORTS = [8100, 8101, 8102]  # --http-port moves them
 MEMBERS = [f"{HOST}:{p}" for p in GROUP_PORTS]
 
 
-def serve(index: int) -> None:
+def serve(index: int, data: str | None = None) -> None:
     """One member: join the group with a replicated dict, answer HTTP until interrupted."""
-    with tom.ReplDict(MEMBERS, MEMBERS[index], heartbeat=0.5, timeout=3.0) as store:
+    folder = f"{data}/member-{index}" if data is not None else None
+    with tom.ReplDict(MEMBERS, MEMBERS[index], heartbeat=0.5, timeout=3.0, data=folder) as store:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -48,7 +53,7 @@ def serve(index: int) -> None:
                 if not self.path.startswith("/kv/") or len(self.path) == 4:
                     return self.reply(400, "PUT /kv/<key> with the value as the body")
                 value = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
-                store.set(self.path[4:], value)  # returns once applied here
+                store.set(self.path[4:], value, tom_id=self.headers.get("Idempotency-Key"))  # once applied here
                 self.reply(204, "")
 
             def reply(self, status: int, body: str) -> None:
@@ -97,17 +102,20 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="PUT on each member, GET from all, print, stop")
     ap.add_argument("--group-port", type=int, default=7100, help="the members' ports: this one and the next two")
     ap.add_argument("--http-port", type=int, default=8100, help="the HTTP faces' ports: this one and the next two")
+    ap.add_argument("--data", metavar="DIR", help="durable members: each keeps its store in DIR/member-I; with "
+                                                  "--check, all three are then killed and started again")
     args = ap.parse_args()
     GROUP_PORTS[:] = [args.group_port + i for i in range(3)]
     HTTP_PORTS[:] = [args.http_port + i for i in range(3)]
     MEMBERS[:] = [f"{HOST}:{p}" for p in GROUP_PORTS]
     if args.member is not None:
         try:
-            serve(args.member)
+            serve(args.member, args.data)
         except KeyboardInterrupt:
             pass
         return 0
     ports = ["--group-port", str(args.group_port), "--http-port", str(args.http_port)]
+    ports += ["--data", args.data] if args.data is not None else []
     procs = [subprocess.Popen([sys.executable, __file__, "--member", str(i), *ports]) for i in range(3)]
     try:
         wait_serving(time.monotonic() + 60)
@@ -131,6 +139,21 @@ def main() -> int:
         for i, store in enumerate(stores):
             print(f"member {i}: {store}", flush=True)
         print("every member holds the same store", flush=True)
+        if args.data is None:
+            return 0
+        for p in procs:
+            p.kill()  # SIGKILL, all three at once: nothing is said to the group
+        for p in procs:
+            p.wait(20)
+        procs[:] = [subprocess.Popen([sys.executable, __file__, "--member", str(i), *ports]) for i in range(3)]
+        wait_serving(time.monotonic() + 60)
+        again = [http("GET", port, "/kv") for port in HTTP_PORTS]
+        for i, store in enumerate(again):
+            print(f"member {i}, killed and started again: {store}", flush=True)
+        if any(store != stores[0] for store in again):
+            print("a member lost keys", flush=True)
+            return 1
+        print("every key is back after all three were killed", flush=True)
         return 0
     except KeyboardInterrupt:
         return 130

@@ -126,3 +126,19 @@ def test_the_readme_s_replicated_dict_three_members_then_a_fourth_that_joins_wit
     printed = [out.split("written: ", 1)[-1].strip() for out, _ in outs]
     assert len(set(printed)) == 1, outs
     assert all(f"hello from 127.0.0.1:{base + i}" in printed[0] for i in range(4)), outs
+
+
+def test_the_durable_kv_store_example_keeps_every_key_when_all_three_are_killed(tmp_path):
+    base = free_run(3)
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "kv_store.py"), "--data", str(tmp_path / "kv"),
+                           "--check", "--group-port", str(base), "--http-port", str(base + 1000)],
+                          capture_output=True, text=True, timeout=240, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    before = [ln.split(": ", 1)[1] for ln in done.stdout.splitlines()
+              if ln.startswith("member ") and "{" in ln and "again" not in ln]
+    after = [ln.split(": ", 1)[1] for ln in done.stdout.splitlines() if "killed and started again: " in ln]
+    assert len(before) == 3 and len(after) == 3 and len(set(before + after)) == 1, done.stdout
+    assert '"key0": "overwritten at member 2"' in after[0]
+    assert "every key is back after all three were killed" in done.stdout
+    assert all((tmp_path / "kv" / f"member-{i}" / "group" / "history.log").exists() for i in range(3))
+    assert "Traceback" not in done.stderr

@@ -81,15 +81,15 @@ def test_a_transfer_cut_by_the_sender_s_crash_restarts_from_another_member(monke
     real = replication._send_chunks
     crashed = []
 
-    async def half_then_crash(group, joiner, view, chunks):
+    async def half_then_crash(group, joiner, key, chunks):
         if crashed:  # the second sender sends the whole state
-            return await real(group, joiner, view, chunks)
+            return await real(group, joiner, key, chunks)
         crashed.append(group.me)
         parts = len(chunks)
         assert parts >= 2
         for i in range(parts // 2):  # half of the chunks, then the sender crashes: no leave, its links drop
             chunk = base64.b64encode(chunks[i]).decode()
-            await group.send_direct(joiner, f"{replication.STATE_PREFIX}{view} {i} {parts} {chunk}")
+            await group.send_direct(joiner, f"{replication.STATE_PREFIX}{key} {i} {parts} {chunk}")
         group._peer.stop()
 
     monkeypatch.setattr(replication, "_send_chunks", half_then_crash)

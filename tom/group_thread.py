@@ -160,6 +160,15 @@ class GroupThread:
         assert self._nursery is not None and self._group is not None
         self._nursery.start_soon(async_fn, self._group, *args)
 
+    def group_gaps(self) -> int:
+        """`tom.library.Group.gaps` (on the member's thread)."""
+        return self._group.gaps if self._group is not None else 0
+
+    def hold_history(self, after: tuple[int, int, str] | None) -> None:
+        """`tom.library.Group.hold_history` (on the member's thread)."""
+        if self._group is not None:
+            self._group.hold_history(after)
+
     def stop_soon(self) -> None:
         """From the member's thread: leave the group as `close` does, without waiting."""
         if self._stop is not None:

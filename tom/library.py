@@ -185,6 +185,19 @@ class Group:
         over the frame's limit)."""
         await self._peer.send_direct(member, text)
 
+    @property
+    def gaps(self) -> int:
+        """The gap records this member's data folder (``data=``) wrote since it started: stretches of the
+        order it missed and no member held any more (0 without a folder)."""
+        durable = self._peer.durable
+        return len(durable.gaps) if durable is not None else 0
+
+    def hold_history(self, after: tuple[int, int, str] | None) -> None:
+        """Keep, in this member's data folder, the events after ``after`` ((view, clock, pid) of a message,
+        (view, 0, "") of a view change): a durable replicated object replays them from its snapshot."""
+        if self._peer.durable is not None:
+            self._peer.durable.hold = after
+
     def _direct(self, src: str, text: str) -> None:
         if self.on_direct is not None:
             self.on_direct(src, text)

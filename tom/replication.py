@@ -51,13 +51,19 @@ import json
 import logging
 import pickle
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
+import trio
+
+from .durable.log import DataError
+from .durable.snapshot import Key, SnapshotFile, events_after, key_of
 from .errors import ConfigError, UsageError
 from .group_thread import GroupThread
-from .library import Delivered, Group, GroupEvent, ViewChanged
-from .statetransfer import Restore, SendState, StateTransfer
+from .library import Delivered, Group, GroupEvent, ViewChanged, payload_of
+from .statetransfer import WANT, Action, Ask, Confirm, Restore, SendState, StateTransfer
 
 __all__ = ["CALL_PREFIX", "STATE_PREFIX", "ReplCounter", "ReplDict", "ReplLockManager", "Replicated", "replicated"]
 
@@ -71,6 +77,14 @@ STATE_PREFIX = "tom-state "
 STATE_OK = STATE_PREFIX + "ok"
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 CHUNK_BYTES = 45_000  # raw bytes a chunk carries: 60,000 characters of base64, well inside a frame
+
+SNAPSHOT_MIN_CALLS = 1_000
+"""A durable object (``data=``) takes a snapshot once at least this many calls were applied since its
+last one, and their texts weigh as much as that snapshot did: the history it replays stays about the
+snapshot's size, and writing snapshots costs a bounded amount per call."""
+
+MAX_CALL_IDS = 100_000
+"""The calls made with an id (``tom_id=``) whose results an object keeps, to apply each once."""
 
 log = logging.getLogger("tom.replicated")
 
@@ -133,8 +147,8 @@ def replicated(method: F) -> F:
     it at every member in order; the call returns its result here once applied here."""
 
     @functools.wraps(method)
-    def call(self: Replicated, *args: Any, **kwargs: Any) -> Any:
-        return self._call(method.__name__, args, kwargs)
+    def call(self: Replicated, *args: Any, tom_id: str | None = None, **kwargs: Any) -> Any:
+        return self._call(method.__name__, args, kwargs, tom_id)
 
     call.__tom_replicated__ = method  # type: ignore[attr-defined]
     return call  # type: ignore[return-value]
@@ -153,13 +167,18 @@ class Replicated:
     """The base of an object replicated by a group. Subclasses set their state in ``__init__`` (after
     calling this one) and mark the methods that change it with `replicated`. ``options`` are
     `tom.open_group`'s; the member starts with ``with obj:`` (or `start`) and leaves at its end (or
-    `close`)."""
+    `close`). ``data``: a folder that makes the object durable (the module docstring)."""
 
     def __init__(self, neighbors: Any, me: str, *, call_timeout: float = 30.0, codec: str = "json",
-                 **options: Any) -> None:
+                 data: str | Path | None = None, **options: Any) -> None:
         self._codec = Codec(codec)
         if codec == "pickle" and options.get("keys") is None:
             raise ConfigError("codec pickle runs code when it reads: only in a closed group (keys=...)")
+        self._folder = Path(data) if data is not None else None
+        if self._folder is not None:
+            if type(self).snapshot is Replicated.snapshot or type(self).restore is Replicated.restore:
+                raise ConfigError(f"{type(self).__name__}: a durable object (data=) needs snapshot() and restore()")
+            options["data"] = self._folder / "group"
         self._neighbors, self._me, self._options = neighbors, me, options
         self.call_timeout = call_timeout
         self.lock = threading.RLock()
@@ -172,14 +191,26 @@ class Replicated:
         self.admitted = threading.Event()
         self.failed: BaseException | None = None  # a state transfer that failed: this member applies nothing
         self._transfer = StateTransfer(me)  # who waits for the state, who sends it (tom.statetransfer)
-        self._chunks: dict[int, bytearray] = {}  # snapshot view -> its chunks so far, in order
-        self._parts: dict[int, int] = {}  # snapshot view -> chunks taken
+        self._chunks: dict[str, bytearray] = {}  # snapshot key -> its chunks so far, in order
+        self._parts: dict[str, int] = {}  # snapshot key -> chunks taken
+        # the calls made with an id (tom_id=): id -> the result of its first application (JSON values)
+        self._done: OrderedDict[str, Any] = OrderedDict()
+        # durable (data=): the last event applied, whether the state is whole (its snapshot and history,
+        # and what it caught up, with no gap), what was applied since the last snapshot, and its size
+        self._after: Key | None = None
+        self._whole = False
+        self._since = (0, 0)  # (calls, bytes of their texts)
+        self._snapshot_size = 0
+        self._gaps_seen = 0
 
     # -- the member ------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Join the group (the member runs on a thread of its own until `close`)."""
+        """Join the group (the member runs on a thread of its own until `close`); a durable object first
+        takes back its state from its folder."""
         if self._member is None:
+            if self._folder is not None:
+                self._recover()
             self._member = GroupThread(self._neighbors, self._me, on_event=self._apply, on_direct=self._on_direct,
                                        **self._options)
 
@@ -203,22 +234,95 @@ class Replicated:
         """Wait until this member is in a view of the group; whether it is."""
         return self.admitted.wait(timeout)
 
+    # -- a durable object (data=) -------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        """Its snapshot, then the events of its member's history after it (the module docstring)."""
+        assert self._folder is not None
+        store = SnapshotFile(self._folder)
+        payload = store.load()
+        if payload is not None:
+            try:
+                taken = self._codec.loads(bytearray(payload))
+                with self.lock:
+                    self.restore(taken["state"])
+                self._after = tuple(taken["after"]) if taken["after"] is not None else None  # type: ignore[assignment]
+                self._transfer.restored(dict(taken["awaiting"]), list(taken["wanted"]))
+                self._transfer.members = self.members = tuple(taken["members"])
+                self._done = OrderedDict(taken["done"])
+            except DataError:
+                raise
+            except Exception as e:  # noqa: BLE001 - one line naming the file
+                raise DataError(f"{store.path}: the snapshot does not restore: {type(e).__name__}: {e}") from None
+            self._snapshot_size = len(payload)
+        records, whole = events_after(self._folder / "group" / "history.log", self._after)
+        for rec in records:
+            if rec["kind"] == "gap":
+                continue
+            self._apply_one(_event_of_record(rec), acting=False)
+        self._whole = whole and (payload is not None or bool(records))
+        if not whole:
+            log.warning("%s: the history of %s does not hold every event after its snapshot: it takes the "
+                        "group's state once admitted", self._me, self._folder)
+        log.info("%s: state taken back from %s (%s, then %d event(s) of its history)", self._me, self._folder,
+                 "a snapshot" if payload is not None else "no snapshot", len(records))
+
+    def _has_state(self) -> bool:
+        """Whether this member holds the group's state as of the view that admits it now."""
+        if self._folder is None or self._member is None:
+            return False
+        gaps = self._member.group_gaps()
+        if gaps > self._gaps_seen:  # (its catch-up lost a stretch: a gap record)
+            self._gaps_seen, self._whole = gaps, False
+        return self._whole
+
+    def _maybe_snapshot(self) -> None:
+        """Take a snapshot if `SNAPSHOT_MIN_CALLS` say so (at a delivery boundary: an event was applied)."""
+        calls, size = self._since
+        if self._folder is None or calls < SNAPSHOT_MIN_CALLS or size < self._snapshot_size:
+            return
+        self._save_snapshot()
+
+    def _save_snapshot(self) -> None:
+        """Take a snapshot here (a delivery boundary); a task writes it (off the member's thread: its
+        links go on) and then lets the history before it go (`tom.library.Group.hold_history`)."""
+        assert self._folder is not None
+        if self._saving:
+            return
+        with self.lock:
+            taken = {"after": self._after, "state": self.snapshot(), "awaiting": self._transfer.awaiting,
+                     "wanted": sorted(self._transfer.wanted), "members": list(self.members),
+                     "done": list(self._done.items())}
+            payload = self._codec.dumps(taken)
+        self._since, self._saving = (0, 0), True
+        assert self._member is not None
+        self._member.spawn(_write_snapshot, self, SnapshotFile(self._folder), payload, self._after)
+
+    _saving = False  # (a snapshot is being written)
+
     # -- calls ----------------------------------------------------------------------------------------
 
-    def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], tom_id: str | None = None) -> Any:
         if self._member is None:
             raise RuntimeError(f"{type(self).__name__} is not started: use 'with obj:' or obj.start()")
         if self.failed is not None:
             raise UsageError(f"this member took no state and applies nothing: {self.failed}")
-        call_id = f"{self._me}#{next(self._ids)}"
+        if tom_id is not None and not isinstance(tom_id, str):
+            raise UsageError("tom_id is a str")
+        call_id = f"{self._me}#{next(self._ids)}" if tom_id is None else f"id:{tom_id}"
         text = CALL_PREFIX + self._codec.text([call_id, name, list(args), kwargs])
-        waiter = self._waiting[call_id] = _Waiter()
+        waiter = _Waiter()
+        self._waiting.setdefault(call_id, waiter)
+        waiter = self._waiting[call_id]
 
         def refused(error: BaseException) -> None:
             waiter.error = error
             waiter.done.set()
 
         try:
+            with self.lock:
+                if call_id in self._done:  # (applied once already: its result again)
+                    return self._done[call_id]
             self._member.post(text, refused)  # (one call in flight per calling thread: it waits below)
             if not waiter.done.wait(self.call_timeout):
                 raise TimeoutError(f"{name}: not applied here within {self.call_timeout} s (it may still be)")
@@ -236,91 +340,121 @@ class Replicated:
         if self._transfer.needs_state:
             self._do(self._transfer.hold(event))
             return
-        self._apply_one(event)
+        self._apply_one(event, acting=not event.caught_up)
+        self._maybe_snapshot()
 
-    def _apply_one(self, event: GroupEvent) -> None:
+    def _apply_one(self, event: GroupEvent, acting: bool = True) -> None:
+        """Apply one event; ``acting`` false for one replayed from the folder or caught up (what the
+        group decided of state transfers then is noted, not done again)."""
         if isinstance(event, ViewChanged):
+            self._after = (event.view, 0, "")
             with self.lock:
                 self.members = event.members
                 self.on_view(event)
-            for action in self._transfer.at_view(event):  # (a snapshot taken here holds what on_view did)
-                self._do(action)
-            if self._me in event.members and not self._transfer.needs_state and self.failed is None:
+            admitting = acting and self._me in event.joined
+            for action in self._transfer.at_view(event, self._has_state() if admitting else True, acting):
+                self._do(action)  # (a snapshot taken here holds what on_view did)
+            if admitting and not self._transfer.needs_state:
+                self._whole = self._folder is not None
+            if self._me in event.members and not self._transfer.needs_state and self.failed is None and acting:
                 self.admitted.set()
             return
         if not isinstance(event, Delivered) or not isinstance(event.payload, str):
             return
+        self._after = (event.view, event.clock, event.origin)
         if event.payload == STATE_OK:
             self._transfer.took(event.origin)
             return
+        if event.payload == WANT:
+            for action in self._transfer.want(event.origin, event.clock, acting):
+                self._do(action)
+            return
         if not event.payload.startswith(CALL_PREFIX):
             return
+        self._since = (self._since[0] + 1, self._since[1] + len(event.payload))
         try:
             call_id, name, args, kwargs = self._codec.from_text(event.payload[len(CALL_PREFIX):])
             method = self._methods[name]
         except Exception:  # noqa: BLE001 - a call this object cannot read is not applied, anywhere
             log.warning("a call from %s that this object does not know: %.80s", event.origin, event.payload)
             return
-        waiter = self._waiting.get(call_id) if event.origin == self._me else None
+        waiter = self._waiting.get(call_id) if event.origin == self._me or call_id.startswith("id:") else None
+        if call_id.startswith("id:") and call_id in self._done:  # (a call made again with its id: once)
+            if waiter is not None:
+                waiter.result = self._done[call_id]
+                waiter.done.set()
+            return
         try:
             with self.lock:
                 result = method(self, *args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the caller's, and every member's alike
+            result = None
             if waiter is not None:
                 waiter.error = e
         else:
             if waiter is not None:
                 waiter.result = result
+        if call_id.startswith("id:"):
+            self._done[call_id] = result if _is_json(result) else None
+            while len(self._done) > MAX_CALL_IDS:
+                self._done.popitem(last=False)
         if waiter is not None:
             waiter.done.set()
 
     # -- state transfer (the module docstring) ---------------------------------------------------------
 
-    def _do(self, action: SendState | Restore | None) -> None:
+    def _do(self, action: Action | None) -> None:
         """Carry out what the state transfer decided."""
+        assert self._member is not None or action is None
         if isinstance(action, SendState):
             try:
                 with self.lock:
-                    taken = {"state": self.snapshot(), "awaiting": self._transfer.awaiting}
+                    taken = {"state": self.snapshot(), "awaiting": self._transfer.awaiting,
+                             "wanted": sorted(self._transfer.wanted), "done": list(self._done.items())}
                     chunks = self._codec.chunks(taken, CHUNK_BYTES)
             except Exception as e:  # noqa: BLE001 - the joiner hears why, this member goes on
                 why = f"{self._me} could not take a snapshot: {type(e).__name__}: {e}"
                 log.error("%s; %s will not be admitted with the state", why, action.joiner)
                 chunks = self._codec.chunks({"error": why}, CHUNK_BYTES)
             assert self._member is not None
-            log.info("sending the state of view %d to %s: %d bytes", action.view, action.joiner,
-                     sum(map(len, chunks)))
-            self._member.spawn(_send_chunks, action.joiner, action.view, chunks)
+            log.info("sending the state (at %s) to %s: %d bytes", action.key, action.joiner, sum(map(len, chunks)))
+            self._member.spawn(_send_chunks, action.joiner, action.key, chunks)
         elif isinstance(action, Restore):
             self._restore_state(action)
+        elif isinstance(action, Ask):
+            log.info("%s: admitted without the group's state: asking for it", self._me)
+            self._member.spawn(_say, WANT)  # type: ignore[union-attr]
+        elif isinstance(action, Confirm):
+            log.info("%s: admitted again with its state whole (its folder, and what it caught up)", self._me)
+            self._member.spawn(_say, STATE_OK)  # type: ignore[union-attr]
 
     def _on_direct(self, src: str, text: str) -> None:
         """A chunk of our state (on the member's thread); the last one restores it."""
         if not text.startswith(STATE_PREFIX):
             return
         try:
-            view_s, part_s, parts_s, chunk = text[len(STATE_PREFIX):].split(" ", 3)
-            view, part, parts = int(view_s), int(part_s), int(parts_s)
+            key, part_s, parts_s, chunk = text[len(STATE_PREFIX):].split(" ", 3)
+            part, parts = int(part_s), int(parts_s)
             raw = base64.b64decode(chunk, validate=True)
         except ValueError:
             log.warning("a state chunk from %s that cannot be read: %.80s", src, text)
             return
-        # one sender per view, in order on its link: part 0 starts a snapshot, each next one extends it
+        # one sender per point of the order, in order on its link: part 0 starts a snapshot, each next one extends it
         if part == 0:
-            self._chunks[view], self._parts[view] = bytearray(), 0
-        got = self._chunks.get(view)
-        if got is None or self._parts.get(view, 0) != part:
-            self._chunks.pop(view, None)  # (a snapshot whose start was lost with its sender)
+            self._chunks[key], self._parts[key] = bytearray(), 0
+        got = self._chunks.get(key)
+        if got is None or self._parts.get(key, 0) != part:
+            self._chunks.pop(key, None)  # (a snapshot whose start was lost with its sender)
             return
         got += raw
-        self._parts[view] = part + 1
+        self._parts[key] = part + 1
         if part + 1 == parts:
-            del self._chunks[view], self._parts[view]
+            del self._chunks[key], self._parts[key]
             if self.failed is None:
-                self._do(self._transfer.snapshot(view, got))
+                self._do(self._transfer.snapshot(key, got))
 
     def _restore_state(self, action: Restore) -> None:
-        view, data = action.view, action.data
+        key, data = action.key, action.data
         size = len(data)  # (the codec empties a bytearray as it reads it)
         try:
             taken = self._codec.loads(data)
@@ -328,27 +462,36 @@ class Replicated:
                 raise RuntimeError(taken["error"])
             with self.lock:
                 self.restore(taken["state"])
-            awaiting = dict(taken["awaiting"])
+            awaiting, wanted = dict(taken["awaiting"]), list(taken.get("wanted", ()))
+            done = OrderedDict(taken.get("done", ()))
         except Exception as e:  # noqa: BLE001 - one clear line, and this member applies nothing
             self.failed = e
-            log.error("%s: the group's state (view %d, %d bytes) did not restore: %s: %s; this member "
-                      "applies nothing and leaves the group", self._me, view, size, type(e).__name__, e)
+            log.error("%s: the group's state (at %s, %d bytes) did not restore: %s: %s; this member "
+                      "applies nothing and leaves the group", self._me, key, size, type(e).__name__, e)
             for waiter in list(self._waiting.values()):
                 waiter.error = UsageError(f"this member took no state: {e}")
                 waiter.done.set()
             assert self._member is not None
             self._member.stop_soon()
             return
-        views = [e for e in self._transfer.held if isinstance(e, ViewChanged) and e.view == view]
-        if views:  # the snapshot's view came after ours: its members are the current ones
+        held = self._transfer.held
+        point = len(held) - len(action.then)
+        views = [e for e in held[:point] if isinstance(e, ViewChanged)]
+        if views:  # (the snapshot's point came after a view change: its members are the current ones)
             with self.lock:
-                self.members = views[0].members
-        self._transfer.restored(awaiting)
-        log.info("%s took the group's state of view %d (%d bytes); applying %d held events", self._me, view,
+                self.members = views[-1].members
+        for event in held[:point]:
+            self._after = key_of_event(event)
+        self._transfer.restored(awaiting, wanted)
+        self._done = done
+        log.info("%s took the group's state at %s (%d bytes); applying %d held events", self._me, key,
                  size, len(action.then))
         assert self._member is not None
-        self._member.spawn(_say_state_taken)
+        self._member.spawn(_say, STATE_OK)
         self.admitted.set()
+        self._whole = self._folder is not None
+        if self._folder is not None:  # (its own snapshot: a restart needs no transfer)
+            self._save_snapshot()
         for event in action.then:
             self._apply_one(event)
 
@@ -366,10 +509,35 @@ class Replicated:
         react the same way at every member."""
 
 
+def key_of_event(event: GroupEvent) -> Key:
+    """The key of an event (`tom.durable.snapshot.Key`)."""
+    if isinstance(event, ViewChanged):
+        return (event.view, 0, "")
+    return (event.view, event.clock, event.origin)
+
+
+def _event_of_record(rec: dict) -> GroupEvent:
+    """A history record (`tom.durable.snapshot.events_after`) as the event the object applied."""
+    if rec["kind"] == "view":
+        return ViewChanged(int(rec["index"]), int(rec["view"]), tuple(rec.get("members", ())),
+                           tuple(rec.get("joined", ())), tuple(rec.get("left", ())), tuple(rec.get("removed", ())),
+                           True)
+    return Delivered(int(rec["index"]), int(rec["clock"]), str(rec["pid"]), payload_of(str(rec["text"])),
+                     int(rec["view"]), rec.get("sent_at"), rec.get("seq"), rec.get("vc"), True)
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 _R = TypeVar("_R", bound=Replicated)
 
 
-async def _send_chunks(group: Group, joiner: str, view: int, chunks: list[bytes]) -> None:
+async def _send_chunks(group: Group, joiner: str, key: str, chunks: list[bytes]) -> None:
     """A task of the sending member: a snapshot's ``chunks`` to ``joiner``, in order, on the link to it;
     each is let go once it is on its way."""
     parts = len(chunks)
@@ -377,17 +545,31 @@ async def _send_chunks(group: Group, joiner: str, view: int, chunks: list[bytes]
     try:
         for i in range(parts):
             chunk = base64.b64encode(chunks.pop()).decode()
-            await group.send_direct(joiner, f"{STATE_PREFIX}{view} {i} {parts} {chunk}")
+            await group.send_direct(joiner, f"{STATE_PREFIX}{key} {i} {parts} {chunk}")
     except UsageError as e:
         log.warning("state transfer to %s stopped: %s", joiner, e)
 
 
-async def _say_state_taken(group: Group) -> None:
-    """A task of a joiner that took its state: tell the group, in its order."""
+async def _write_snapshot(group: Group, obj: Replicated, store: SnapshotFile, payload: bytes | bytearray,
+                          after: Key | None) -> None:
+    """A task of a durable object's member: write its snapshot on a worker thread, then let the history
+    before it go. A snapshot that cannot be written is one line; the history is kept whole."""
     try:
-        await group.send(STATE_OK)
+        obj._snapshot_size = await trio.to_thread.run_sync(store.save, payload)
+    except DataError as e:
+        log.error("%s; the history before it is kept", e)
+    else:
+        group.hold_history(after)
+    finally:
+        obj._saving = False
+
+
+async def _say(group: Group, text: str) -> None:
+    """A task of a member admitted: tell the group, in its order, that it has the state or wants it."""
+    try:
+        await group.send(text)
     except UsageError as e:
-        log.warning("could not say the state was taken: %s", e)
+        log.warning("could not say %r to the group: %s", text, e)
 
 
 class ReplCounter(Replicated):
