@@ -27,17 +27,20 @@ Invariants:
   may still be applied later, everywhere); an exception the method raises is raised to the caller (the
   other members raise it too and go on: the state is what the method left);
 * reads are local (no round trip): take ``lock`` to read several fields consistently;
-* state transfer: a member that joins a running group (or joins it again after a partition) takes the
-  group's state from one member before it applies anything: at the view that admits it, every member
-  agrees (from the ordered stream alone) on the one that sends it, the least pid among the members that
-  have the state; that member takes ``snapshot()`` right there in the order and sends it in chunks on
-  its link to the joiner (`Direct` frames, ``STATE_PREFIX``). The joiner holds every event it delivers
-  meanwhile, ``restore()``s the snapshot, applies the held events that follow the snapshot's view, and
-  says so to the group (a ``tom-state ok`` message); only then is it admitted (`wait_admitted`). If the
-  sender leaves or fails first, the next member in that order sends a snapshot of a later view. A
-  snapshot that fails to restore is one error line; the joiner then applies nothing and leaves. Until a
-  joiner's ``ok`` is ordered, the members keep track of it, and that bookkeeping travels with the
-  snapshot. Taking a snapshot holds the member's thread (no delivery meanwhile).
+* state transfer (`tom.statetransfer`): a member admitted without the group's state (a joiner of a
+  running group, one back after a partition, a durable member whose catch-up left a gap) holds what it
+  delivers and multicasts ``tom-state want``; at that point of the order the least pid among the
+  members with the state takes ``snapshot()`` and sends it in chunks on its link (`Direct` frames,
+  ``STATE_PREFIX``); the member ``restore()``s it, applies the held events after its want, says
+  ``tom-state ok``, and only then is admitted (`wait_admitted`). If the sender leaves or fails first,
+  the next member sends a snapshot taken at that view. A snapshot that fails to restore is one error
+  line; the member then applies nothing and leaves. Taking a snapshot holds the member's thread;
+* a durable object (``data=DIR``): ``DIR/group`` is its member's data folder (every event delivered,
+  on the disk before it is applied), ``DIR/snapshot`` its state after one event of that history
+  (`tom.durable.snapshot`), taken at a delivery boundary when `SNAPSHOT_MIN_CALLS` say so. Started
+  again it restores the snapshot, applies its history after it, then what it catches up from the
+  group, and says ``ok`` when admitted: state whole, no transfer (unless its catch-up left a gap);
+* a call made with ``tom_id=`` is applied once: its id and first result are kept (`MAX_CALL_IDS`);
 * the codec of calls and snapshots is JSON; ``codec="pickle"`` takes any picklable value, but
   unpickling runs code, so it is allowed only in a closed group (``keys=``: every link is mutual TLS).
 """
@@ -260,7 +263,9 @@ class Replicated:
             if rec["kind"] == "gap":
                 continue
             self._apply_one(_event_of_record(rec), acting=False)
-        self._whole = whole and (payload is not None or bool(records))
+        # (without a snapshot, its history must start with the group: a founding, view 1)
+        self._whole = whole and (payload is not None or bool(records) and records[0]["kind"] == "view"
+                                 and records[0]["view"] == 1)
         if not whole:
             log.warning("%s: the history of %s does not hold every event after its snapshot: it takes the "
                         "group's state once admitted", self._me, self._folder)
