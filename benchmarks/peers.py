@@ -707,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stop_on_sigterm()
         return library.main(inflight=args.inflight, entries=args.entries,
-                            only=None if args.library == "all" else args.library)
+                            only=None if args.library == "all" else args.library, durable=args.durable)
     try:
         sizes = [int(x) for x in args.peers.split(",") if x.strip()]
     except ValueError:
