@@ -267,3 +267,46 @@ def test_a_new_data_folder_has_nothing_to_clean_up(tmp_path):
     d.clean(1e9)
     assert d.index.count == 0
     d.close()
+
+
+def test_fsync_batch_syncs_on_a_worker_thread_and_a_failed_sync_is_said_at_the_next_step(tmp_path, monkeypatch):
+    import errno
+    import threading
+
+    from tom.durable import log as log_module
+    from tom.errors import OutputError
+
+    out = OutputFile(tmp_path / "out.jsonl", A)
+    d = Durable(tmp_path / "data", A, fsync="batch")
+    d.reconcile(out)
+    d.deliver([view(1, 1, joined=(A, B, C)), msg(2, 5)], out, 10.0, 0.0)
+    started, release = threading.Event(), threading.Event()
+    real = log_module.os.fsync
+
+    def slow(fd):
+        started.set()
+        assert release.wait(10)
+        real(fd)
+
+    monkeypatch.setattr(log_module.os, "fsync", slow)
+    d.sync(1.0)  # returns while the disk is still busy: the peer goes on
+    assert started.wait(10) and not release.is_set()
+    d.deliver([msg(3, 6)], out, 10.0, 1.1)  # (appending meanwhile)
+    d.sync(1.2)  # (the sync under way is not done: none more is started)
+    assert d.durable_last is None
+    release.set()
+    d._syncing.result(10)
+    assert d.durable_last == (1, 1)  # (what was written when that sync began)
+
+    def failing(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(log_module.os, "fsync", failing)
+    d.sync(2.0)
+    with pytest.raises(Exception):
+        d._syncing.result(10)
+    with pytest.raises(OutputError, match="cannot write: Input/output error"):
+        d.sync(3.0)
+    monkeypatch.setattr(log_module.os, "fsync", real)
+    d.close()
+    out.close()

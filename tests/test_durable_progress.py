@@ -123,6 +123,7 @@ def test_under_fsync_batch_a_member_reports_only_what_a_sync_made_durable(tmp_pa
     assert a.tick(out, 10.0, 1.0)[1] == []  # written, not synced yet
     a.sync(1.0)
     a.deliver([Delivery(2, 5, B, "x", 1.5, 1)], out, 10.0, 1.0)
+    a._syncing.result(10)  # (the group commit runs on a worker thread)
     assert a.tick(out, 10.0, 2.0)[1] == [((B, C), Progress(1, 0))]
     a.close()
     out.close()

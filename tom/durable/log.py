@@ -26,6 +26,7 @@ import fcntl
 import json
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterable, Iterator
 from itertools import accumulate
@@ -135,6 +136,9 @@ class RecordLog:
         except OSError as e:
             raise DataError(f"{path}: cannot open it for writing: {e.strerror or e}") from None
         self.dirty = False
+        # held by a sync (of any thread) and by what swaps or closes the file: a group commit may run
+        # on a worker thread (`tom.peer.durable.Durable.sync`) while this one appends
+        self._syncing = threading.Lock()
 
     def append(self, payloads: Iterable[bytes]) -> list[int]:
         """Write ``payloads`` as records, in order, in one write; with ``always``, on the disk on return.
@@ -204,12 +208,13 @@ class RecordLog:
             except BaseException:
                 os.close(fd)
                 raise
-            os.replace(tmp, self.path)
-            self._sync_dir()
+            with self._syncing:  # (no sync on the old file meanwhile)
+                os.replace(tmp, self.path)
+                self._sync_dir()
+                os.close(self._fd)
+                self._fd, self.size, self.dirty = fd, size, False
         except OSError as e:
             raise DataError(f"{self.path}: cannot {what}: {e.strerror or e}") from None
-        os.close(self._fd)
-        self._fd, self.size, self.dirty = fd, size, False
         os.lseek(self._fd, self.size, os.SEEK_SET)
 
     def read_records(self, start: int, end: int) -> list[bytes]:
@@ -231,19 +236,24 @@ class RecordLog:
         return out
 
     def sync(self) -> None:
-        """What was appended is on the disk (a no-op under ``never``, or when nothing was appended)."""
-        if self.dirty and self.fsync != "never":
-            try:
-                os.fsync(self._fd)
-            except OSError as e:
-                raise DataError(f"{self.path}: cannot write: {e.strerror or e}") from None
-        self.dirty = False
+        """What was appended before this call is on the disk (a no-op under ``never``, or when nothing
+        was appended). Safe on another thread than the one appending: what is appended meanwhile
+        stays marked for the next sync."""
+        with self._syncing:
+            if self.dirty and self.fsync != "never" and self._fd >= 0:
+                self.dirty = False  # (before the fsync: an append during it marks the log again)
+                try:
+                    os.fsync(self._fd)
+                except OSError as e:
+                    self.dirty = True
+                    raise DataError(f"{self.path}: cannot write: {e.strerror or e}") from None
 
     def close(self) -> None:
         if self._fd >= 0:
             self.sync()
-            os.close(self._fd)
-            self._fd = -1
+            with self._syncing:
+                os.close(self._fd)
+                self._fd = -1
 
     def _sync_dir(self) -> None:
         """The file's name is durable too (a new file in the folder)."""

@@ -26,6 +26,7 @@ import json.encoder
 import logging
 from array import array
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..codec.frames import CatchUp, History, Progress, escape_text, unescape_text
@@ -351,20 +352,38 @@ class Durable:
 
     def sync(self, now: float) -> None:
         """End of a step: under ``--fsync batch``, what was written since the last sync is synced if
-        that was `BATCH` seconds ago or more (a group commit: a crash of the process loses nothing, a
-        power cut at most that long); a no-op under ``always``, which synced each write, and ``never``."""
+        that was `BATCH` seconds ago or more, on a worker thread while this one goes on (a group
+        commit: a crash of the process loses nothing, written is enough for that; a power cut loses
+        at most that long and the sync under way); a no-op under ``always``, which synced each write,
+        and ``never``. A sync that failed is raised by the next call."""
         if self.history.fsync != "batch" or now - self._synced < self.BATCH:
             return
+        running = self._syncing
+        if running is not None:
+            if not running.done():
+                return  # (the next step looks again)
+            self._syncing = None
+            try:
+                running.result()
+            except DataError as e:
+                raise OutputError(str(e)) from None
         self._synced = now
-        try:
-            self.accepted_log.sync()
-            self.pending_log.sync()
-            self.history.sync()
-        except DataError as e:
-            raise OutputError(str(e)) from None
-        self.durable_last = self.index.last
+        if self._syncer is None:
+            self._syncer = ThreadPoolExecutor(1, thread_name_prefix="tom-fsync")
+        # (what is written now is on the disk once the sync returns)
+        self._syncing = self._syncer.submit(self._sync_all, self.index.last)
+
+    def _sync_all(self, written: Position | None) -> None:
+        """On the worker thread: the three logs, the texts accepted first (`RecordLog.sync`); then the
+        history is durable up to ``written``."""
+        self.accepted_log.sync()
+        self.pending_log.sync()
+        self.history.sync()
+        self.durable_last = written
 
     _synced = float("-inf")
+    _syncer: ThreadPoolExecutor | None = None
+    _syncing: Future | None = None
 
     @property
     def on_disk(self) -> Position | None:
@@ -733,6 +752,9 @@ class Durable:
         return f"catching up {r.got} of {r.total if r.total is not None else '?'} from {r.asking}"
 
     def close(self) -> None:
+        if self._syncer is not None:  # (the sync under way ends first; each log syncs as it closes)
+            self._syncer.shutdown(wait=True)
+            self._syncer = None
         for f in (getattr(self, "history", None), getattr(self, "accepted_log", None),
                   getattr(self, "pending_log", None)):
             if f is not None:
