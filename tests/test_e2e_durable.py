@@ -313,3 +313,57 @@ def test_a_durable_peer_beside_in_memory_members_cleans_up_as_they_need_nothing(
         g.wait_delivered(3000)
         wait_until(lambda: history_records(tmp_path / "data-2") < 2000, 30, "the folder cleaned up", g)
         assert g.terminate() == [0, 0, 0]
+
+
+def test_a_full_disk_stops_the_peer_with_exit_5_and_with_room_again_it_recovers_as_after_a_crash(tmp_path):
+    """Peer 2's data folder on a small ext4 file system of its own (a loop device): it fills up under
+    load, the peer says so in one line and exits 5; with room again, the same command line recovers it:
+    its file the group's whole order, every text it accepted delivered once."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("mkfs.ext4") is None:
+        pytest.skip("needs root and mkfs.ext4 to mount a small file system of its own (CI runs as root)")
+    image, small = tmp_path / "small.img", tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["truncate", "-s", "24M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    if subprocess.run(["mount", "-o", "loop", str(image), str(small)]).returncode != 0:
+        pytest.skip("cannot mount a loop device here")
+    try:
+        filler = small / "filler"
+        room = os.statvfs(small).f_bavail * os.statvfs(small).f_frsize
+        with open(filler, "wb") as f:
+            f.write(b"\0" * max(0, room - 200_000))  # (about 200 KB left for peer 2's folder)
+            f.flush()
+            os.fsync(f.fileno())
+        extra = ("--heartbeat", "0.2", "--timeout", "1")
+        data = [tmp_path / "data-0", tmp_path / "data-1", small / "data-2"]
+        each = [("--data", str(d)) for d in data]
+        with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+            settle(g)
+            pad = "x" * 400  # (texts of 400 bytes, in three logs: the room lasts a few hundred)
+            for k in range(40):
+                for i in range(3):
+                    if g.procs[i].running():
+                        g.send(i, [f"p{i}-{k}-{j}-{pad}" for j in range(50)])
+                if not g.procs[2].running():
+                    break
+                time.sleep(0.1)
+            assert g.procs[2].wait(30) == 5, g.log_text()[-3000:]
+            log = g.procs[2].log.read_text()
+            assert log.count("No space left on device") == 1 and "Traceback" not in log, log[-2000:]
+            filler.unlink()  # room again
+            g.group.start(2, g.procs[2])  # the same command line
+            settle(g)
+            want = set().union(*(accepted_texts(d) for d in data))
+            wait_until(lambda: all(want <= {r.get("text") for r in g.records(i)} for i in range(3)), 60,
+                       "every accepted text delivered everywhere", g)
+            recs = [g.records(i) for i in range(3)]
+            order = group_order(recs)
+            for i in range(3):
+                assert_whole(recs[i], order, f"peer {i}")
+            assert g.terminate() == [0, 0, 0]
+    finally:
+        subprocess.run(["umount", "-l", str(small)])

@@ -315,10 +315,12 @@ async def processor(
             route(sends)
 
     def fail(e: OutputError) -> None:
+        """The first failure to record stops the recording and is said (once: a full disk fails every
+        write after it too)."""
         if output.failed is None:
             output.failed = e  # (nothing more is written)
-        if on_output_error is not None:
-            on_output_error(e)
+            if on_output_error is not None:
+                on_output_error(e)
 
     if inbox is not None:
         inbox.step = step
