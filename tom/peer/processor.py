@@ -314,13 +314,16 @@ async def processor(
         if sends:
             route(sends)
 
+    said: list[OutputError] = []
+
     def fail(e: OutputError) -> None:
         """The first failure to record stops the recording and is said (once: a full disk fails every
         write after it too)."""
         if output.failed is None:
             output.failed = e  # (nothing more is written)
-            if on_output_error is not None:
-                on_output_error(e)
+        if not said and on_output_error is not None:
+            said.append(e)
+            on_output_error(e)
 
     if inbox is not None:
         inbox.step = step
