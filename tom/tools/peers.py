@@ -375,7 +375,8 @@ def start_again(group: PeerGroup[K], key: K, data: Path) -> int | None:
         try:
             process.wait(KILL_WAIT)
         except subprocess.TimeoutExpired:
-            raise RuntimeError(f"peer {key} is still running {KILL_WAIT:g} s after its SIGKILL") from None
+            raise PeerStartError(f"peer {key} is still running {KILL_WAIT:g} s after its SIGKILL: not "
+                                 "started again") from None
     accepted = accepted_count(data)
     group.start(key, process)
     return accepted
