@@ -221,6 +221,53 @@ def order_violations(records: DataFrame, order: str = LAMPORT) -> DataFrame:
             .filter(F.col("problem") != ""))
 
 
+# --------------------------------------------------------------------------- the clock condition
+
+SEND, DELIVERY = 0, 1
+"""The two kinds of row of a file's timeline (:func:`clock_timeline`); at one time a send sorts
+first, so it is after only the deliveries of strictly earlier times."""
+
+
+def clock_timeline(records: DataFrame) -> DataFrame:
+    """One peer's file as a timeline on its own wall clock: a *delivery* row per message it
+    delivered live (``time`` its ``delivered_at``), a *send* row per message of its own (``pid`` is
+    the file's peer) with a send time (``time`` its ``sent_at``). A caught-up record is left out of
+    the deliveries (its ``delivered_at`` is when the peer caught it up, not when the group delivered
+    it) but sends as any of its own messages; a record with no send time (a handout frame's) sends
+    nothing. Columns: ``file, peer, time, side`` (:data:`SEND` or :data:`DELIVERY`), ``key``
+    (:func:`order_key` of the Lamport order), ``index, clock, pid``. Narrow: no shuffle."""
+    message = F.col("kind") == "message"
+    live = message & ~F.coalesce(F.col("caught_up"), F.lit(False))
+    own = message & (F.col("pid") == F.col("peer")) & F.col("sent_at").isNotNull()
+    columns = ["file", "peer", order_key(LAMPORT).alias("key"), "index", *KEY]
+    deliveries = records.filter(live).select(F.col("delivered_at").alias("time"), F.lit(DELIVERY).alias("side"),
+                                             *columns)
+    sends = records.filter(own).select(F.col("sent_at").alias("time"), F.lit(SEND).alias("side"), *columns)
+    return deliveries.unionByName(sends)
+
+
+def clock_condition(timeline: DataFrame) -> DataFrame:
+    """The clock condition a file can decide (docs/verifier.md): a message a peer sent after it
+    delivered m1 -- its ``sent_at`` strictly above m1's ``delivered_at``, both that peer's clock --
+    must come after m1 in the Lamport order. Per send row of :func:`clock_timeline`, the greatest
+    key the file delivered at a strictly earlier time (a running max over the file's timeline, a
+    send sorting before a delivery of the same time); a violation where it is not below the sent
+    message's. Columns: ``file, peer, index, clock, pid, sent_at`` (the message sent) and
+    ``after_index, after_clock, after_pid, after_delivered_at`` (the greatest delivered before it).
+    One shuffle (hash of file) and a sort."""
+    w = (Window.partitionBy("file").orderBy("time", "side", "index")
+         .rowsBetween(Window.unboundedPreceding, -1))
+    delivered = F.when(F.col("side") == DELIVERY,
+                       F.struct("key", F.col("index").alias("index"), F.col("clock").alias("clock"),
+                                F.col("pid").alias("pid"), F.col("time").alias("delivered_at")))
+    marked = timeline.select("*", F.max(delivered).over(w).alias("before"))
+    return (marked.filter((F.col("side") == SEND) & (F.col("before.key") >= F.col("key")))
+            .select("file", "peer", "index", *KEY, F.col("time").alias("sent_at"),
+                    F.col("before.index").alias("after_index"), F.col("before.clock").alias("after_clock"),
+                    F.col("before.pid").alias("after_pid"),
+                    F.col("before.delivered_at").alias("after_delivered_at")))
+
+
 # --------------------------------------------------------------------------- 3. FIFO per origin
 
 def fifo_reorders(records: DataFrame) -> DataFrame:

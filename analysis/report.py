@@ -32,6 +32,8 @@ CHECKS = (  # (key in result["checks"], title, what a row means)
     ("causal", "causal order", "a peer delivered a message before a causal predecessor (both named)"),
     ("durable", "durable files", "a durable peer's file missing an event of the group's order with "
                                  "no gap record, or holding one twice"),
+    ("clock", "clock condition", "a peer's own message sent after it delivered another, yet not after "
+                                 "it in (clock, pid) order (both named)"),
 )
 VERDICT_STYLE = {"VERIFIED": "bold green", "VIOLATED": "bold red", "UNUSABLE INPUT": "bold yellow"}
 VERDICT_COLOUR = {"VERIFIED": "#1a7f37", "VIOLATED": "#cf222e", "UNUSABLE INPUT": "#9a6700"}
@@ -78,6 +80,8 @@ def _describe(row: dict) -> str:
         return describe_departure(row)
     if "first_index" in row and "events" in row:
         return describe_durable(row)
+    if "after_delivered_at" in row:
+        return describe_clock(row)
     parts = []
     for k, v in row.items():
         if isinstance(v, dict):
@@ -123,6 +127,13 @@ def describe_durable(row: dict) -> str:
     more = f" and {row['events'] - 1} more event(s) after it" if row["events"] > 1 else ""
     return (f"{row['file']} ({row['peer']}): before index {row['index']}, missing {event}{more} "
             f"of the group's order (no gap record)")
+
+
+def describe_clock(row: dict) -> str:
+    """A clock condition violation as a sentence naming the file and both messages."""
+    return (f"{row['file']} ({row['peer']}): its ({row['clock']}, {row['pid']}) at index {row['index']}, "
+            f"sent at {row['sent_at']:.6f}, is not after ({row['after_clock']}, {row['after_pid']}) at index "
+            f"{row['after_index']}, which it delivered at {row['after_delivered_at']:.6f}")
 
 
 def describe_gap(row: dict) -> str:

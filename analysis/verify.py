@@ -504,6 +504,11 @@ def _proven_checks(order: str, n_peers: int) -> dict[str, Check]:
     found["divergence"] = Check.settled(implied, pairs=n_peers * (n_peers - 1) // 2, compared=0,
                                         ranked_exactly=0)
     found.update(_not_in_order(order))
+    if order == checks.LAMPORT:
+        found["clock"] = Check.settled(
+            "implied by the order check: keys strictly increase with the index, and a message a peer "
+            "sent after delivering m1 is delivered there after m1 (each file is written in delivery "
+            "order, each delivery stamped once it is made, an own message after its send)")
     if order in (checks.SEQUENCER, checks.CAUSAL):
         found["numbering"] = Check.settled(implied)
     if order == checks.CAUSAL:
@@ -533,6 +538,8 @@ def _not_in_order(order: str) -> dict[str, Check]:
         out["numbering"] = Check.settled("the handout's order numbers nothing")
     if order != "causal":
         out["causal"] = Check.settled(f"a {order} run: no vector timestamps")
+    if order != "lamport":
+        out["clock"] = Check.settled(CLOCK_ORDERS.get(order, f"a {order} run: not checked"))
     return out
 
 
@@ -588,6 +595,8 @@ def _verify_exact(spark, files: list[str], first: int, result: Report, lap,
         lap("divergence_s")
         _durable_check(with_gaps, messages, order, rename, first, found, result)
         lap("durable_s")
+        _clock_check(records, order, rename, first, found)
+        lap("clock_s")
 
         low, high = latency.histogram_range(overall)
         hist = {r.bin: r["count"] for r in
@@ -786,6 +795,35 @@ def _durable_check(records, messages, order: str, rename, first: int, found: dic
     found["durable"] = Check(count, [dict(r, file=shown(r["file"])) for r in rows],
                              note="each durable file holds the group's order from its first record "
                                   "to its last, once each, but across a recorded gap")
+
+
+CLOCK_NOTE = ("per file, each of the peer's own messages against what it delivered live before sending "
+              "it (sent_at strictly after delivered_at, both that peer's clock; caught-up records are "
+              "no cause)")
+
+
+def _clock_check(records, order: str, rename, first: int, found: dict) -> None:
+    """The clock condition a file can decide (docs/verifier.md, "The clock condition") into
+    ``found["clock"]``: Lamport runs only, the order that promises it."""
+    from analysis import checks, schema
+
+    if order != checks.LAMPORT:
+        found["clock"] = Check.settled(CLOCK_ORDERS.get(order, f"a {order} run: not checked"))
+        return
+    count, rows = _count_and_first(checks.clock_condition(checks.clock_timeline(records)),
+                                   ["file", "index"], first)
+    found["clock"] = Check(count, [dict(r, file=schema.display_path(rename(r["file"]))) for r in rows],
+                           note=CLOCK_NOTE)
+
+
+CLOCK_ORDERS = {
+    "sequencer": "a sequencer run: the clock orders nothing (the sequencer's numbers do), so the "
+                 "clock condition, the Lamport order's promise, is not checked",
+    "causal": "a causal run: the vector timestamps order it (see the causal check); the clock "
+              "condition, the Lamport order's promise, is not checked",
+    "handout": "a handout run: no send times",
+}
+"""Why the clock condition is not checked in a run of another order than Lamport's."""
 
 
 def _common_order(records, messages, totals: dict, rename, offsets, first: int, found: dict,

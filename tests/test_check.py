@@ -1,5 +1,6 @@
 """`tom check` on the real core: tiny configurations counted by hand, a few-seconds run of each order,
-six planted bugs (mutations of the core's source) each found with a short shrunk counterexample, and
+seven planted bugs (mutations of the core's source) each found with a short shrunk counterexample, the
+clock condition (happens-before) judged on both sides, and
 the counterexample's three forms (a transcript that replays into the same violation, a ShiViz log, a
 page)."""
 
@@ -19,7 +20,7 @@ from tom.check.explore import Found, replay, search, shrink
 from shiviz_js import SHIVIZ_CHECK
 from tom.check.trace import run_transcript, shiviz, transcript
 from tom.check.world import Config, Step, World
-from tom.core import causal, group, lamport, sequencer, viewchange
+from tom.core import causal, clock, group, lamport, sequencer, viewchange
 
 pytestmark = pytest.mark.pure  # (tom check walks and pickles the core: interpreted)
 
@@ -225,6 +226,12 @@ MUTATIONS = {
         lambda mp: mutate(mp, causal.CausalOrder, "release", "any(vc[k] > counts[k] for",
                           "any(vc[k] > counts[k] + 1 for"),
         Config("causal", 3, 1)),
+    # it still ticks on a receipt but ignores the received clock (issue 43): 3 x 1 holds no schedule
+    # that shows it (exhaustive), 2 x 2 does
+    "a clock that ignores what it receives": (
+        lambda mp: mutate(mp, clock.LamportClock, "observe", "self.time = (remote if remote > t else t) + 1",
+                          "self.time = t + 1"),
+        Config("lamport", 2, 2)),
 }
 
 
@@ -251,6 +258,64 @@ def test_the_real_core_passes_what_the_mutants_fail():
     for bug, (_, config) in MUTATIONS.items():
         r = search(config, "bfs", time_limit=5)
         assert r.found is None, f"{bug}'s configuration fails on the real core: {r.found and r.found.violation}"
+
+
+def test_a_clock_that_ignores_what_it_receives_breaks_the_clock_condition(monkeypatch):
+    """The mutant of issue 43 keeps every peer's (clock, pid) order, so only the clock condition names
+    it: A sends after it received B's second message, under it in the (clock, pid) order."""
+    MUTATIONS["a clock that ignores what it receives"][0](monkeypatch)
+    config = Config("lamport", 2, 2)
+    r = search(config, "bfs")
+    assert r.found is not None and r.found.violation.name == "clock condition"
+    assert str(r.found.violation) == ("clock condition: peer 1 sent (3, 1) after it had received (3, 2), which "
+                                      "comes later in the (clock, pid) order")
+    assert [str(s) for s in r.found.steps] == ["send 2", "deliver 2>1", "deliver 1>2", "send 2", "deliver 2>1",
+                                               "send 1"]
+
+
+def test_the_unmodified_clock_keeps_the_clock_condition_on_the_mutants_configurations():
+    for config in (Config("lamport", 2, 2), Config("lamport", 3, 1)):
+        r = search(config, "bfs", time_limit=60 if config.peers == 2 else 5)
+        assert r.found is None, r.found and r.found.violation
+    assert search(Config("lamport", 2, 2), "bfs").exhaustive
+
+
+def _delivered_in_order(config: Config, steps: list[str]) -> World:
+    world, _, broken = replay(config, [Step.parse(s) for s in steps])
+    assert broken is None
+    return world
+
+
+def test_a_delivery_after_a_message_whose_sender_had_received_it_breaks_the_clock_condition():
+    """The delivery side, on the real core's run with a past planted: every peer delivered A's m1.1 and
+    then B's m2.1 (equal clocks: the pid decides); had A received m2.1 before sending m1.1, that is
+    the wrong way round."""
+    config = Config("lamport", 2, 1)
+    world = _delivered_in_order(config, ["send 2", "send 1", "deliver 2>1", "deliver 1>2", "deliver 2>1",
+                                         "deliver 1>2"])
+    logs = {n: [e[1] for e in log if e[0] == "m"] for n, log in world.logs.items()}
+    a, b = logs[1]
+    assert logs == {1: [a, b], 2: [a, b]} and world.heard == {a: frozenset(), b: frozenset()}
+    invariants.check_all(world)  # as it is: fine
+    world.heard = {**world.heard, a: frozenset({b})}
+    with pytest.raises(check_world.Violation, match=r"clock condition: peer 1 delivered \(1, 1\) m1.1 before "
+                                                    r"\(1, 2\) m2.1, which peer 1 had received before it sent "
+                                                    r"the first"):
+        invariants.check_all(world)
+
+
+def test_what_a_peer_received_grows_by_each_message_and_its_past():
+    """`World.received` and `World.heard` on the real core: B receives A's message, then sends; C
+    receives B's ACK of it (not counted: an ACK carries the acknowledged message's clock, not B's), then
+    B's message, and so has received A's too (through B's) without A's frame."""
+    config = Config("lamport", 3, 1, senders=(1, 2))
+    world = _delivered_in_order(config, ["send 1", "deliver 1>2", "send 2", "deliver 2>3"])
+    assert 3 not in world.received  # B's ACK of A's message (marks) came first: no happens-before of B's
+    world, _ = world.successor(Step.parse("deliver 2>3"))  # B's message
+    (a,), (b,) = ([k for k in world.heard if k[1] == check_world.pid(n)] for n in (1, 2))
+    assert world.heard == {a: frozenset(), b: frozenset({a})}
+    assert world.received == {1: frozenset({a}), 2: frozenset({a, b}), 3: frozenset({a, b})}
+    assert a < b  # the real clock: B's message follows A's
 
 
 def test_shrinking_drops_steps_that_do_not_matter(monkeypatch):

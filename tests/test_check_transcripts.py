@@ -4,7 +4,7 @@ block, ``check``, must find every invariant holding. A counterexample `tom check
 (``tom-check/counterexample.txt``) becomes one of these by copying it here once the bug is fixed
 (``TOM_REWRITE=1`` records the fixed core's outputs; read the diff before committing it).
 
-The files here are the schedules that found the six planted bugs of tests/test_check.py, and the
+The files here are the schedules that found the seven planted bugs of tests/test_check.py, and the
 holes of the real core that the checker reaches (`HOLES`): strict expected failures whose ``check``
 block says what must hold (``ok``) while the core breaks it. Every step before it must still do what
 the file says (a drift there is a plain failure: record the steps again); only the verdict of the

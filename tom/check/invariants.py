@@ -11,6 +11,12 @@ At every state:
   messages in view v;
 * **causal order** (causal) — a message is delivered after every message its sender had delivered
   in the same view before sending it;
+* **clock condition** (lamport) — the order respects happens-before: a message m2 sent by p after p
+  received m1 (directly, or through messages that followed m1) comes after m1. At its send, its
+  ``(clock, pid)`` must be above m1's (judged as the step runs: `World._receive`, where "received"
+  is defined); and every peer that delivers both delivers m1 first. The causal order promises
+  this for what a sender had *delivered* (the causal order above), not for what it had only
+  received; the sequencer order numbers messages as they reach the sequencer and promises neither;
 * **no false divergence alarm** and **no rejected frame** of a member — checked as the step runs
   (`World.successor`).
 
@@ -169,13 +175,39 @@ def _failed(world: World) -> set[int]:
     return out
 
 
+def _clock_condition(world: World, n: int, start: int) -> None:
+    """The clock condition's delivery side at peer ``n``, for the messages its log holds from
+    ``start`` on: none is delivered after a message whose sender had received it before sending
+    (`World.heard`)."""
+    heard = world.heard
+    if not heard:
+        return
+    log = world.logs[n]
+    for i in range(start, len(log)):
+        entry = log[i]
+        if entry[0] != "m":
+            continue
+        key = entry[1]
+        for earlier in log[:i]:
+            if earlier[0] == "m" and key in heard.get(earlier[1], ()):
+                k = earlier[1]
+                raise Violation("clock condition",
+                                f"peer {n} delivered ({k[0]}, {number(k[1])}) {earlier[3]} before ({key[0]}, "
+                                f"{number(key[1])}) {entry[3]}, which peer {number(k[1])} had received before it sent the first")
+
+
 def check(world: World) -> None:
     """Raise the Violation of the first invariant (in the order `check_all` judges them) that does
     not hold. A world that came by one step from a world that passed is judged on what the step
-    appended to the logs (`_fine`), and as a whole only when that finds something."""
+    appended to the logs (`_fine`), and as a whole only when that finds something. The clock
+    condition's delivery side is judged on what the step appended in any case: it depends on the
+    messages' pasts, which the memo of verdicts (`_logs_key`) does not cover."""
     grew = world.grew
     world.grew = None  # judged once: the world keeps no more than it needs
     if world.parent_checked and grew is not None:
+        if grew and world.heard:
+            for n, start in grew:
+                _clock_condition(world, n, start)
         if not grew:
             world.checked = True
             return
@@ -224,6 +256,8 @@ def check_all(world: World) -> None:
             per_view.setdefault(view, {}).setdefault(n, []).append(key)
             if order == "causal":
                 _check_causal(world, n, log, key, view)
+    for n in world.logs:
+        _clock_condition(world, n, 0)
     # virtual synchrony: the peers that install view v + 1 after view v delivered the same messages in v
     installed: dict[int, set[int]] = {}
     for n, log in world.logs.items():

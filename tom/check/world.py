@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from ..core import Core, Delivery, Timing, ViewDelivery, admission
 from ..errors import FrameError, UsageError
 from ..codec.frames import Heartbeat, Install, format_frame, parse_frame
+from ..codec.pid import pid_key
 
 BASE_PORT = 5000
 TIMING = Timing(heartbeat=1.0, suspect_after=5.0, verify_after=1.0, form_after=2.5, admit_after=1e9)
@@ -332,6 +333,9 @@ class Outcome:
     alarm: str = ""
     error: str = ""  # a FrameError/UsageError the input raised (the core is then unchanged)
     sent: tuple[int, str] | None = None  # the key of the message a send multicast (None if held)
+    # the lamport order: the messages the core took with their text in this step (`_held`), its own
+    # ones (sent in this step) included, in (clock, pid) order
+    took: tuple[tuple[int, str], ...] = ()
 
 
 CACHE_LIMIT = 300_000
@@ -347,6 +351,7 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
     if hit is not None:
         return hit
     core = local.core()
+    before = _held(core)
     error = ""
     sent = None
     try:
@@ -391,15 +396,36 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
         error = str(e)
         core = local.core()
     ready = core.ready()
+    took: tuple[tuple[int, str], ...] = ()
+    if before is not None:
+        after = _held(core) or set()
+        after.update((d.clock, d.pid) for d in ready.deliveries if type(d) is Delivery)
+        took = tuple(sorted(after - before, key=_order_key))
     sends = tuple((tuple(dests), format_frame(frame), frame.view if type(frame) is Heartbeat else None)
                   for dests, frame in ready.sends)
     out = Outcome(Local.of(core), sends, tuple(_log_entry(d) for d in ready.deliveries),
                   tuple(_describe(d) for d in ready.deliveries), str(ready.alarms[0]) if ready.alarms else "",
-                  error, sent)
+                  error, sent, took)
     if len(_cache) >= CACHE_LIMIT:
         _cache.clear()
     _cache[key] = out
     return out
+
+
+def _held(core: Core) -> set[tuple[int, str]] | None:
+    """The keys of the messages a lamport core holds with their text (pending in its order); None in
+    the other orders. A message gets its text in the order only where the core takes it
+    (`Traffic.message`, which observes its clock): from its origin or relayed in a flush, when it
+    arrived, or when a frame held early is taken at last; its own, when it sends one."""
+    order = core.order
+    if order.name != "lamport":
+        return None
+    return {(e.clock, e.pid) for e in order if e.text is not None}
+
+
+def _order_key(key: tuple[int, str]) -> tuple:
+    """A message's place in the Lamport order: ``(clock, pid)``, pids as `pid_key` orders them."""
+    return (key[0], pid_key(key[1]))
 
 
 def _step(kind: str, a: int = 0, b: int = 0) -> Step:
@@ -512,6 +538,11 @@ class World:
     timed_out: frozenset[tuple[int, int]] = frozenset()  # (x, y) timeouts that fired
     logs: dict[int, tuple[tuple, ...]] = field(default_factory=dict)  # delivered, per peer: see `_log_entry`
     past: dict[tuple[int, str], frozenset] = field(default_factory=dict)  # causal: a message's past
+    # the lamport order: a message's happens-before past (the messages its sender had received, directly
+    # or through the messages it received, and its own earlier ones, when it sent it), and what each
+    # peer has received so far in that sense (`_receive`)
+    heard: dict[tuple[int, str], frozenset] = field(default_factory=dict)
+    received: dict[int, frozenset] = field(default_factory=dict)
     now: dict[int, float] = field(default_factory=dict)  # each core's abstract time
     announced: dict[tuple[int, int], int] = field(default_factory=dict)  # link -> last view announced
     broken: Violation | None = None  # what the step being taken broke (raised when it is done)
@@ -726,6 +757,8 @@ class World:
         w.timed_out = self.timed_out
         w.logs = self.logs
         w.past = self.past
+        w.heard = self.heard
+        w.received = self.received
         w.now = self.now
         w.announced = self.announced
         w.broken = None
@@ -935,6 +968,8 @@ class World:
                     targets.append(dn)
             if targets:
                 sends.append((tuple(targets), text))
+        if out.took:
+            self._receive(n, out.took)
         if out.deliveries:
             before = self.logs.get(n, ())
             log = before + out.deliveries
@@ -956,6 +991,45 @@ class World:
                                               f"{what} (bound {bound})"))
         if events is not None:
             events.append(Event(n, tuple(sends), out.described, what))
+
+    def _receive(self, n: int, took: tuple[tuple[int, str], ...]) -> None:
+        """The lamport order: peer ``n`` took the messages ``took`` (`Outcome.took`). A message of its
+        own is one it sent: its happens-before past is what ``n`` had received before this step
+        (`heard`), and it must follow all of it in the (clock, pid) order (the *clock condition*,
+        judged here as the step runs). Another's it received: what ``n`` has received grows by that
+        message and its past. (A step that both receives and sends gives its own message only what
+        came before the step: a part of its past, never more.)
+
+        What "received" means: a message taken with its text, the only frame that carries its sender's
+        clock. An ACK (or a mark) carries the clock of the message it acknowledges, not its sender's:
+        no happens-before of the acknowledging peer reaches the receiver through it, so it is not
+        counted (the core's clock passes the acknowledged message's clock all the same, which this
+        leaves unasked)."""
+        me = pid(n)
+        known = self.received.get(n, frozenset())
+        grown = set(known)
+        heard = None
+        for key in took:
+            if key[1] == me:
+                if heard is None:
+                    heard = self.heard = dict(self.heard)
+                if key in heard:
+                    self.grew = None  # a key sent again: the past of a message judged before changes
+                heard[key] = known
+                later = [k for k in known if _order_key(k) > _order_key(key)]
+                if later:
+                    k = max(later, key=_order_key)
+                    self._break(Violation(
+                        "clock condition",
+                        f"peer {n} sent ({key[0]}, {number(key[1])}) after it had received ({k[0]}, {number(k[1])}), "
+                        f"which comes later in the (clock, pid) order"))
+            else:
+                past = self.heard.get(key)
+                if past:
+                    grown |= past
+            grown.add(key)
+        if len(grown) != len(known):
+            self.received = {**self.received, n: frozenset(grown)}
 
     # -- the fingerprint -----------------------------------------------------------------------------
     def _book(self) -> Book:
