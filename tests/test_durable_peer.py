@@ -267,3 +267,19 @@ def test_a_new_data_folder_has_nothing_to_clean_up(tmp_path):
     d.clean(1e9)
     assert d.index.count == 0
     d.close()
+
+
+def test_a_founder_whose_last_view_delivered_no_message_ends_it_with_what_was_taken(tmp_path):
+    """Found by `tom check --restart`: the founder's last view holds no message yet (its last message,
+    if any, is of an earlier view), so there is no last key to sort after — every taken message of
+    the view comes after its record."""
+    out = OutputFile(tmp_path / "out-a.jsonl", A)
+    a = Durable(tmp_path / "data-a", A)
+    a.reconcile(out)
+    a.deliver([view(1, 1, joined=(A, B, C))], out, 1.0, 0.0)
+    a.persist([(1, 2, C, "c2", 1.0)])  # taken, never delivered
+    _, asks = a.deliver([ViewDelivery(2, 3, A, 2, (A, B), (A, B), (), ())], out, 2.0, 0.0)
+    assert asks == [((B,), CatchUp(1, 0, 2))]
+    a.on_frame(B, History("end", 0, ()), out, 2.1, 0.1)
+    assert [(r["kind"], r["view"], r.get("clock")) for r in lines(tmp_path / "out-a.jsonl")] == [
+        ("view", 1, 1), ("message", 1, 2), ("view", 2, 3)]
