@@ -11,7 +11,8 @@ Commands: ``static A B C order=O messages=M`` or ``group A B C order=O messages=
 [leave=C] [join=1] [cut=A,B/C] [cut-one-way=C>B] [false-suspicion]`` (the configuration; ``group``
 when views and failure detection run), ``B <- A: FRAME`` (A's first in-flight frame reaches B),
 ``A send m1.1``, ``crash B``, ``cut``, ``heal``, ``join D``, ``C leave``, ``B timeout A`` (A's
-suspicion timeout passed at B), ``B tick`` (a heartbeat period passed at B), ``check``.
+suspicion timeout passed at B), ``B tick`` (a heartbeat period passed at B), ``restart A``,
+``restart A mid-step``, ``crash A mid-step`` (durable peers: `tom.check.restart`), ``check``.
 """
 
 from __future__ import annotations
