@@ -310,3 +310,19 @@ def test_fsync_batch_syncs_on_a_worker_thread_and_a_failed_sync_is_said_at_the_n
     monkeypatch.setattr(log_module.os, "fsync", real)
     d.close()
     out.close()
+
+
+def test_a_founder_whose_last_view_delivered_no_message_ends_it_with_what_was_taken(tmp_path):
+    """Found by `tom check --restart`: the founder's last view holds no message yet (its last message,
+    if any, is of an earlier view), so there is no last key to sort after — every taken message of
+    the view comes after its record."""
+    out = OutputFile(tmp_path / "out-a.jsonl", A)
+    a = Durable(tmp_path / "data-a", A)
+    a.reconcile(out)
+    a.deliver([view(1, 1, joined=(A, B, C))], out, 1.0, 0.0)
+    a.persist([(1, 2, C, "c2", 1.0)])  # taken, never delivered
+    _, asks = a.deliver([ViewDelivery(2, 3, A, 2, (A, B), (A, B), (), ())], out, 2.0, 0.0)
+    assert asks == [((B,), CatchUp(1, 0, 2))]
+    a.on_frame(B, History("end", 0, ()), out, 2.1, 0.1)
+    assert [(r["kind"], r["view"], r.get("clock")) for r in lines(tmp_path / "out-a.jsonl")] == [
+        ("view", 1, 1), ("message", 1, 2), ("view", 2, 3)]

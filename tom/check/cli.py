@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--senders", type=_peer_list, metavar="PEERS",
                    help="only these peers send (e.g. 1,3; default every peer)")
     p.add_argument("--crash", type=_peer_list, default=[], metavar="PEER", help="this peer may crash (1,2: each)")
+    p.add_argument("--restart", type=_peer_list, default=[], metavar="PEER",
+                   help="every peer keeps a data folder (tom peer --data), and this one (1,2: each) may crash at "
+                        "any point and start again from it, once (with --crash PEER too: also after a crash)")
     p.add_argument("--join", type=int, default=0, metavar="K", help="K new peers (N+1..N+K) may start and join")
     p.add_argument("--leave", type=_peer_list, default=[], metavar="PEER", help="this peer may leave")
     p.add_argument("--cut", type=_cut, metavar="A,B/C", help="a partition between the sides, once, healed later")
@@ -114,7 +117,7 @@ def config_of(args: argparse.Namespace) -> Config:
     if not 0 <= args.messages <= 5:
         raise ValueError("--messages must be 0..5")
     everyone = set(range(1, n + args.join + 1))
-    named = list(args.crash) + list(args.leave) + list(args.senders or [])
+    named = list(args.crash) + list(args.leave) + list(args.senders or []) + list(args.restart)
     if args.cut:
         named += [p for side in args.cut for p in side]
     named += [p for pair in args.cut_one_way for p in pair]
@@ -125,12 +128,14 @@ def config_of(args: argparse.Namespace) -> Config:
         raise ValueError("--jitter and --horizon are the timed mode's: give --delay too")
     if args.delay is not None and not (0 <= args.delay and 0 <= args.jitter and 1 <= args.horizon):
         raise ValueError("--delay and --jitter must be 0 or more, --horizon 1 or more")
+    if args.restart and args.delay is not None:
+        raise ValueError("--restart is not explored in the timed mode (--delay) yet")
     if args.max_attempts is not None and args.max_attempts < 1:
         raise ValueError("--max-attempts must be 1 or more")
     if args.cut and sorted(p for side in args.cut for p in side) != sorted(set(p for side in args.cut for p in side)):
         raise ValueError("--cut: a peer is on two sides")
     return Config(order=args.order, peers=n, messages=args.messages, crash=tuple(args.crash), join=args.join,
-                  leave=tuple(args.leave), cut=args.cut, cut_one_way=tuple(args.cut_one_way),
+                  leave=tuple(args.leave), restart=tuple(args.restart), cut=args.cut, cut_one_way=tuple(args.cut_one_way),
                   false_suspicion=args.false_suspicion, dynamic=args.dynamic, heal_late=args.heal_late,
                   senders=tuple(args.senders) if args.senders else None,
                   ticks=args.ticks if args.ticks is not None else 5 if args.found else 2, found=args.found,
@@ -228,7 +233,7 @@ def write_counterexample(config: Config, found, out: Path) -> list[Path]:
 
 
 # what --from takes from the transcript: options that would change the group are refused with it
-_GROUP_OPTIONS = ("order", "peers", "messages", "senders", "crash", "join", "leave", "cut", "cut_one_way",
+_GROUP_OPTIONS = ("order", "peers", "messages", "senders", "crash", "restart", "join", "leave", "cut", "cut_one_way",
                   "false_suspicion", "found", "dynamic", "delay", "jitter", "horizon", "max_attempts")
 
 

@@ -202,6 +202,10 @@ def check(world: World) -> None:
     appended to the logs (`_fine`), and as a whole only when that finds something. The clock
     condition's delivery side is judged on what the step appended in any case: it depends on the
     messages' pasts, which the memo of verdicts (`_logs_key`) does not cover."""
+    if world.config.restart:  # (what durable peers that restart add: `tom.check.restart`)
+        from . import restart
+
+        restart.check(world)
     grew = world.grew
     world.grew = None  # judged once: the world keeps no more than it needs
     if world.parent_checked and grew is not None:
@@ -328,6 +332,10 @@ def check_terminal(world: World) -> bool:
     for n, local in sorted(world.locals.items()):
         if n not in world.crashed and n not in world.left and local.mode not in ("normal", "removed"):
             raise Violation("liveness", f"peer {n} is stuck {local.mode} at a state where nothing more can happen")
+    if world.config.restart:
+        from . import restart
+
+        restart.check_terminal(world)
     live = [n for n, local in world.locals.items()
             if n not in failed and n not in world.left and local.mode == "normal"]
     for n in live:

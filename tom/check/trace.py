@@ -11,7 +11,8 @@ Commands: ``static A B C order=O messages=M`` or ``group A B C order=O messages=
 [leave=C] [join=1] [cut=A,B/C] [cut-one-way=C>B] [false-suspicion]`` (the configuration; ``group``
 when views and failure detection run), ``B <- A: FRAME`` (A's first in-flight frame reaches B),
 ``A send m1.1``, ``crash B``, ``cut``, ``heal``, ``join D``, ``C leave``, ``B timeout A`` (A's
-suspicion timeout passed at B), ``B tick`` (a heartbeat period passed at B), ``check``.
+suspicion timeout passed at B), ``B tick`` (a heartbeat period passed at B), ``restart A``,
+``restart A mid-step``, ``crash A mid-step`` (durable peers: `tom.check.restart`), ``check``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def config_line(c: Config) -> str:
     if c.senders is not None:
         words.append("senders=" + ",".join(letter(n) for n in c.senders))
     words += [f"crash={letter(n)}" for n in c.crash] + [f"leave={letter(n)}" for n in c.leave]
+    if c.restart:
+        words.append("restart=" + ",".join(letter(n) for n in c.restart))
     if c.join:
         words.append(f"join={c.join}")
     if c.cut:
@@ -80,6 +83,7 @@ def parse_config(line: str) -> Config:
     return Config(order=opts.get("order", "lamport"), peers=len(peers), messages=int(opts.get("messages", "1")),
                   crash=tuple(LETTERS.index(x) + 1 for x in opts.get("crash", "").split(",") if x),
                   leave=tuple(LETTERS.index(x) + 1 for x in opts.get("leave", "").split(",") if x),
+                  restart=tuple(LETTERS.index(x) + 1 for x in opts.get("restart", "").split(",") if x),
                   join=int(opts.get("join", "0")), cut=cut, cut_one_way=one_way,
                   false_suspicion="false-suspicion" in words, dynamic=words[0] == "group",
                   ticks=int(opts.get("ticks", "2")), found="found" in words, heal_late="heal-late" in words,
@@ -105,7 +109,9 @@ def command(step: Step, events: list[Event]) -> str:
     if k == "tick":
         return f"{letter(step.a)} tick" if step.a else "tick"
     if k in ("crash", "join"):
-        return f"{k} {letter(step.a)}"
+        return f"{k} {letter(step.a)}" + (" mid-step" if step.b else "")
+    if k == "restart":
+        return f"restart {letter(step.a)}" + (" mid-step" if step.b else "")
     return k
 
 
@@ -121,6 +127,10 @@ def parse_command(line: str) -> Step:
         return Step(words[1], LETTERS.index(words[0]) + 1)
     if len(words) == 2 and words[0] in ("crash", "join"):
         return Step(words[0], LETTERS.index(words[1]) + 1)
+    if words[:1] in (["restart"], ["crash"]) and len(words) == 3 and words[2] == "mid-step":
+        return Step(words[0], LETTERS.index(words[1]) + 1, 1)
+    if words[:1] == ["restart"] and len(words) == 2:
+        return Step("restart", LETTERS.index(words[1]) + 1)
     if words in (["cut"], ["heal"], ["tick"]):
         return Step(words[0])
     raise ValueError(f"not a transcript command: {line!r}")
@@ -135,6 +145,11 @@ def outputs(events: list[Event]) -> list[str]:
         me = letter(e.peer)
         if e.note == "crash":
             lines.append(f"{me} stops")
+        elif e.note == "crash mid-step":
+            lines.append(f"{me} stops inside its last step, after its first frame went out: its disk as it was then")
+        elif e.note.startswith("restart"):
+            lines.append(f"{me} stops and starts again from its data folder"
+                         + (" (killed inside its last step, after its first frame went out)" if "mid" in e.note else ""))
         for dests, text in e.sends:
             lines.append(f"{me} -> {' '.join(letter(d) for d in dests)}: {named(text)}")
         for d in e.deliveries:
@@ -257,7 +272,7 @@ def page(config: Config, found: Found) -> str:
                     sends.setdefault((e.peer, d), []).append(i)
             for d in e.deliveries:
                 items.append({"step": i, "kind": "deliver", "peer": e.peer, "label": named(_letters_in(d))})
-            if e.note in ("crash",) or step.kind in ("timeout", "leave", "join"):
+            if e.note in ("crash", "crash mid-step") or step.kind in ("timeout", "leave", "join") or e.note.startswith("restart"):
                 items.append({"step": i, "kind": "mark", "peer": e.peer, "label": command(step, events)})
     data = json.dumps({"peers": [letter(p) for p in peers], "ids": peers, "steps": len(found.steps),
                        "items": items, "commands": [command(s, ev) for s, ev in zip(found.steps, found.events)]})

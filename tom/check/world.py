@@ -112,6 +112,9 @@ class Config:
     jitter: int = 0
     horizon: int = HORIZON
     max_attempts: int | None = None
+    # durable peers (every peer keeps a data folder); each of these may crash and start again from it
+    # once (`tom.check.restart`)
+    restart: tuple[int, ...] = ()
 
     @property
     def timed(self) -> bool:
@@ -124,7 +127,7 @@ class Config:
     @property
     def faults(self) -> bool:
         return bool(self.crash or self.join or self.leave or self.cut or self.cut_one_way or self.false_suspicion
-                    or self.found)
+                    or self.found or self.restart)
 
     @property
     def everyone(self) -> list[int]:
@@ -134,6 +137,7 @@ class Config:
         each = "each" if self.senders is None else f"from {','.join(map(str, self.senders))}"
         parts = [self.order, f"{self.peers} peers", f"{self.messages} message{'s' if self.messages != 1 else ''} {each}"]
         parts += [f"crash {c}" for c in self.crash] + [f"leave {x}" for x in self.leave]
+        parts += [f"restart {r} from its data folder" for r in self.restart]
         if self.join:
             parts.append(f"join {self.join}")
         heal = " and heal" + (" once nothing else can happen" if self.heal_late else "")
@@ -165,6 +169,8 @@ class Step:
             return f"timeout {self.a}@{self.b}"
         if self.kind in ("cut", "heal") or (self.kind == "tick" and not self.a):
             return self.kind  # (a tick with no peer: the timed mode's, at every peer)
+        if self.kind in ("restart", "crash") and self.b:
+            return f"{self.kind} {self.a} mid-step"  # (`tom.check.restart`: its last step's writes after its sends lost)
         return f"{self.kind} {self.a}"
 
     @staticmethod
@@ -178,6 +184,11 @@ class Step:
             return Step(kind, int(a), int(b))
         if kind in ("cut", "heal") or (kind == "tick" and not rest):
             return Step(kind)
+        if kind in ("restart", "crash") and rest.endswith(" mid-step"):
+            return Step(kind, int(rest.split()[0]), 1)
+        if kind == "restart":
+            a, _, mid = rest.partition(" ")
+            return Step(kind, int(a), int(mid == "mid-step"))
         if kind in ("send", "crash", "join", "leave", "tick"):
             return Step(kind, int(rest))
         raise ValueError(f"not a step: {text!r}")
@@ -299,7 +310,8 @@ class Local:
     now: float
     no_quorum: bool
     attempts: int  # attempts without a decision: founding attempts outside a view, rounds of a view change
-
+    torn: bool = False  # a durable peer whose last step wrote to its disk after its first frame out (`restart`)
+    owes: bool = False  # a durable peer admitted and caught up that has yet to send its accepted texts again
 
     @property
     def stuck(self) -> bool:
@@ -314,9 +326,10 @@ class Local:
             attempts = core.founding.attempts if mode == "joining" else 0
         else:  # (`ViewChange.highest`: the highest round of the change under way, from 0; -1 outside one)
             attempts = core.change.highest + 1
+        shell = core.__dict__.get("check_shell")
         return Local(blob, fp, mode, core.view.members if core.view is not None else frozenset(),
                      frozenset(core.detector.suspected), core.backlog(), core.leaving, core.now, core.no_quorum is not None,
-                     attempts)
+                     attempts, shell is not None and shell.torn is not None, shell is not None and shell.owes)
 
     def core(self) -> Core:
         return thaw(self.blob)
@@ -351,47 +364,24 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
     if hit is not None:
         return hit
     core = local.core()
+    if "check_shell" in core.__dict__:  # a durable peer: its shell too (`tom.check.restart`)
+        from . import restart
+
+        out = restart.step(local, core, kind, arg)
+    else:
+        out = _plain_step(local, core, kind, arg)
+    if len(_cache) >= CACHE_LIMIT:
+        _cache.clear()
+    _cache[key] = out
+    return out
+
+
+def _plain_step(local: Local, core: Core, kind: str, arg: tuple) -> Outcome:
     before = _held(core)
     error = ""
     sent = None
     try:
-        if kind == "recv":
-            core.receive(arg[0], parse_frame(arg[1]))
-        elif kind == "send":
-            msg = core.broadcast(arg[0])
-            sent = (msg.clock, msg.pid) if msg is not None else None
-        elif kind == "timeout":
-            x, t = arg  # (past x's allowance, which grows with each false suspicion: `FailureDetector`)
-            t += core.detector.allowance(x, TIMING.suspect_after) - TIMING.suspect_after + core.detector.trips.bound()
-            for p in list(core.detector.last_heard):
-                if p != x:
-                    core.detector.last_heard[p] = t
-            core.tick(t)
-            t += TIMING.verify_after
-            for p in list(core.detector.last_heard):
-                if p != x and p not in core.detector.suspected:
-                    core.detector.last_heard[p] = t
-            core.tick(t)
-        elif kind == "tick":
-            heard, t = arg
-            for p in heard:
-                core.detector.last_heard[p] = t
-            core.tick(t)
-        elif kind == "clock":  # the timed mode: the heartbeats of ``heard`` arrive, then time is ``t``
-            heard, t = arg
-            detector = core.detector
-            unannounced = admission.unannounced(core.view, core.static)
-            for p in heard:
-                # as the core takes a frame (`Core.receive`): a member that announced the view speaks,
-                # which ends a suspicion of it (one raised before its announcement came, say)
-                detector.spoke(p, t, core.view, core.peers, unannounced)
-            core.tick(t)
-        elif kind == "leave":
-            core.leave()
-        elif kind == "connected":
-            core.connected(arg[0], arg[1])
-        elif kind != "start":
-            raise ValueError(kind)
+        sent = feed(core, kind, arg)
     except (FrameError, UsageError) as e:
         error = str(e)
         core = local.core()
@@ -403,13 +393,55 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
         took = tuple(sorted(after - before, key=_order_key))
     sends = tuple((tuple(dests), format_frame(frame), frame.view if type(frame) is Heartbeat else None)
                   for dests, frame in ready.sends)
-    out = Outcome(Local.of(core), sends, tuple(_log_entry(d) for d in ready.deliveries),
-                  tuple(_describe(d) for d in ready.deliveries), str(ready.alarms[0]) if ready.alarms else "",
-                  error, sent, took)
-    if len(_cache) >= CACHE_LIMIT:
-        _cache.clear()
-    _cache[key] = out
-    return out
+    return Outcome(Local.of(core), sends, tuple(_log_entry(d) for d in ready.deliveries),
+                   tuple(_describe(d) for d in ready.deliveries), str(ready.alarms[0]) if ready.alarms else "",
+                   error, sent, took)
+
+
+def feed(core: Core, kind: str, arg: tuple) -> tuple[int, str] | None:
+    """One input to ``core`` (FrameError/UsageError as the core raises them); for a send, the key of
+    the message it multicast (None if held)."""
+    sent = None
+    if kind == "recv":
+        core.receive(arg[0], parse_frame(arg[1]))
+    elif kind == "send":
+        msg = core.broadcast(arg[0])
+        sent = (msg.clock, msg.pid) if msg is not None else None
+    elif kind == "timeout":
+        x, t = arg  # (past x's allowance, which grows with each false suspicion: `FailureDetector`)
+        t += core.detector.allowance(x, TIMING.suspect_after) - TIMING.suspect_after + core.detector.trips.bound()
+        for p in list(core.detector.last_heard):
+            if p != x:
+                core.detector.last_heard[p] = t
+        core.tick(t)
+        t += TIMING.verify_after
+        for p in list(core.detector.last_heard):
+            if p != x and p not in core.detector.suspected:
+                core.detector.last_heard[p] = t
+        core.tick(t)
+    elif kind == "tick":
+        heard, t = arg
+        for p in heard:
+            core.detector.last_heard[p] = t
+        core.tick(t)
+    elif kind == "clock":  # the timed mode: the heartbeats of ``heard`` arrive, then time is ``t``
+        heard, t = arg
+        detector = core.detector
+        unannounced = admission.unannounced(core.view, core.static)
+        for p in heard:
+            # as the core takes a frame (`Core.receive`): a member that announced the view speaks,
+            # which ends a suspicion of it (one raised before its announcement came, say)
+            detector.spoke(p, t, core.view, core.peers, unannounced)
+        core.tick(t)
+    elif kind == "leave":
+        core.leave()
+    elif kind == "connected":
+        core.connected(arg[0], arg[1])
+    elif kind == "disconnected":
+        core.disconnected(arg[0])
+    elif kind != "start":
+        raise ValueError(kind)
+    return sent
 
 
 def _held(core: Core) -> set[tuple[int, str]] | None:
@@ -462,7 +494,7 @@ class Book:
         self.everyone = everyone
         self.pairs = [(a, b) for a in everyone for b in everyone if a != b]  # sorted
         parts: list[tuple] = [(kind,) for kind in ("crashed", "cut_on", "cut_done", "started", "left", "timed_out",
-                                                   "time")]
+                                                   "time", "restarted")]
         parts += [(kind, n) for n in everyone for kind in ("local", "sent", "log", "ticks")]
         parts += [(kind, pair) for pair in self.pairs for kind in ("link", "announced", "due")]
         self.slots: dict[tuple, int] = {part: i for i, part in enumerate(parts)}
@@ -536,6 +568,7 @@ class World:
     started: frozenset[int] = frozenset()  # joiners started
     left: frozenset[int] = frozenset()  # leave asked
     timed_out: frozenset[tuple[int, int]] = frozenset()  # (x, y) timeouts that fired
+    restarted: frozenset[int] = frozenset()  # peers that started again from their data folders
     logs: dict[int, tuple[tuple, ...]] = field(default_factory=dict)  # delivered, per peer: see `_log_entry`
     past: dict[tuple[int, str], frozenset] = field(default_factory=dict)  # causal: a message's past
     # the lamport order: a message's happens-before past (the messages its sender had received, directly
@@ -591,9 +624,14 @@ class World:
                 cores[n] = core
         if config.found:  # no group yet: every peer joining, expecting the others (the neighbors file)
             cores = {n: Core.joining(pid(n), n, TIMING, order=config.order, expected=pids) for n in members}
+        logs: dict[int, tuple[tuple, ...]] = {n: () for n in members}
+        if config.restart:  # every peer durable, each with view 1 in its history (`tom.check.restart`)
+            from . import restart
+
+            logs = {n: restart.durable(cores[n], config) for n in members}
         book = Book(config)  # a search's own: its ids go when its worlds go
         world = cls(config, {n: Local.of(c) for n, c in cores.items()}, {}, {n: 0 for n in members},
-                    logs={n: () for n in members}, now={n: 0.0 for n in config.everyone},
+                    logs=logs, now={n: 0.0 for n in config.everyone},
                     announced={} if config.found else {(a, b): 1 for a in members for b in members if a != b},
                     book=book)
         events: list[Event] = []
@@ -655,9 +693,11 @@ class World:
             out.append(_step("tick", 0))
         if not book.faults:
             return out
-        for n in c.crash:
-            if n not in crashed and n in locals_:
+        for n in c.crash:  # (once: a peer that started again from its data does not crash again)
+            if n not in crashed and n in locals_ and n not in self.restarted:
                 out.append(_step("crash", n))
+                if locals_[n].torn:  # (a durable peer, killed inside its last step: `tom.check.restart`)
+                    out.append(_step("crash", n, 1))
         if (c.cut is not None or c.cut_one_way) and not self.cut_done:
             out.append(_step("cut"))
         if self.cut_on and not c.heal_late:
@@ -669,6 +709,12 @@ class World:
         for n in c.leave:
             if n not in left and n not in crashed and self._member(n, n):
                 out.append(_step("leave", n))
+        for n in c.restart:  # (once each: running, or crashed by --crash; `tom.check.restart`)
+            local = locals_.get(n)
+            if local is not None and n not in self.restarted and n not in left:
+                out.append(_step("restart", n))
+                if local.torn and n not in crashed:
+                    out.append(_step("restart", n, 1))
         if self.cut_on and c.heal_late and c.timed and all(s.kind == "tick" for s in out):
             out.append(_step("heal"))
         if c.timed:  # (the clock suspects the silent and moves the stuck: `tick`)
@@ -689,7 +735,8 @@ class World:
         ticks = self.ticks
         for y in book.everyone:
             local = locals_.get(y)
-            if local is not None and y not in crashed and local.stuck and ticks.get(y, 0) < c.ticks:
+            # (a durable peer sends its accepted texts again at its next step: a tick always comes)
+            if local is not None and y not in crashed and ((local.stuck and ticks.get(y, 0) < c.ticks) or local.owes):
                 out.append(_step("tick", y))
         if self.cut_on and c.heal_late and all(s.kind == "tick" for s in out):
             out.append(_step("heal"))
@@ -755,6 +802,7 @@ class World:
         w.started = self.started
         w.left = self.left
         w.timed_out = self.timed_out
+        w.restarted = self.restarted
         w.logs = self.logs
         w.past = self.past
         w.heard = self.heard
@@ -810,6 +858,10 @@ class World:
                 w.past = {**w.past, out.sent: before}
             w._apply(n, out, events, f"send {text}")
         elif k == "crash":
+            if step.b:
+                from . import restart
+
+                restart.crash_mid_step(w, step.a)
             w.crashed = w.crashed | {step.a}
             w._renumber(("crashed",), w.crashed)
             for link in [link for link in w.links if step.a in link]:
@@ -818,7 +870,7 @@ class World:
                 if w.due.pop(link, None) is not None:
                     w._renumber(("due", link), None)
             if events is not None:
-                events.append(Event(step.a, note="crash"))
+                events.append(Event(step.a, note="crash mid-step" if step.b else "crash"))
         elif k == "cut":
             w.cut_on, w.cut_done = True, True
             w._renumber(("cut_on",), True)
@@ -859,6 +911,10 @@ class World:
                 if m != n and m not in w.crashed:
                     w._apply(n, step_core(w.locals[n], "connected", (pid(m), m)), events, f"connected {m}")
                     w._apply(m, step_core(w.locals[m], "connected", (pid(n), n)), events, f"connected {n}")
+        elif k == "restart":
+            from . import restart
+
+            restart.restart(w, step.a, bool(step.b), events)
         elif k == "leave":
             n = step.a
             w.left = w.left | {n}
@@ -1062,6 +1118,8 @@ class World:
         self._renumber(("started",), self.started)
         self._renumber(("left",), self.left)
         self._renumber(("timed_out",), self.timed_out)
+        if self.restarted:
+            self._renumber(("restarted",), self.restarted)
         for n, local in self.locals.items():
             self._renumber(("local", n), local.fp)
         for link, frames in self.links.items():

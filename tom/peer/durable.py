@@ -77,6 +77,9 @@ def _fields(payload: bytes) -> dict:
     return rec
 
 
+BEFORE_ANY = (-1, ("", -1))
+"""A ``(clock, pid_key)`` before every message's: where a view with no message delivered yet ends."""
+
 Taken = tuple[int, int, str, str, "float | None"]
 """A message the core took: (view, clock, pid, text, sent_at)."""
 
@@ -99,6 +102,15 @@ def read_pending(payload: bytes) -> list[Taken]:
         v, c, p, s, t = line.split(" ", 4)
         out.append((int(v), int(c), p, unescape_text(t), None if s == "None" else float(s)))
     return out
+
+
+def not_in_order(accepted: Sequence[str], base: int, own: int) -> list[str]:
+    """The accepted texts the group's order does not hold yet — ``accepted`` holds the texts from
+    number ``base`` on, ``own`` is the number of this peer's own messages in its history: the de-dup
+    of a restarted peer, which sends again only these. An origin's messages are delivered in the order
+    it sent them, and it sends them in the order it accepted them, so the delivered ones are the first
+    ``own`` accepted (a text sent again under a new clock would be delivered twice)."""
+    return list(accepted[own - base:])
 
 
 def event_of_record(rec: dict, index: int, order: str) -> Delivery | ViewDelivery:
@@ -302,7 +314,7 @@ class Durable:
         if self.unsent is not None or not self.started or self.recovery.catching_up:
             return []
         self.unsent = []
-        texts = self.accepted[self.index.own - self.accepted_base:]
+        texts = not_in_order(self.accepted, self.accepted_base, self.index.own)
         if texts and self.restarted:
             log.info("sending %d accepted text(s) the group has not delivered", len(texts))
         return texts
@@ -617,7 +629,7 @@ class Durable:
             return
         view = self.index.last[0]
         last_view, last_clock, last_pid = self.last_key
-        after = (last_clock, pid_key(last_pid)) if last_view == view else (-1, pid_key(""))
+        after = (last_clock, pid_key(last_pid)) if last_view == view else BEFORE_ANY
         chosen = {k: (r["text"], r["sent_at"]) for k, r in offered.items() if k[0] == view}
         chosen.update({k: (t[3], t[4]) for k, t in self.taken_not_delivered(view).items()})
         keys = sorted(chosen, key=lambda k: (k[1], pid_key(k[2])))

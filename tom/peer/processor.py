@@ -19,7 +19,7 @@ import trio
 
 from ..core import Core, Delivery, Divergence, ViewDelivery
 from ..core.group import heard_at_gate, receive_all, send_direct
-from ..core.records import Sends
+from ..core.records import Ready, Sends
 from ..codec.frames import Message
 from ..errors import OutputError, UsageError
 from ..web.eventfeed import EventFeed
@@ -202,6 +202,25 @@ class Inbox:
             raise
 
 
+def persist_then_send(ready: Ready, durable: Durable | None, route: Callable[[Sends], None], now: float,
+                      fail: Callable[[OutputError], None]) -> None:
+    """A step's effects in the order a crash may cut them: the messages the core took
+    (`Ready.persist`) on the disk of a durable peer (synced as ``--fsync`` says), then the step's
+    frames out, which acknowledge them. A crash between the two leaves a message on the disk and not
+    acknowledged, never acknowledged and not on the disk (`tom check --restart` explores that point,
+    through this very function). A disk error goes to ``fail``."""
+    if durable is not None:
+        try:
+            durable.persist(ready.persist)
+            durable.sync(now)  # (--fsync batch: a group commit, every 0.1 s at most)
+        except OutputError as e:
+            fail(e)
+    if TRACE is not None:
+        TRACE.note("core")
+    if ready.sends:
+        route(ready.sends)
+
+
 async def processor(
     core: Core,
     incoming: trio.MemoryReceiveChannel,
@@ -255,16 +274,7 @@ async def processor(
                 ready.sends += more.sends
                 ready.deliveries += more.deliveries
                 ready.notices += more.notices
-        if durable is not None and output.failed is None:
-            try:
-                durable.persist(ready.persist)  # (what the step's ACKs acknowledge is on the disk first)
-                durable.sync(now)  # (--fsync batch: a group commit, every 0.1 s at most)
-            except OutputError as e:
-                fail(e)
-        if TRACE is not None:
-            TRACE.note("core")
-        if ready.sends:
-            route(ready.sends)
+        persist_then_send(ready, durable if output.failed is None else None, route, now, fail)
         if ready.deliveries and output.failed is None:
             try:
                 if durable is not None:
