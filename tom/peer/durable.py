@@ -64,9 +64,9 @@ MARK_EVERY = 1_000
 REPORT_EVERY = 1.0
 """Seconds between two reports of this peer's durable position to the members (`Progress`)."""
 
-CLEAN_AT_LEAST = 1_000
-"""A clean-up by progress waits until it drops this many records, and as many as it keeps (so its
-rewrite of the kept records costs a bounded amount per record)."""
+CLEAN_AT_LEAST = 10_000
+"""A clean-up by progress waits until it drops this many records, and four times as many as it keeps
+(so its rewrite of the kept records costs at most a quarter of a copy per record dropped)."""
 
 
 def _fields(payload: bytes) -> dict:
@@ -439,6 +439,9 @@ class Durable:
                     batch = []
                     self._apply(step, output, at, sends, written)
                     step = self.recovery.gone(asking, now) or Caught()
+            elif self.recovery.upto is None:  # (not catching up: a message is written at once)
+                batch.append(d)
+                continue
             else:
                 step = self.recovery.delivered("message", d.view, (), (), d, now)
             if step is None:
@@ -747,13 +750,13 @@ class Durable:
         return None
 
     def _clean_by_progress(self, at: float) -> None:
-        """Drop what no peer can ask for any more, once that is `CLEAN_AT_LEAST` records and as many as
-        the history keeps."""
+        """Drop what no peer can ask for any more, once that is `CLEAN_AT_LEAST` records and four times
+        as many as the history keeps."""
         floor = self.peers.floor(self.on_disk)
         if floor is None or self.recovery.catching_up:
             return
         needed = cut_at(self.index, floor, self.order != "lamport")
-        if needed - 1 >= max(CLEAN_AT_LEAST, self.index.count - needed):
+        if needed - 1 >= max(CLEAN_AT_LEAST, 4 * (self.index.count - needed)):
             self.clean(at, needed)
 
     def status(self) -> str | None:
