@@ -21,7 +21,8 @@ import pytest
 
 import tom
 from tom import replication
-from tom.durable.log import RecordLog
+from tom.durable.log import RecordLog, read_log
+from tom.durable.snapshot import SnapshotFile
 from tom.library import Delivered, GroupEvent, ViewChanged
 from tom.replication import CALL_PREFIX, _say, _send_chunks, _write_snapshot
 
@@ -164,7 +165,10 @@ class Sim:
         old = self.members[pid]
         member = Member(self, pid, old.folder)
         member.position = old.position  # (its history: a prefix of the stream)
-        member.obj._recover()
+        member.history.close()  # (reopened below: the folder as the restarted process finds it)
+        history = read_log(member.folder / "group" / "history.log").records
+        member.obj._recover(SnapshotFile(member.folder).load(), history)
+        member.history = RecordLog(member.folder / "group" / "history.log", "never")
         assert member.obj.counts == (self.reference[member.position - 1] if member.position else {}), (
             f"{pid} restarted after event {member.position - 1}: {member.obj.counts}")
         member.obj._member = FakeMember(self, pid)

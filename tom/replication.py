@@ -61,8 +61,8 @@ from typing import Any, TypeVar
 
 import trio
 
-from .durable.log import DataError
-from .durable.snapshot import Key, SnapshotFile, events_after, key_of
+from .durable.log import DataError, read_log
+from .durable.snapshot import Key, SnapshotFile, records_after
 from .errors import ConfigError, UsageError
 from .group_thread import GroupThread
 from .library import Delivered, Group, GroupEvent, ViewChanged, payload_of
@@ -205,17 +205,53 @@ class Replicated:
         self._since = (0, 0)  # (calls, bytes of their texts)
         self._snapshot_size = 0
         self._gaps_seen = 0
+        self._gate = threading.Lock()  # (the member's thread and the one taking the state back)
+        self._early: list[GroupEvent] = []  # delivered while the state is taken back
 
     # -- the member ------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Join the group (the member runs on a thread of its own until `close`); a durable object first
-        takes back its state from its folder."""
-        if self._member is None:
-            if self._folder is not None:
-                self._recover()
+        """Join the group (the member runs on a thread of its own until `close`). A durable object takes
+        back its state from its folder meanwhile (while its member opens its own folder and founds or
+        joins the group); what the member delivers before that is done waits, then comes in order."""
+        if self._member is not None:
+            return
+        if self._folder is None:
             self._member = GroupThread(self._neighbors, self._me, on_event=self._apply, on_direct=self._on_direct,
                                        **self._options)
+            return
+        payload = SnapshotFile(self._folder).load()  # (read before the member writes to its folder)
+        history = read_log(self._folder / "group" / "history.log").records
+        failed: list[BaseException] = []
+
+        def recover() -> None:
+            try:
+                self._recover(payload, history)
+            except BaseException as e:  # noqa: BLE001 - raised by start, below
+                failed.append(e)
+
+        self._recovering = True
+        worker = threading.Thread(target=recover, name=f"tom-recover-{self._me}", daemon=True)
+        worker.start()
+        try:
+            self._member = GroupThread(self._neighbors, self._me, on_event=self._apply, on_direct=self._on_direct,
+                                       **self._options)
+        finally:
+            worker.join()
+        if failed:
+            self._member.close()
+            raise failed[0]
+        trio.from_thread.run_sync(self._recovered, trio_token=self._member._token)
+
+    def _recovered(self) -> None:
+        """On the member's thread: the state is back; what the member delivered meanwhile, in order."""
+        with self._gate:
+            self._recovering = False
+            early, self._early = self._early, []
+        for event in early:
+            self._apply(event)
+
+    _recovering = False  # (a durable object's state is being taken back: `start`)
 
     def close(self) -> None:
         """Leave the group; calls still waiting fail with TimeoutError at their deadline."""
@@ -239,11 +275,11 @@ class Replicated:
 
     # -- a durable object (data=) -------------------------------------------------------------------
 
-    def _recover(self) -> None:
-        """Its snapshot, then the events of its member's history after it (the module docstring)."""
+    def _recover(self, payload: bytes | None, history: list[bytes]) -> None:
+        """Its snapshot (``payload``), then the events of its member's history (``history``: the
+        records) after it (the module docstring)."""
         assert self._folder is not None
         store = SnapshotFile(self._folder)
-        payload = store.load()
         if payload is not None:
             try:
                 taken = self._codec.loads(bytearray(payload))
@@ -258,7 +294,7 @@ class Replicated:
             except Exception as e:  # noqa: BLE001 - one line naming the file
                 raise DataError(f"{store.path}: the snapshot does not restore: {type(e).__name__}: {e}") from None
             self._snapshot_size = len(payload)
-        records, whole = events_after(self._folder / "group" / "history.log", self._after)
+        records, whole = records_after(history, self._after)
         for rec in records:
             if rec["kind"] == "gap":
                 continue
@@ -340,6 +376,11 @@ class Replicated:
     def _apply(self, event: GroupEvent) -> None:
         """On the member's thread, in the group's order: hold the event while this member waits for its
         state, else apply it."""
+        if self._recovering:
+            with self._gate:
+                if self._recovering:  # (taken in order once the state is back: `_recovered`)
+                    self._early.append(event)
+                    return
         if self.failed is not None:
             return
         if self._transfer.needs_state:

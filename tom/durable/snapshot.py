@@ -89,14 +89,25 @@ def events_after(history: Path, after: Key | None) -> tuple[list[dict], bool]:
     record comes after it (the object then needs the group's state)."""
     if not history.exists():
         return [], after is None
-    records = [json.loads(p) for p in read_log(history).records]
-    start = 0
-    if after is None and records and records[0].get("kind") == "base":  # (the start was cleaned up)
-        return [], False
-    if after is not None:
-        found = next((i for i in range(len(records) - 1, -1, -1) if key_of(records[i]) == tuple(after)), None)
-        if found is None:
+    return records_after(read_log(history).records, after)
+
+
+def records_after(payloads: list[bytes], after: Key | None) -> tuple[list[dict], bool]:
+    """`events_after` on a history's record payloads: parsed from the end back to ``after`` only (a
+    snapshot is recent; what comes before it is not read)."""
+    if after is None:
+        records = [json.loads(p) for p in payloads]
+        if records and records[0].get("kind") == "base":  # (the start was cleaned up)
             return [], False
-        start = found + 1
-    out = [r for r in records[start:] if r.get("kind") in ("message", "view", "gap")]
+    else:
+        records = []
+        for p in reversed(payloads):
+            rec = json.loads(p)
+            if key_of(rec) == tuple(after):
+                break
+            records.append(rec)
+        else:
+            return [], False
+        records.reverse()
+    out = [r for r in records if r.get("kind") in ("message", "view", "gap")]
     return out, not any(r["kind"] == "gap" for r in out)
