@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import invariants
+from . import invariants, restart  # noqa: F401 - (restart registers the durable peers' steps)
 from .world import Config, Event, Step, Violation, World
 
 

@@ -606,3 +606,14 @@ def _views(log: tuple) -> list[tuple]:
 
 
 __all__ = ["Shell", "check", "check_terminal", "durable", "restart", "step"]
+
+
+def _register() -> None:
+    import sys
+
+    from . import world
+
+    world.DURABLE = sys.modules[__name__]
+
+
+_register()

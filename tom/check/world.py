@@ -51,6 +51,7 @@ import operator
 import pickle
 from array import array
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core import Core, Delivery, Timing, ViewDelivery, admission
 from ..errors import FrameError, UsageError
@@ -66,6 +67,11 @@ HORIZON = 60
 ATTEMPTS = 6
 """The timed mode's default bound on attempts without a decision (`Local.attempts`)."""
 
+
+DURABLE: Any = None
+"""`tom.check.restart` registers itself here when it is imported (`tom.check.explore` imports it): what
+durable peers that restart add to the world (their steps, their disks). The world does not import it:
+it imports the world."""
 
 _NUMBERS: dict[str, int] = {}
 
@@ -326,7 +332,7 @@ class Local:
             attempts = core.founding.attempts if mode == "joining" else 0
         else:  # (`ViewChange.highest`: the highest round of the change under way, from 0; -1 outside one)
             attempts = core.change.highest + 1
-        shell = core.__dict__.get("check_shell")
+        shell = getattr(core, "__dict__", {}).get("check_shell")
         return Local(blob, fp, mode, core.view.members if core.view is not None else frozenset(),
                      frozenset(core.detector.suspected), core.backlog(), core.leaving, core.now, core.no_quorum is not None,
                      attempts, shell is not None and shell.torn is not None, shell is not None and shell.owes)
@@ -364,10 +370,8 @@ def step_core(local: Local, kind: str, arg: tuple) -> Outcome:
     if hit is not None:
         return hit
     core = local.core()
-    if "check_shell" in core.__dict__:  # a durable peer: its shell too (`tom.check.restart`)
-        from . import restart
-
-        out = restart.step(local, core, kind, arg)
+    if "check_shell" in getattr(core, "__dict__", ()):  # a durable peer: its shell too (`tom.check.restart`)
+        out = DURABLE.step(local, core, kind, arg)
     else:
         out = _plain_step(local, core, kind, arg)
     if len(_cache) >= CACHE_LIMIT:
@@ -626,9 +630,7 @@ class World:
             cores = {n: Core.joining(pid(n), n, TIMING, order=config.order, expected=pids) for n in members}
         logs: dict[int, tuple[tuple, ...]] = {n: () for n in members}
         if config.restart:  # every peer durable, each with view 1 in its history (`tom.check.restart`)
-            from . import restart
-
-            logs = {n: restart.durable(cores[n], config) for n in members}
+            logs = {n: DURABLE.durable(cores[n], config) for n in members}
         book = Book(config)  # a search's own: its ids go when its worlds go
         world = cls(config, {n: Local.of(c) for n, c in cores.items()}, {}, {n: 0 for n in members},
                     logs=logs, now={n: 0.0 for n in config.everyone},
@@ -859,9 +861,7 @@ class World:
             w._apply(n, out, events, f"send {text}")
         elif k == "crash":
             if step.b:
-                from . import restart
-
-                restart.crash_mid_step(w, step.a)
+                DURABLE.crash_mid_step(w, step.a)
             w.crashed = w.crashed | {step.a}
             w._renumber(("crashed",), w.crashed)
             for link in [link for link in w.links if step.a in link]:
@@ -912,9 +912,7 @@ class World:
                     w._apply(n, step_core(w.locals[n], "connected", (pid(m), m)), events, f"connected {m}")
                     w._apply(m, step_core(w.locals[m], "connected", (pid(n), n)), events, f"connected {n}")
         elif k == "restart":
-            from . import restart
-
-            restart.restart(w, step.a, bool(step.b), events)
+            DURABLE.restart(w, step.a, bool(step.b), events)
         elif k == "leave":
             n = step.a
             w.left = w.left | {n}
