@@ -65,7 +65,8 @@ from .durable.log import DataError, read_log
 from .durable.snapshot import Key, SnapshotFile, records_after
 from .errors import ConfigError, UsageError
 from .group_thread import GroupThread
-from .library import Delivered, Group, GroupEvent, ViewChanged, payload_of
+from .library import Delivered, Group, GroupEvent, ViewChanged, event_of
+from .peer.durable import event_of_record
 from .statetransfer import WANT, Action, Ask, Confirm, Restore, SendState, StateTransfer
 
 __all__ = ["CALL_PREFIX", "STATE_PREFIX", "ReplCounter", "ReplDict", "ReplLockManager", "Replicated", "replicated"]
@@ -298,7 +299,7 @@ class Replicated:
         for rec in records:
             if rec["kind"] == "gap":
                 continue
-            self._apply_one(_event_of_record(rec), acting=False)
+            self._apply_one(event_of(event_of_record(rec, int(rec["index"]), ""), True), acting=False)
         # (without a snapshot, its history must start with the group: a founding, view 1)
         self._whole = whole and (payload is not None or bool(records) and records[0]["kind"] == "view"
                                  and records[0]["view"] == 1)
@@ -560,16 +561,6 @@ def key_of_event(event: GroupEvent) -> Key:
     if isinstance(event, ViewChanged):
         return (event.view, 0, "")
     return (event.view, event.clock, event.origin)
-
-
-def _event_of_record(rec: dict) -> GroupEvent:
-    """A history record (`tom.durable.snapshot.events_after`) as the event the object applied."""
-    if rec["kind"] == "view":
-        return ViewChanged(int(rec["index"]), int(rec["view"]), tuple(rec.get("members", ())),
-                           tuple(rec.get("joined", ())), tuple(rec.get("left", ())), tuple(rec.get("removed", ())),
-                           True)
-    return Delivered(int(rec["index"]), int(rec["clock"]), str(rec["pid"]), payload_of(str(rec["text"])),
-                     int(rec["view"]), rec.get("sent_at"), rec.get("seq"), rec.get("vc"), True)
 
 
 def _is_json(value: Any) -> bool:

@@ -6,10 +6,10 @@ a delivery boundary and the event it was taken after (``after``: ``[view, clock,
 ``[view, 0, ""]`` for a view change, None before any event). It is written beside itself, synced and
 renamed over the old one, so a crash leaves one of the two whole. ``DIR/group`` is the member's data
 folder (`tom.peer.durable`): its ``history.log`` holds every event the member delivered, so what came
-after the snapshot is read back from there (`events_after`); the member's clean-up keeps those records
+after the snapshot is read back from there (`records_after`); the member's clean-up keeps those records
 (`tom.peer.durable.Durable.hold`).
 
-Invariant: the snapshot, then `events_after` it, applied in order, is the object's state after the last
+Invariant: the snapshot, then `records_after` it, applied in order, is the object's state after the last
 event its member delivered before it stopped.
 """
 
@@ -20,7 +20,7 @@ import os
 import zlib
 from pathlib import Path
 
-from .log import HEADER, DataError, read_log
+from .log import HEADER, DataError
 
 SNAP_MAGIC = b"TOMSNAP1\n"
 """The first bytes of a snapshot file."""
@@ -83,18 +83,11 @@ class SnapshotFile:
         return len(payload)
 
 
-def events_after(history: Path, after: Key | None) -> tuple[list[dict], bool]:
-    """The records of ``history`` (a member's ``history.log``) after the event ``after`` (all of them
-    for None), and whether they follow it whole: false when ``after`` is not in it any more, or a gap
-    record comes after it (the object then needs the group's state)."""
-    if not history.exists():
-        return [], after is None
-    return records_after(read_log(history).records, after)
-
-
 def records_after(payloads: list[bytes], after: Key | None) -> tuple[list[dict], bool]:
-    """`events_after` on a history's record payloads: parsed from the end back to ``after`` only (a
-    snapshot is recent; what comes before it is not read)."""
+    """The records of a member's ``history.log`` (``payloads``) after the event ``after`` (all of them
+    for None), parsed from the end back to it only (a snapshot is recent), and whether they follow it
+    whole: false when ``after`` is not in it any more (or, for None, its start was cleaned up), or a
+    gap record comes after it (the object then needs the group's state)."""
     if after is None:
         records = [json.loads(p) for p in payloads]
         if records and records[0].get("kind") == "base":  # (the start was cleaned up)
