@@ -112,6 +112,43 @@ def test_the_unmodified_code_passes_the_whole_group_configuration_bounded():
     assert r.found is None and r.states >= 30_000
 
 
+FOUNDER_DIES = Config("lamport", 3, 1, senders=(3,), crash=(1, 3), restart=(1, 2), ticks=5)
+"""The whole group down (C, which alone delivered its message, stays down); A and B start again and
+found view 2, A the founder; A may crash again (a peer crashes once: before its restart or after)."""
+FOUNDER_DIES_C_BACK = Config("lamport", 3, 1, senders=(3,), crash=(1, 3), restart=(1, 2, 3), ticks=5)
+"""... and C may start again too."""
+ALL_RESTARTED = DELIVERED_AT_C + [Step.parse(s) for s in ("crash 3", "restart 1", "restart 2")]
+
+
+def test_a_founder_that_dies_before_it_ends_the_last_view_loses_nothing_exhaustive():
+    """Found by this model (37 steps): B, whose founder A died before answering, released view 2 without
+    C's message, which B's pending.log held. B now writes nothing until a view names who ends view 1."""
+    r = search(FOUNDER_DIES, "dfs", prefix=list(ALL_RESTARTED))
+    assert r.exhaustive and r.found is None and r.terminal > 0
+
+
+def _steps(text: str) -> list[Step]:
+    """``"deliver 1>2*3, crash 1"``: steps, a run of one written once with its count."""
+    out: list[Step] = []
+    for part in text.split(", "):
+        step, _, count = part.partition("*")
+        out += [Step.parse(step)] * int(count or 1)
+    return out
+
+
+FOUNDED_BY_A_THEN_A_DIES = _steps(
+    "send 3, crash 3, restart 1, restart 2, tick 2*5, tick 1*4, restart 3, tick 3*5, deliver 3>2*7, deliver 3>1*7, "
+    "deliver 2>3, deliver 2>1, tick 1, deliver 2>1*6, deliver 1>3*4, deliver 3>1, deliver 1>2*8, deliver 2>1, "
+    "deliver 1>3, crash 1")
+"""A, B and C all start again and found view 2, A the founder; B and C ask A last, and A crashes
+before it answers (a counterexample of the model before the view change's coordinator took over)."""
+
+
+def test_when_a_view_change_removes_the_founder_its_coordinator_ends_the_last_view_exhaustive():
+    r = search(FOUNDER_DIES_C_BACK, "bfs", prefix=FOUNDED_BY_A_THEN_A_DIES)
+    assert r.exhaustive and r.found is None and r.terminal > r.tick_bounded
+
+
 def test_a_restart_counterexample_is_written_three_ways_and_replays(monkeypatch, tmp_path):
     monkeypatch.setattr(durable, "not_in_order", lambda accepted, base, own: list(accepted))
     found = _first_found(ONE_MESSAGE_FROM_A)

@@ -46,12 +46,58 @@ def test_a_member_serves_from_after_the_asked_position_up_to_the_view_asked():
 
 def test_a_group_founded_again_asks_every_member_in_turn_from_where_the_last_answer_ended():
     r = Recovery(C, (1, 1), patience=5.0)
-    step = r.delivered("view", 3, (A, B, C), (A, B, C), "view-3", now=0.0)  # every member joined: founded again
-    assert step is not None and step.sends == [(A, CatchUp(1, 1, 3))]
+    step = r.delivered("view", 3, (A, B, C), (A, B, C), "view-3", now=0.0, coordinator=B)  # founded again by B
+    assert step is not None and step.sends == [(A, CatchUp(1, 1, 3))]  # (its founder is asked last)
     step = r.history(A, History("end", 1, (msg(1, 5),)), now=0.1)
     assert step is not None and step.sends == [(B, CatchUp(1, 2, 3))] and len(step.records) == 1 and not step.done
-    step = r.history(B, History("none"), now=0.2)  # B is behind: nothing more anywhere
+    assert r.tick(60.0) is None  # (the founder answers once it decided: it is not timed out)
+    step = r.history(B, History("end", 1, (msg(1, 6, B),)), now=61.0)  # B's end of view 1
     assert step is not None and step.done and step.gap is None and step.release == ["view-3"]
+    assert [rec["clock"] for rec in step.records] == [6]
+
+
+def test_the_founder_decides_and_writes_its_end_only_once_every_other_member_holds_the_view():
+    r = Recovery(A, (1, 1), patience=5.0)
+    step = r.delivered("view", 3, (A, B, C), (A, B, C), "view-3", now=0.0, coordinator=A)
+    assert step is not None and step.sends == [(B, CatchUp(1, 1, 3))]
+    step = r.history(B, History("end", 0, ()), now=0.1)
+    assert step is not None and step.sends == [(C, CatchUp(1, 1, 3))]
+    step = r.history(C, History("end", 1, (json.dumps({"kind": "message", "view": 1, "clock": 4, "pid": C,
+                                                        "text": "t", "pending": True}),)), now=0.2)
+    assert step is not None and step.offered is not None and (1, 4, C) in step.offered  # decided ...
+    assert not step.done and not step.release and r.catching_up  # ... not written: B and C may not hold it
+    assert r.delivered("message", 3, (), (), "m", now=0.3) == step.__class__()  # (still held)
+    assert r.reported(B, (1, 1)) is None and r.reported(B, (3, 0)) is None  # B wrote view 3
+    step = r.gone(C, now=0.4)  # C went away: it wrote the end it was sent, or catches up from here
+    assert step is not None and step.done and step.decided and step.release == ["view-3", "m"]
+
+
+def test_a_member_whose_founder_went_away_before_answering_writes_nothing_until_a_view_names_who_ends_it():
+    r = Recovery(C, (1, 1), patience=5.0)
+    r.delivered("view", 3, (A, B, C), (A, B, C), "view-3", now=0.0, coordinator=B)
+    r.history(A, History("end", 0, ()), now=0.1)
+    step = r.gone(B, now=0.2)  # the founder, asked last, is gone
+    assert step is not None and not step.done and not step.release and step.gap is None and r.orphaned
+    assert any("went away before it ended view 1" in line for line in step.said)
+    step = r.tick(6.0)  # (its link may come back: it asks the founder again now and then)
+    assert step is not None and step.sends == [(B, CatchUp(1, 1, 3))]
+    # a view change removes B: its coordinator A ends view 1 instead, asked last
+    step = r.delivered("view", 4, (A, C), (), "view-4", now=7.0, coordinator=A)
+    assert step is not None and step.sends == [(A, CatchUp(1, 1, 3))] and not r.orphaned
+    step = r.history(A, History("end", 1, (msg(1, 5),)), now=7.1)
+    assert step is not None and step.done and step.release == ["view-3", "view-4"]
+
+
+def test_an_orphaned_member_admitted_again_drops_what_it_held_and_catches_up_to_the_new_view():
+    r = Recovery(C, (1, 1), patience=5.0)
+    r.delivered("view", 2, (B, C), (B, C), "view-2", now=0.0, coordinator=B)
+    r.delivered("message", 2, (), (), "m", now=0.1)
+    r.gone(B, now=0.2)
+    assert r.orphaned
+    step = r.delivered("view", 3, (A, C), (A, C), "view-3", now=1.0, coordinator=A)  # founded again, by A
+    assert step is not None and step.dropped == 2 and step.sends == [(A, CatchUp(1, 1, 3))]
+    step = r.history(A, History("end", 0, ()), now=1.1)
+    assert step is not None and step.done and step.release == ["view-3"]
 
 
 def test_an_answer_is_cut_into_frames_that_fit_and_the_last_says_end():

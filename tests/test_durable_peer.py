@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tom.codec.frames import CatchUp, History
+from tom.codec.frames import CatchUp, History, Progress
 from tom.core import Delivery, ViewDelivery
 from tom.durable.log import DataError
 from tom.peer.durable import Durable
@@ -189,7 +189,8 @@ def test_events_older_than_the_age_bound_go_at_the_next_minute(tmp_path):
 
 def test_a_group_founded_again_ends_its_last_view_with_what_any_founder_took_and_none_delivered(tmp_path):
     """The founder (A) ends view 1 with the messages A and B took and did not deliver, in (clock, pid)
-    order; B copies them: both files hold one sequence (a member absent now may have delivered some)."""
+    order; B copies them, and A writes them once B reported the new view: both files hold one sequence
+    (a member absent now may have delivered some)."""
     peers = {}
     for pid in (A, B):
         out = OutputFile(tmp_path / f"out-{pid}.jsonl", pid)
@@ -219,6 +220,12 @@ def test_a_group_founded_again_ends_its_last_view_with_what_any_founder_took_and
     _, answer_b = a.on_frame(B, offer[0][1], out_a, 2.2, 0.2)
     for _, frame in answer_b:
         b.on_frame(A, frame, out_b, 2.3, 0.3)
+    assert len(lines(tmp_path / f"out-{A}.jsonl")) == 3  # the founder writes its end once B holds it too
+    b.sync(0.3)
+    b._syncing.result(10)  # (the group commit runs on a worker thread)
+    _, report = b.tick(out_b, 2.4, 0.4)  # (a view's record on the disk is reported at once)
+    assert report == [((A,), Progress(2, 0))]
+    a.on_frame(B, report[0][1], out_a, 2.5, 0.5)
     ends = {pid: [(r["kind"], r["view"], r.get("clock"), r.get("pid")) for r in lines(tmp_path / f"out-{pid}.jsonl")]
             for pid in (A, B)}
     assert ends[A] == ends[B]
@@ -324,5 +331,6 @@ def test_a_founder_whose_last_view_delivered_no_message_ends_it_with_what_was_ta
     _, asks = a.deliver([ViewDelivery(2, 3, A, 2, (A, B), (A, B), (), ())], out, 2.0, 0.0)
     assert asks == [((B,), CatchUp(1, 0, 2))]
     a.on_frame(B, History("end", 0, ()), out, 2.1, 0.1)
+    a.on_frame(B, Progress(2, 0), out, 2.2, 0.2)  # (B holds the end: the founder writes it)
     assert [(r["kind"], r["view"], r.get("clock")) for r in lines(tmp_path / "out-a.jsonl")] == [
         ("view", 1, 1), ("message", 1, 2), ("view", 2, 3)]

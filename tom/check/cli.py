@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--messages", type=int, default=1, metavar="M", help="messages each peer sends (default 1)")
     p.add_argument("--senders", type=_peer_list, metavar="PEERS",
                    help="only these peers send (e.g. 1,3; default every peer)")
-    p.add_argument("--crash", type=_peer_list, default=[], metavar="PEER", help="this peer may crash (1,2: each)")
+    p.add_argument("--crash", type=_peer_list, default=[], metavar="PEER",
+                   help="this peer may crash (1,2: each), once (with --restart: before its restart or after it)")
     p.add_argument("--restart", type=_peer_list, default=[], metavar="PEER",
                    help="every peer keeps a data folder (tom peer --data), and this one (1,2: each) may crash at "
                         "any point and start again from it, once (with --crash PEER too: also after a crash)")

@@ -38,7 +38,8 @@ point of a step is the state before the step or after it (nothing is sent before
 and the frames of a step are all routed at once).
 
 What is not modelled: the clean-up (no history is cut, so no member lacks what is asked), progress
-reports, the output file beside the history (written after it: the same records), ``--fsync`` (a
+reports but the one a founder waits for (a member reports the record of a view founded again once
+written), the output file beside the history (written after it: the same records), ``--fsync`` (a
 process crash loses nothing written; a power cut is not explored), torn records in the middle of a
 log (the real logs drop a torn tail: that record was never acknowledged). Joiners (``--join``) are
 not durable.
@@ -157,7 +158,7 @@ class Shell:
     """A durable peer's data folder and the shell around it (module docstring)."""
 
     __slots__ = ("me", "order", "history", "taken", "accepted", "group", "recovery", "started", "resent",
-                 "waiting", "torn", "fx")
+                 "waiting", "torn", "fx", "decided")
 
     def __init__(self, me: str, order: str, disk: Disk, running: bool) -> None:
         self.me, self.order = me, order
@@ -175,6 +176,7 @@ class Shell:
         self.started = running  # admitted since this process started
         self.resent = running  # its accepted texts not in the order were sent again (`take_unsent`)
         self.waiting: tuple[tuple[str, CatchUp], ...] = ()
+        self.decided: tuple = ()  # a founder's end of the last view, written once the members have it
         self.torn: Disk | None = None  # the disk at its last step's first frame, if it wrote after it
         self.fx: _Effects | None = None  # (during a step only)
 
@@ -232,14 +234,22 @@ class Shell:
             return
         known = self.recovery.known
         records = []
+        report: tuple[str, ...] = ()
         for d in deliveries:
             records.append(record_of(d))
+            if type(d) is ViewDelivery and set(d.joined) >= set(d.members):
+                report = tuple(d.members)  # (a view founded again: its founder may wait for this report)
             if known is not None:
                 if type(d) is ViewDelivery:
                     known.clear()
                 else:
                     known.add((d.view, d.clock, d.pid))
         self._append(records)
+        if report:  # (`Durable._report`: a view's record on the disk is reported at once)
+            last = index_of(self.history, self.me).last
+            others = tuple(p for p in report if p != self.me)
+            if last is not None and others:
+                self.route([(others, Progress(*last))])
 
     def deliver(self, deliveries: list, group: str, now: float) -> None:
         """`Durable.deliver`."""
@@ -280,8 +290,11 @@ class Shell:
             records.append(("gap", int(step.gap["view"]), tuple(step.gap["after"])))
         if records:
             self._append(records)
-        if step.offered is not None and self.order == "lamport":
-            self._extend(step.offered)
+        if step.offered is not None:
+            self.decided = tuple(self._extension(step.offered)) if self.order == "lamport" else ()
+        if step.decided:
+            self._write([Delivery(0, c, p, t, s, v) for v, c, p, t, s in self.decided])
+            self.decided = ()
         if step.release:
             self._write(list(step.release))
 
@@ -292,31 +305,35 @@ class Shell:
         return (0, 0, "")
 
     def taken_not_delivered(self, view: int) -> dict[tuple[int, int, str], tuple]:
-        taken = {(t[0], t[1], t[2]): t for t in self.taken if t[0] == view}
+        taken = {(t[0], t[1], t[2]): t for t in self.taken if t[0] >= view}
         for r in self.history:
             if r[0] == "message":
                 taken.pop((r[1], r[2], r[3]), None)
         return taken
 
-    def _extend(self, offered: dict) -> None:
-        """`Durable._extend`: the founder of a group founded again ends its last view with the messages a
-        founder took and none delivered."""
+    def _extension(self, offered: dict) -> list[tuple]:
+        """`Durable._extension`: how the founder of a group founded again ends its last view, with the
+        messages a founder took and none delivered."""
         durable, _ = _shipped()
         last = index_of(self.history, self.me).last
         if last is None:
-            return
+            return []
         view = last[0]
+        upto = self.recovery.upto if self.recovery.upto is not None else view + 1
         last_view, last_clock, last_pid = self._last_key()
-        after = (last_clock, pid_key(last_pid)) if last_view == view else durable.BEFORE_ANY
-        chosen = {k: (r["text"], r.get("sent_at")) for k, r in offered.items() if k[0] == view}
-        chosen.update({k: (t[3], t[4]) for k, t in self.taken_not_delivered(view).items()})
-        keys = [k for k in sorted(chosen, key=lambda k: (k[1], pid_key(k[2]))) if (k[1], pid_key(k[2])) > after]
-        self._write([Delivery(0, k[1], k[2], chosen[k][0], chosen[k][1], view) for k in keys])
+        after = (view, last_clock, pid_key(last_pid)) if last_view == view else (view, *durable.BEFORE_ANY)
+        chosen = {k: (r["text"], r.get("sent_at")) for k, r in offered.items() if view <= k[0] < upto}
+        chosen.update({k: (t[3], t[4]) for k, t in self.taken_not_delivered(view).items() if k[0] < upto})
+        keys = sorted(chosen, key=lambda k: (k[0], k[1], pid_key(k[2])))
+        return [(view, k[1], k[2], *chosen[k]) for k in keys if (k[0], k[1], pid_key(k[2])) > after]
 
     # -- serving and catching up -----------------------------------------------------------------
     def on_frame(self, src: str, frame: CatchUp | History | Progress, now: float) -> None:
         if type(frame) is CatchUp:
             self._serve(src, frame)
+        elif type(frame) is Progress:
+            self._apply(self.recovery.reported(src, (frame.view, frame.count) if frame.view else None))
+            self._answer_waiting()
         elif type(frame) is History:
             self._apply(self.recovery.history(src, frame, now))
             self._answer_waiting()
@@ -328,7 +345,8 @@ class Shell:
         holding = recovery.upto == ask.upto
         founder = holding and recovery.refounded and recovery.coordinator == self.me
         index = index_of(self.history, self.me)
-        where = "wait" if founder else durable.plan(index, ask, holding)
+        wait = recovery.orphaned or (founder and not recovery.deciding)
+        where = "wait" if wait else durable.plan(index, ask, holding)
         if where == "wait":
             self.waiting += ((src, ask),)
             return
@@ -337,7 +355,10 @@ class Shell:
             return
         first, end = where
         texts = [_json(r) for r in self.history[first:end]]
-        if holding:
+        if founder:
+            texts += [json.dumps({"kind": "message", "view": v, "clock": c, "pid": p, "text": t, "sent_at": s},
+                                 separators=(",", ":")) for v, c, p, t, s in self.decided]
+        elif holding:
             last = index.last[0] if index.last is not None else 0
             texts += [json.dumps({"kind": "message", "view": t[0], "clock": t[1], "pid": t[2], "text": t[3],
                                   "sent_at": t[4], "pending": True}, separators=(",", ":"))

@@ -498,7 +498,7 @@ class Book:
         self.everyone = everyone
         self.pairs = [(a, b) for a in everyone for b in everyone if a != b]  # sorted
         parts: list[tuple] = [(kind,) for kind in ("crashed", "cut_on", "cut_done", "started", "left", "timed_out",
-                                                   "time", "restarted")]
+                                                   "time", "restarted", "downed")]
         parts += [(kind, n) for n in everyone for kind in ("local", "sent", "log", "ticks")]
         parts += [(kind, pair) for pair in self.pairs for kind in ("link", "announced", "due")]
         self.slots: dict[tuple, int] = {part: i for i, part in enumerate(parts)}
@@ -573,6 +573,7 @@ class World:
     left: frozenset[int] = frozenset()  # leave asked
     timed_out: frozenset[tuple[int, int]] = frozenset()  # (x, y) timeouts that fired
     restarted: frozenset[int] = frozenset()  # peers that started again from their data folders
+    downed: frozenset[int] = frozenset()  # peers that crashed (each does once: before or after its restart)
     logs: dict[int, tuple[tuple, ...]] = field(default_factory=dict)  # delivered, per peer: see `_log_entry`
     past: dict[tuple[int, str], frozenset] = field(default_factory=dict)  # causal: a message's past
     # the lamport order: a message's happens-before past (the messages its sender had received, directly
@@ -695,8 +696,8 @@ class World:
             out.append(_step("tick", 0))
         if not book.faults:
             return out
-        for n in c.crash:  # (once: a peer that started again from its data does not crash again)
-            if n not in crashed and n in locals_ and n not in self.restarted:
+        for n in c.crash:  # (once each: a durable peer before its restart, or after it)
+            if n not in crashed and n in locals_ and n not in self.downed:
                 out.append(_step("crash", n))
                 if locals_[n].torn:  # (a durable peer, killed inside its last step: `tom.check.restart`)
                     out.append(_step("crash", n, 1))
@@ -805,6 +806,7 @@ class World:
         w.left = self.left
         w.timed_out = self.timed_out
         w.restarted = self.restarted
+        w.downed = self.downed
         w.logs = self.logs
         w.past = self.past
         w.heard = self.heard
@@ -864,6 +866,8 @@ class World:
                 DURABLE.crash_mid_step(w, step.a)
             w.crashed = w.crashed | {step.a}
             w._renumber(("crashed",), w.crashed)
+            w.downed = w.downed | {step.a}
+            w._renumber(("downed",), w.downed)
             for link in [link for link in w.links if step.a in link]:
                 del w.links[link]  # what was on its way to it, or from it, dies with it
                 w._renumber(("link", link), None)
@@ -1118,6 +1122,8 @@ class World:
         self._renumber(("timed_out",), self.timed_out)
         if self.restarted:
             self._renumber(("restarted",), self.restarted)
+        if self.downed:
+            self._renumber(("downed",), self.downed)
         for n, local in self.locals.items():
             self._renumber(("local", n), local.fp)
         for link, frames in self.links.items():

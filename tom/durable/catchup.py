@@ -13,6 +13,18 @@ back (each must follow the last one: `follows`), and once the answer ends releas
 member that does not hold what was asked, is silent for ``patience`` or goes away is replaced by the
 next; when none is left, the missing stretch becomes one explicit gap record.
 
+A view *founded again* (a group restarted as a whole: every member of it joined) is ended by its
+founder: each other member asks the others first and the founder last; the founder asks every other
+member (each answers with its history and the messages it took and did not deliver), *decides* how
+the last view ends (`Caught.offered`: the shell works the records out) and answers with them, and
+writes them itself only once every other member reported a position in the new view
+(`Recovery.reported`) or went away: so a founder that dies has written its end nowhere but where
+every member it waited for wrote it too. A member whose founder went away before answering is
+*orphaned*: it writes nothing and answers nobody; it asks the founder again now and then (its link may
+have come back), and once a view admits it again (the group founded again, its founder then ending
+the last view from the histories and the messages taken that are left), it drops what it held
+(`Caught.dropped`: their messages are among the taken ones) and catches up to that view instead.
+
 `plan` is the serving member's side: where its own history holds the asked stretch.
 
 Invariant: the records a peer writes, read start to end, follow one another (`follows`) except across
@@ -188,9 +200,13 @@ class Caught:
     release: list = field(default_factory=list)
     said: list[str] = field(default_factory=list)
     done: bool = False
-    # the founder of a group founded again, done: it ends the last view with the messages any founder
-    # took and none delivered (these offered, and its own), before the view it founded
+    # the founder of a group founded again, caught up: it decides how the last view ends with the
+    # messages any founder took and none delivered (these offered, and its own), and waits to write it
     offered: dict[tuple[int, int, str], dict] | None = None
+    # the founder's end is decided everywhere it waited for: write it now, before the view it founded
+    decided: bool = False
+    # an orphaned member's group founded again: the deliveries it held of the views before, dropped
+    dropped: int = 0
 
 
 class Recovery:
@@ -215,6 +231,11 @@ class Recovery:
         self.coordinator = ""  # ... and the member that founded it
         # the messages other founders took and did not deliver, as they offered them: (view, clock, pid) -> record
         self.offered: dict[tuple[int, int, str], dict] = {}
+        self.deciding = False  # the founder's end is decided; it waits for ``awaiting`` to write it
+        self.awaiting: set[str] = set()  # the members of the view founded that did not report it yet
+        self.members: tuple[str, ...] = ()  # the members of the view caught up to
+        self.orphaned = False  # the founder went away before it answered: waiting for a founding again
+        self.heard: dict[str, Position | None] = {}  # the last position each member reported (`reported`)
 
     @property
     def catching_up(self) -> bool:
@@ -225,20 +246,48 @@ class Recovery:
         """A delivery of this peer's: None if it may be written now (then `wrote`); else it is held (a
         `Caught` with what to send, when it starts a catch-up)."""
         if self.upto is not None:
+            if self.orphaned and kind == "view" and self.me in joined:
+                dropped = len(self.held)  # (admitted again: caught up from there, or ended by its founder)
+                self.upto, self.held, self.orphaned = None, [], False
+                step = self.delivered(kind, view, members, joined, item, now, coordinator) or Caught()
+                step.dropped = dropped
+                step.said.append(f"admitted again by view {view}: the {dropped} event(s) held before it are caught "
+                                 "up from there instead")
+                return step
             self.held.append(item)
+            if kind == "view" and self.refounded:
+                return self._view_changed(tuple(members), coordinator, now)
             return Caught()
         if kind == "view" and self.me in joined and self.last is not None and view > self.last[0]:
             joiners = set(joined)
             old = sorted(p for p in members if p not in joiners)
+            self.members = tuple(members)
             # founded again by its members (a group restarted as a whole): each may be ahead, ask all
             self.refounded = not old
             # founded again: the founder decides how the last view ends (`offered`), so it is asked last
             self.coordinator = coordinator if self.refounded else ""
             self.candidates = old or sorted((p for p in members if p != self.me), key=lambda p: p == coordinator)
             self.upto, self.held, self.got, self.total = view, [item], 0, None
-            self.offered = {}
+            self.offered, self.deciding, self.awaiting, self.orphaned = {}, False, set(), False
             return self._ask_next(now, "")
         return None
+
+    def _view_changed(self, members: tuple[str, ...], coordinator: str, now: float) -> Caught:
+        """A view change while catching up to a view founded again. The founder deciding waits no more
+        for the members it removed; a member whose founder it removed before it answered asks again,
+        the new view's coordinator last, which decides instead (what it holds of the views founded
+        since is the same at every member that stays: virtual synchrony)."""
+        self.members = members
+        if self.deciding:
+            self.awaiting &= set(members)
+            return Caught() if self.awaiting else self._finish(Caught())
+        if self.coordinator in members:
+            return Caught()
+        gone, self.coordinator = self.coordinator, coordinator
+        self.candidates = sorted((p for p in members if p != self.me), key=lambda p: p == coordinator)
+        self.offered, self.orphaned = {}, False
+        return self._ask_next(now, f"the founder of view {self.upto}, {gone}, left the group before it ended view "
+                                   f"{self.last[0] if self.last else 0}: {coordinator} ends it instead")
 
     def wrote(self, kind: str, view: int, key: tuple[int, int, str] | None = None) -> None:
         """A record of this peer's own delivery is written (the last position moves on)."""
@@ -258,10 +307,14 @@ class Recovery:
             self.asking = self.candidates.pop(0)
             self.asked_at = now
             assert self.last is not None and self.upto is not None
-            count = 0 if self.known is not None else self.last[1]
-            step.sends.append((self.asking, CatchUp(self.last[0], count, self.upto)))
+            step.sends.append((self.asking, CatchUp(self.last[0], self._count(), self.upto)))
             return step
         assert self.last is not None
+        if self.refounded and self.coordinator != self.me:  # (its founder went away before it answered)
+            self.asking, self.orphaned, self.asked_at = None, True, now
+            step.said.append(f"the founder of view {self.upto}, {self.coordinator}, went away before it ended view "
+                             f"{self.last[0]}: nothing of view {self.upto} is written until a view names who ends it")
+            return step
         if self.refounded:  # (every member asked: nobody there was further)
             return self._finish(step)
         step.gap = {"view": self.upto, "after": list(self.last),
@@ -270,9 +323,21 @@ class Recovery:
                          f"view {self.upto}: no member holds them any more (a gap record marks it in the output)")
         return self._finish(step)
 
+    def _count(self) -> int:
+        """Where an ask starts in the last view: after its messages held here (the Lamport order), or
+        at its start (orders whose members deliver a view's messages in other orders: `known`)."""
+        assert self.last is not None
+        return 0 if self.known is not None else self.last[1]
+
     def _finish(self, step: Caught) -> Caught:
-        if self.refounded and self.coordinator == self.me:
-            step.offered = self.offered
+        if self.refounded and self.coordinator == self.me and not self.deciding:
+            step.offered = self.offered  # (decided: written once the others have it, `reported`)
+            self.deciding, self.asking = True, None
+            self.awaiting = {p for p in self.members if p != self.me and not self._holds(p)}
+            if self.awaiting:
+                return step
+        step.decided = self.deciding
+        self.deciding = False
         step.release, self.held = self.held, []
         self.upto, self.asking = None, None
         step.done = True
@@ -280,6 +345,8 @@ class Recovery:
 
     def history(self, src: str, frame: History, now: float) -> Caught | None:
         """A `History` frame from ``src``: the records that follow, and the end of the catch-up."""
+        if self.orphaned and src == self.coordinator:  # (it answered after all: it was asked again)
+            self.asking, self.orphaned = src, False
         if src != self.asking or self.upto is None:
             return None
         if frame.status == "none":
@@ -321,8 +388,26 @@ class Recovery:
             return self._finish(step)
         return step
 
+    def reported(self, pid: str, at: Position | None) -> Caught | None:
+        """``pid`` says its history ends at ``at`` (None: it keeps none). The founder deciding writes its
+        end once every other member of the view it founded holds that view (or keeps no history)."""
+        self.heard[pid] = at
+        if self.deciding and pid in self.awaiting and self._holds(pid):
+            self.awaiting.discard(pid)
+            if not self.awaiting:
+                return self._finish(Caught())
+        return None
+
+    def _holds(self, pid: str) -> bool:
+        """Whether ``pid`` reported a position in the view caught up to, or that it keeps no history."""
+        at = self.heard.get(pid, (0, 0))
+        return at is None or (self.upto is not None and at[0] >= self.upto)
+
     def gone(self, pid: str, now: float) -> Caught | None:
         """``pid`` is no longer there to answer (its link went down, or the group removed it)."""
+        if self.deciding and pid in self.awaiting:
+            self.awaiting.discard(pid)  # (it wrote the end it was sent, or it catches up from here later)
+            return None if self.awaiting else self._finish(Caught())
         if pid == self.asking and self.upto is not None:
             return self._ask_next(now, f"{pid} went away during the catch-up; asking the next member")
         if pid in self.candidates:
@@ -330,6 +415,12 @@ class Recovery:
         return None
 
     def tick(self, now: float) -> Caught | None:
+        if self.orphaned and now - self.asked_at > self.patience:  # (its link may have come back)
+            self.asked_at = now
+            assert self.last is not None and self.upto is not None
+            return Caught(sends=[(self.coordinator, CatchUp(self.last[0], self._count(), self.upto))])
+        if self.refounded and self.asking == self.coordinator:
+            return None  # (the founder answers once it decided: it is waited for while it is there)
         if self.upto is not None and self.asking is not None and now - self.asked_at > self.patience:
             return self._ask_next(now, f"{self.asking} did not answer within {self.patience:.0f} s; asking the "
                                        "next member")

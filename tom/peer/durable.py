@@ -219,6 +219,8 @@ class Durable:
         # texts accepted and not known delivered: sent once admitted and caught up (None: done)
         self.unsent: list[str] | None = None
         self.waiting: list[tuple[str, CatchUp]] = []  # asks to answer once their view is delivered here
+        # the founder of a group founded again: how it ends the last view, written once the members have it
+        self.decided: list[tuple[int, int, str, str, float | None]] = []
         self.last_index = 0  # the last index written to the output file
         self.started = False  # admitted to a view since this process started
         self.restarted = self.index.last is not None  # this folder has a past
@@ -336,14 +338,14 @@ class Durable:
             raise OutputError(str(e)) from None
 
     def taken_not_delivered(self, view: int) -> dict[tuple[int, int, str], Taken]:
-        """The messages of ``view`` this peer took (pending.log) and its history does not hold: what a
-        group founded again may still owe (`_extend`). Read from the disk: needed rarely, and so the
+        """The messages of ``view`` and later views this peer took (pending.log) and its history does not
+        hold: what a group founded again may still owe (`_extension`). Read from the disk: needed rarely, and so the
         busy path keeps no map of them."""
         taken: dict[tuple[int, int, str], Taken] = {}
         size = self.pending_log.size
         for payload in self.pending_log.read_records(len(MAGIC), size):
             for t in read_pending(payload):
-                if t[0] == view:
+                if t[0] >= view:
                     taken[(t[0], t[1], t[2])] = t
         span = self.index.views.get(view)
         if taken and span is not None:
@@ -393,6 +395,7 @@ class Durable:
         self.history.sync()
         self.durable_last = written
 
+    report_soon = 0  # a view whose record was written: this peer reports it at once, once on the disk (`_report`)
     _synced = float("-inf")
     _syncer: ThreadPoolExecutor | None = None
     _syncing: Future | None = None
@@ -481,6 +484,7 @@ class Durable:
                 rec["durable"] = True
                 lines[i] = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
                 kinds.append(("view", d.view, 0))
+                self.report_soon = max(self.report_soon, d.view)
                 if known is not None:
                     known.clear()
                 continue
@@ -615,40 +619,52 @@ class Durable:
                     written.append(event)
             self.last_index += len(records)
             output.offset += len(records)
-        if step.offered is not None and self.order == "lamport":  # (the orders that deliver before all hold it
-            self._extend(step.offered, output, at, written)  # do not keep what was taken: not uniform)
+        if step.dropped:  # (held, never written: what the core delivers next follows what is written)
+            output.offset -= step.dropped
+        if step.offered is not None:  # (the orders that deliver before all hold it do not keep what was
+            self.decided = self._extension(step.offered) if self.order == "lamport" else []  # taken: not uniform)
+        if step.decided:
+            self._extend(self.decided, output, at, written)
+            self.decided = []
         if step.done and step.gap is None:
             log.info("caught up: %d event(s) the group delivered while this peer was away", self.recovery.got)
         if step.release:
             self._write(list(step.release), output, at, written)  # (from the view that admitted it on)
 
-    def _extend(self, offered: dict[tuple[int, int, str], dict], output: OutputFile | NoOutput, at: float,
-                written: list[Delivery | ViewDelivery]) -> None:
-        """As the founder of a group founded again, caught up: end its last view with the messages a
-        founder took (offered, or here) and none delivered, in the order's `(clock, pid)` order, after
-        its last delivered message; every founder then copies them (a message any member delivered had
-        been taken by every member of its view, this founder included, so none is lost)."""
+    def _extension(self, offered: dict[tuple[int, int, str], dict]) -> list[tuple[int, int, str, str, float | None]]:
+        """As the founder of a group founded again, caught up: how its last view ends — the messages a
+        founder took (offered, or here) and none delivered, of that view or a later one none wrote (a
+        view founded before whose founder died; not of the view it founds, whose deliveries it holds),
+        in ``(view, clock, pid)`` order after its last
+        delivered message; every founder then copies them (a message any member delivered had been
+        taken by every member of its view, this founder included, so none is lost). As ``(view,
+        clock, pid, text, sent_at)``, the view the last one written."""
         if self.index.last is None:
-            return
+            return []
         view = self.index.last[0]
         last_view, last_clock, last_pid = self.last_key
-        after = (last_clock, pid_key(last_pid)) if last_view == view else BEFORE_ANY
-        chosen = {k: (r["text"], r["sent_at"]) for k, r in offered.items() if k[0] == view}
-        chosen.update({k: (t[3], t[4]) for k, t in self.taken_not_delivered(view).items()})
-        keys = sorted(chosen, key=lambda k: (k[1], pid_key(k[2])))
-        late = [k for k in keys if (k[1], pid_key(k[2])) <= after]
+        after = (view, last_clock, pid_key(last_pid)) if last_view == view else (view, *BEFORE_ANY)
+        upto = self.recovery.upto if self.recovery.upto is not None else view + 1
+        chosen = {k: (r["text"], r["sent_at"]) for k, r in offered.items() if view <= k[0] < upto}
+        chosen.update({k: (t[3], t[4]) for k, t in self.taken_not_delivered(view).items() if k[0] < upto})
+        keys = sorted(chosen, key=lambda k: (k[0], k[1], pid_key(k[2])))
+        late = [k for k in keys if (k[0], k[1], pid_key(k[2])) <= after]
         if late:
             log.warning("%d message(s) taken by founders sort before the last one delivered: not delivered", len(late))
-        keys = [k for k in keys if (k[1], pid_key(k[2])) > after]
-        if not keys:
+        return [(view, k[1], k[2], *chosen[k]) for k in keys if (k[0], k[1], pid_key(k[2])) > after]
+
+    def _extend(self, decided: list[tuple[int, int, str, str, float | None]], output: OutputFile | NoOutput,
+                at: float, written: list[Delivery | ViewDelivery]) -> None:
+        """Write the end of the last view this founder decided (`_extension`), now that every other
+        member of the view it founded holds it (or went away)."""
+        if not decided:
             return
         base = self.last_index - output.offset
-        extension = [Delivery(base + n, k[1], k[2], chosen[k][0], chosen[k][1], view)
-                     for n, k in enumerate(keys, 1)]
+        extension = [Delivery(base + n, c, p, t, s, v) for n, (v, c, p, t, s) in enumerate(decided, 1)]
         self._write(extension, output, at, written)  # (indexes after the last written)
         output.offset += len(extension)  # (the core did not count them: what it delivers next comes after)
         log.info("founded the group again: ended view %d with %d message(s) its members had taken and none "
-                 "delivered", view, len(extension))
+                 "delivered", decided[0][0], len(extension))
 
     # -- serving and catching up -------------------------------------------------------------------
 
@@ -658,7 +674,9 @@ class Durable:
         sends: Sends = []
         written: list[Delivery | ViewDelivery] = []
         if type(frame) is Progress:
-            self.peers.reported(src, (frame.view, frame.count) if frame.view else None)
+            at_ = (frame.view, frame.count) if frame.view else None
+            self.peers.reported(src, at_)
+            self._apply(self.recovery.reported(src, at_), output, at, sends, written)
         elif type(frame) is CatchUp:
             sends += self._serve(src, frame)
         else:
@@ -669,9 +687,12 @@ class Durable:
         return written, sends
 
     def _serve(self, src: str, ask: CatchUp) -> Sends:
-        holding = self.recovery.upto == ask.upto
-        founder = holding and self.recovery.refounded and self.recovery.coordinator == self.me
-        where = "wait" if founder else plan(self.index, ask, holding)  # (the founder answers once it ended the view)
+        recovery = self.recovery
+        holding = recovery.upto == ask.upto
+        founder = holding and recovery.refounded and recovery.coordinator == self.me
+        # (the founder answers once it decided how the last view ends; an orphaned member answers nobody)
+        wait = recovery.orphaned or (founder and not recovery.deciding)
+        where = "wait" if wait else plan(self.index, ask, holding)
         if where == "wait":
             self.waiting.append((src, ask))
             return []
@@ -684,7 +705,10 @@ class Durable:
         log.info("%s catches up from here: %d event(s) after message %d of view %d, up to view %d", src,
                  len(records), ask.count, ask.view, ask.upto)
         texts = [r.decode() for r in records]
-        if holding:  # (a group founded again: what this member took and did not deliver, for its founder)
+        if founder:  # (the end it decided, which it writes once the members have it)
+            texts += [json.dumps({"kind": "message", "view": v, "clock": c, "pid": p, "text": t, "sent_at": s},
+                                 separators=(",", ":")) for v, c, p, t, s in self.decided]
+        elif holding:  # (a group founded again: what this member took and did not deliver, for its founder)
             last = self.index.last[0] if self.index.last is not None else 0
             texts += [json.dumps({"kind": "message", "view": t[0], "clock": t[1], "pid": t[2], "text": t[3],
                                   "sent_at": t[4], "pending": True}, separators=(",", ":"))
@@ -727,9 +751,14 @@ class Durable:
         moved or the members changed, else every ten times that."""
         when, last, members = self._reported
         mine = self.on_disk
-        if mine is None or now - when < REPORT_EVERY or (
-                mine == last and members == self.members and now - when < 10 * REPORT_EVERY):
+        if mine is None:
             return []
+        soon = self.report_soon and mine != last  # (a view's record on the disk: a founder may wait for it)
+        if not soon and (now - when < REPORT_EVERY or (
+                mine == last and members == self.members and now - when < 10 * REPORT_EVERY)):
+            return []
+        if mine[0] >= self.report_soon:
+            self.report_soon = 0
         self._reported = (now, mine, self.members)
         others = tuple(p for p in self.members if p != self.me)
         return [(others, Progress(*mine))] if others else []
