@@ -367,3 +367,84 @@ def test_a_full_disk_stops_the_peer_with_exit_5_and_with_room_again_it_recovers_
             assert g.terminate() == [0, 0, 0]
     finally:
         subprocess.run(["umount", "-l", str(small)])
+
+
+DIE_DECIDING = '''\
+"""Planted in a test's peers: the first peer to decide how a group founded again ends its last view
+dies right there (before it answers or writes anything of it): the file named by TOM_TEST_DIE_ONCE
+says it happened."""
+import os
+
+from tom.peer import durable
+
+_decide = durable.Durable._extension
+
+
+def _extension(self, offered):
+    flag = os.environ.get("TOM_TEST_DIE_ONCE")
+    if flag:
+        try:
+            fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return _decide(self, offered)
+        os.write(fd, self.me.encode())
+        os.close(fd)
+        os._exit(9)
+    return _decide(self, offered)
+
+
+durable.Durable._extension = _extension
+'''
+
+
+def test_a_founder_that_dies_as_it_decides_how_the_last_view_ends_loses_nothing(tmp_path):
+    """The whole group killed under load and started again; the founder of the view it founds dies at
+    the point where it decided how view 1 ends, before it answered or wrote. The other two write
+    nothing of the new view until the view change that removes it names who ends view 1 instead; the
+    founder, started again, catches up: every file whole, every accepted text once."""
+    import os
+    from pathlib import Path
+
+    plant = tmp_path / "plant"
+    plant.mkdir()
+    (plant / "sitecustomize.py").write_text(DIE_DECIDING)
+    flag = tmp_path / "died"
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, TOM_TEST_DIE_ONCE=str(flag),
+               PYTHONPATH=os.pathsep.join(p for p in (str(plant), str(root), os.environ.get("PYTHONPATH", "")) if p))
+    extra = ("--heartbeat", "0.2", "--timeout", "1")
+    data = [tmp_path / f"data-{i}" for i in range(3)]
+    each = [("--data", str(d)) for d in data]
+    with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
+        for proc in g.procs:
+            proc.env = env
+        settle(g)
+        for i in range(3):
+            g.send(i, [f"p{i}-before-{k}" for k in range(60)])
+        time.sleep(0.05)
+        for p in g.procs:  # all at once, under load
+            p.kill()
+        for p in g.procs:
+            p.wait(10)
+        for i in range(3):
+            g.group.start(i, g.procs[i])
+        wait_until(flag.exists, 30, "the founder decides", g)
+        founder = [f"127.0.0.1:{port}" for port in g.ports].index(flag.read_text())
+        g.procs[founder].wait(10)
+        others = [i for i in range(3) if i != founder]
+        marker = "after-the-founder-died"
+        g.send(others[0], [marker])
+        wait_until(lambda: all(any(r.get("text") == marker for r in g.records(i)) for i in others), 40,
+                   "the other two go on", g)
+        assert "before it ended view" in g.log_text()
+        g.group.start(founder, g.procs[founder])  # (the plant is spent: it decides no more)
+        settle(g)
+        recs = [g.records(i) for i in range(3)]
+        order = group_order(recs)
+        for i in range(3):
+            assert_whole(recs[i], order, f"peer {i}")
+            texts = [r["text"] for r in recs[i] if r["kind"] == "message"]
+            assert len(texts) == len(set(texts)), f"peer {i}: a text twice"
+        want = set().union(*(accepted_texts(d) for d in data))
+        wait_until(lambda: want <= {r.get("text") for r in g.records(0)}, 30, "every accepted text delivered", g)
+        assert g.terminate() == [0, 0, 0]
