@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import json.encoder
 import logging
+import re
 from array import array
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -52,6 +53,9 @@ with a gap record."""
 PENDING_KEPT = 200_000
 """Taken messages pending.log holds before it is written again with those still undelivered."""
 
+PENDING_BYTES = 16 * 2 ** 20
+"""... or bytes it holds (and twice what the last rewrite kept): a restart reads it whole."""
+
 ACCEPTED_KEPT = 100_000
 """Accepted texts the group delivered that a clean-up keeps (the idempotency keys' bound)."""
 
@@ -75,6 +79,43 @@ def _fields(payload: bytes) -> dict:
     if not isinstance(rec, dict) or "kind" not in rec:
         raise ValueError("no kind")
     return rec
+
+
+_MESSAGE_HEAD = re.compile(rb'\{"v":2,"kind":"message","index":(\d+),"peer":"[^"\\]*","clock":(\d+),"pid":"([^"\\]*)","text":"')
+_DELIVERED_AT = re.compile(rb'"delivered_at":(-?[0-9.eE+-]+)[,}]')
+_VIEW = re.compile(rb'"view":(\d+)[,}]')
+
+
+def message_fields(payload: bytes) -> dict | None:
+    """A message record's fields but its text (``index``, ``clock``, ``pid``, ``delivered_at``, ``view``),
+    read without decoding the text: its head is fixed, and ``"delivered_at":`` and ``"view":`` follow
+    the text (a quote inside a JSON string is escaped, so neither can occur in it: the last of each is
+    the field). None if the record is not of that form (then `_fields` reads it whole)."""
+    head = _MESSAGE_HEAD.match(payload)
+    if head is None:
+        return None
+    tail = head.end()
+    at = payload.rfind(b'"delivered_at":')
+    view = payload.rfind(b'"view":')
+    if at < tail or view < tail:
+        return None
+    a, v = _DELIVERED_AT.match(payload, at), _VIEW.match(payload, view)
+    if a is None or v is None:
+        return None
+    return {"kind": "message", "index": int(head[1]), "clock": int(head[2]), "pid": head[3].decode(),
+            "delivered_at": float(a[1]), "view": int(v[1])}
+
+
+def check_pending(payload: bytes) -> int:
+    """The number of taken messages in a pending.log record, its lines' heads checked (`read_pending`
+    decodes the texts too, when they are needed)."""
+    lines = payload.decode().split("\n")
+    for line in lines:
+        v, c, p, s, _ = line.split(" ", 4)
+        int(v), int(c)
+        if s != "None":
+            float(s)
+    return len(lines)
 
 
 BEFORE_ANY = (-1, ("", -1))
@@ -170,7 +211,7 @@ class Durable:
         self.written_ats: list[tuple[int, float, int]] = []
         try:
             for payload in self.history.read.records:
-                rec = _fields(payload)
+                rec = message_fields(payload) or _fields(payload)  # (a message's text is not read here)
                 kind = rec["kind"]
                 self._mark(float(rec.get("delivered_at", 0.0)))
                 if kind == "base":
@@ -207,12 +248,10 @@ class Durable:
             raise DataError(f"{path}: a record of its logs is not TOM's ({e})") from None
         self._indexes = indexes  # (until `reconcile`)
         try:  # (each record a step's taken messages: `persist`; read again when needed, `taken_not_delivered`)
-            for payload in self.pending_log.read.records:
-                read_pending(payload)
+            self.pending_records = sum(check_pending(payload) for payload in self.pending_log.read.records)
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
             self.close()
             raise DataError(f"{path}: a record of pending.log is not TOM's ({e})") from None
-        self.pending_records = sum(p.count(b"\n") + 1 for p in self.pending_log.read.records)
         self.pending_log.read.records.clear()
         self.order = order
         self.recovery = Recovery(me, self.index.last, patience, None if order == "lamport" else set(last_view_keys))
@@ -330,10 +369,12 @@ class Durable:
         try:
             self.pending_log.append([pending_record(taken)])
             self.pending_records += len(taken)
-            if self.pending_records > PENDING_KEPT:  # (mostly delivered by now: written again, what is not)
+            size = self.pending_log.size
+            if self.pending_records > PENDING_KEPT or size > max(PENDING_BYTES, 2 * self.pending_kept):
+                # (mostly delivered by now: written again, what is not)
                 still = list(self.taken_not_delivered(self.index.last[0] if self.index.last else 0).values())
                 self.pending_log.rewrite([pending_record(still)] if still else [])
-                self.pending_records = len(still)
+                self.pending_records, self.pending_kept = len(still), self.pending_log.size
         except DataError as e:
             raise OutputError(str(e)) from None
 
@@ -343,12 +384,20 @@ class Durable:
         busy path keeps no map of them."""
         taken: dict[tuple[int, int, str], Taken] = {}
         size = self.pending_log.size
+        # the Lamport order delivers a view's messages in (clock, pid) order: those of the last view up
+        # to its last delivered one are in the history (or never will be), and no history is read
+        lamport = self.order == "lamport"
+        last_view, last_clock, last_pid = self.last_key
+        after = (last_clock, pid_key(last_pid)) if last_view == view else BEFORE_ANY
         for payload in self.pending_log.read_records(len(MAGIC), size):
-            for t in read_pending(payload):
-                if t[0] >= view:
-                    taken[(t[0], t[1], t[2])] = t
+            for line in payload.decode().split("\n"):
+                v_, c_, p, s, t = line.split(" ", 4)
+                v, c = int(v_), int(c_)
+                if v < view or (lamport and v == view and (c, pid_key(p)) <= after):
+                    continue
+                taken[(v, c, p)] = (v, c, p, unescape_text(t), None if s == "None" else float(s))
         span = self.index.views.get(view)
-        if taken and span is not None:
+        if taken and span is not None and not lamport:
             start = self.offsets[span.first] if span.first < len(self.offsets) else self.history.size
             for r in self.history.read_records(start, self.history.size):
                 if b'"kind":"message"' in r:
@@ -395,6 +444,7 @@ class Durable:
         self.history.sync()
         self.durable_last = written
 
+    pending_kept = 0  # the bytes of pending.log after its last rewrite (`persist`)
     report_soon = 0  # a view whose record was written: this peer reports it at once, once on the disk (`_report`)
     _synced = float("-inf")
     _syncer: ThreadPoolExecutor | None = None
