@@ -391,7 +391,9 @@ def test_the_founding_handshake_of_two_peers_is_checked_to_exhaustion():
 
 def test_a_state_stuck_only_for_want_of_ticks_is_not_judged():
     r = search(Config("lamport", 2, 0, found=True, ticks=1))
-    assert r.found is None and r.tick_bounded == r.terminal  # one heartbeat period founds nothing
+    # (both peers here and joining found at once; a schedule that loses a JOIN's moment needs the
+    # founding window, which one heartbeat period does not reach: stuck for want of ticks, not judged)
+    assert r.found is None and 0 < r.tick_bounded < r.terminal
 
 
 def test_a_joiner_owes_nothing_of_the_view_before_it_joined():

@@ -137,18 +137,19 @@ class Founding:
 
     def form(self, me: str, incarnation: int, peers: Peers, last_heard: Mapping[str, float], clock: int,
              now: float, since: float, t: Timing, quorum: bool) -> Install | Propose | NoFoundingQuorum | None:
-        """This peer, joining ``since``, may found a group once it waited `Timing.form_after`, if nobody
+        """This peer, joining ``since``, may found a group once it waited `Timing.form_after` — at once
+        when every expected peer is connected and asked to join —, if nobody
         with a group answered and no smaller joining peer is here (`Peers.founders`: then it is the
         smallest joining one) — a group of itself and every connected peer that asked to join: the
         INSTALL of view 1 to install now (no flush is needed: nobody delivered anything yet), or the
         proposal of view 1 to send (with a quorum, among expected peers: the handshake), or why not
         (too few of the expected peers, said when their number changes), or None (wait; never while it
         rejoins)."""
-        if now - since < t.form_after:
-            return None
         members = peers.founders(me, incarnation, last_heard, now - t.suspect_after - t.verify_after)
         if members is None or self.rejoining:
             return None
+        if now - since < t.form_after and not (self.expected and self.expected <= members.keys()):
+            return None  # (every expected peer here and joining: nobody is left to wait for)
         if quorum and self.expected and not has_quorum(self.expected, members):
             # (Corosync's expected votes: a lone peer, or a minority cut off at the start, waits)
             short = (len(members.keys() & self.expected), len(self.expected))
