@@ -10,7 +10,7 @@ from tom.codec.frames import Heartbeat, Install, Join, Propose
 from tom.peer.output import OutputFile
 from tom.peer.processor import processor, ticker
 
-A, B = "127.0.0.1:5000", "127.0.0.1:5001"
+A, B, C = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002"
 
 
 async def run_for(seconds, core, out_path, feed):
@@ -58,6 +58,22 @@ async def test_heartbeats_every_period_then_silent_member_removed(autojump_clock
     assert [(r["kind"], r["view"], r["members"]) for r in records] == [
         ("view", 1, [A, B]), ("view", 2, [A])]
     assert records[1]["removed"] == [B]
+
+
+async def test_every_expected_peer_here_and_asking_to_join_founds_without_waiting_out_the_window(
+        autojump_clock, tmp_path):
+    core = Core.joining(A, 1, Timing(), now=trio.current_time(), expected=[A, B, C])
+    start = trio.current_time()
+
+    async def feed(tx):
+        for pid, inc in ((B, 2), (C, 3)):
+            await tx.send(Connected(pid, inc))
+            await tx.send(FramesIn(pid, [Heartbeat(0), Join(pid, inc)]))
+
+    sent = await run_for(2, core, tmp_path / "a.jsonl", feed)
+    proposals = [(t - start, f) for t, _, f in sent if type(f) is Propose]
+    assert proposals and proposals[0][0] < 0.5 < core.timing.form_after  # (at its next tick)
+    assert dict(proposals[0][1].members).keys() == {A, B, C}
 
 
 async def test_a_member_that_keeps_talking_is_never_suspected(autojump_clock, tmp_path):
