@@ -92,6 +92,30 @@ def settle(g: PeerProcs, deadline: float = 60.0) -> None:
     raise AssertionError(f"no view of all three within {deadline} s: {g.log_text()[-6000:]}")
 
 
+def kill_all_under_load(g: PeerProcs) -> None:
+    """Once the three are one group: each fed 60 texts, and all three SIGKILLed at once while they run."""
+    settle(g)
+    for i in range(3):
+        g.send(i, [f"p{i}-before-{k}" for k in range(60)])
+    time.sleep(0.05)
+    for p in g.procs:
+        p.kill()
+    for p in g.procs:
+        p.wait(10)
+
+
+def each_whole_and_each_text_once(g: PeerProcs) -> list[list[dict]]:
+    """Every peer's file holds a stretch of the group's order (`assert_whole`), no text twice; the
+    files' records."""
+    recs = [g.records(i) for i in range(len(g.procs))]
+    order = group_order(recs)
+    for i, mine in enumerate(recs):
+        assert_whole(mine, order, f"peer {i}")
+        texts = [r["text"] for r in mine if r["kind"] == "message"]
+        assert len(texts) == len(set(texts)), f"peer {i}: a text twice"
+    return recs
+
+
 def accepted_texts(folder) -> list[str]:
     from tom.durable.log import read_log
 
@@ -126,12 +150,7 @@ def test_peers_killed_at_random_points_under_load_lose_nothing_and_deliver_each_
             want |= set(accepted_texts(d))
         wait_until(lambda: want <= {r.get("text") for i in range(3) for r in g.records(i)}, 30,
                    "every accepted text delivered", g)
-        recs = [g.records(i) for i in range(3)]
-        order = group_order(recs)
-        for i in range(3):
-            assert_whole(recs[i], order, f"peer {i}")
-            texts = [r["text"] for r in recs[i] if r["kind"] == "message"]
-            assert len(texts) == len(set(texts)), f"peer {i}: a text twice"
+        recs = each_whole_and_each_text_once(g)
         delivered = {r["text"] for r in recs[0] + recs[1] + recs[2] if r["kind"] == "message"}
         assert want <= delivered, f"accepted and never delivered: {sorted(want - delivered)[:5]}"
         assert g.terminate() == [0, 0, 0]
@@ -162,14 +181,7 @@ def test_a_group_killed_as_a_whole_and_started_again_goes_on_with_its_group_and_
     data = [tmp_path / f"data-{i}" for i in range(3)]
     each = [("--data", str(d)) for d in data]
     with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
-        settle(g)
-        for i in range(3):
-            g.send(i, [f"p{i}-before-{k}" for k in range(60)])
-        time.sleep(0.05)
-        for p in g.procs:  # all at once, under load
-            p.kill()
-        for p in g.procs:
-            p.wait(10)
+        kill_all_under_load(g)
         before = [g.records(i) for i in range(3)]
         last_view = max(r["view"] for recs in before for r in recs)
         groups = {json.loads((d / "identity.json").read_text())["group"] for d in data}
@@ -418,14 +430,7 @@ def test_a_founder_that_dies_as_it_decides_how_the_last_view_ends_loses_nothing(
     with PeerProcs(tmp_path, 3, secure=False, extra=extra, each=each) as g:
         for proc in g.procs:
             proc.env = env
-        settle(g)
-        for i in range(3):
-            g.send(i, [f"p{i}-before-{k}" for k in range(60)])
-        time.sleep(0.05)
-        for p in g.procs:  # all at once, under load
-            p.kill()
-        for p in g.procs:
-            p.wait(10)
+        kill_all_under_load(g)
         for i in range(3):
             g.group.start(i, g.procs[i])
         wait_until(flag.exists, 30, "the founder decides", g)
@@ -439,12 +444,7 @@ def test_a_founder_that_dies_as_it_decides_how_the_last_view_ends_loses_nothing(
         assert "before it ended view" in g.log_text()
         g.group.start(founder, g.procs[founder])  # (the plant is spent: it decides no more)
         settle(g)
-        recs = [g.records(i) for i in range(3)]
-        order = group_order(recs)
-        for i in range(3):
-            assert_whole(recs[i], order, f"peer {i}")
-            texts = [r["text"] for r in recs[i] if r["kind"] == "message"]
-            assert len(texts) == len(set(texts)), f"peer {i}: a text twice"
+        each_whole_and_each_text_once(g)
         want = set().union(*(accepted_texts(d) for d in data))
         wait_until(lambda: want <= {r.get("text") for r in g.records(0)}, 30, "every accepted text delivered", g)
         assert g.terminate() == [0, 0, 0]

@@ -65,7 +65,7 @@ from ..codec.pid import pid_key
 from ..core import Core, Delivery, ViewDelivery
 from ..core.group import persisting
 from ..core.notices import DurableFrame, Rejoining
-from ..durable.catchup import Caught, HistoryIndex, Recovery
+from ..durable.catchup import Caught, HistoryIndex, Recovery, end_of_view
 from ..errors import FrameError, UsageError
 from .world import TIMING, Event, Local, Outcome, Violation, World, feed, number, pid, step_core
 
@@ -313,19 +313,13 @@ class Shell:
 
     def _extension(self, offered: dict) -> list[tuple]:
         """`Durable._extension`: how the founder of a group founded again ends its last view, with the
-        messages a founder took and none delivered."""
-        durable, _ = _shipped()
+        messages a founder took and none delivered (`end_of_view`)."""
         last = index_of(self.history, self.me).last
         if last is None:
             return []
         view = last[0]
         upto = self.recovery.upto if self.recovery.upto is not None else view + 1
-        last_view, last_clock, last_pid = self._last_key()
-        after = (view, last_clock, pid_key(last_pid)) if last_view == view else (view, *durable.BEFORE_ANY)
-        chosen = {k: (r["text"], r.get("sent_at")) for k, r in offered.items() if view <= k[0] < upto}
-        chosen.update({k: (t[3], t[4]) for k, t in self.taken_not_delivered(view).items() if k[0] < upto})
-        keys = sorted(chosen, key=lambda k: (k[0], k[1], pid_key(k[2])))
-        return [(view, k[1], k[2], *chosen[k]) for k in keys if (k[0], k[1], pid_key(k[2])) > after]
+        return end_of_view(view, self._last_key(), upto, offered, self.taken_not_delivered(view))[0]
 
     # -- serving and catching up -----------------------------------------------------------------
     def on_frame(self, src: str, frame: CatchUp | History | Progress, now: float) -> None:

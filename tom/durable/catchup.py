@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..codec.frames import CatchUp, History
+from ..codec.pid import pid_key
 
 Position = tuple[int, int]
 """``(view, n)``: after message ``n`` of view ``view`` (``n = 0``: after the view's record)."""
@@ -167,6 +168,33 @@ def plan(index: HistoryIndex, ask: CatchUp, holding: bool = False) -> tuple[int,
     return "wait" if index.last is not None and index.last[0] < ask.upto else "none"
 
 
+BEFORE_ANY = (-1, ("", -1))
+"""A ``(clock, pid_key)`` before every message's: where a view with no message delivered yet ends."""
+
+Key = tuple[int, int, str]
+"""A message: ``(view, clock, pid)``."""
+
+
+def end_of_view(view: int, last_key: Key, upto: int, offered: dict[Key, dict],
+                taken: dict[Key, tuple]) -> tuple[list[tuple], int]:
+    """How the founder of a group founded again (caught up to view ``upto``) ends ``view``, the last
+    view it wrote, whose last message written is ``last_key`` (if of that view): the messages a founder
+    took and none delivered — ``offered`` by the others (their records), ``taken`` by itself
+    (`read_pending`'s tuples) — of that view or a later one none wrote (a view founded before whose
+    founder died; not of ``upto``, whose deliveries it holds), in ``(view, clock, pid)`` order after
+    its last delivered message. Every founder then copies them: a message any member delivered had been
+    taken by every member of its view, this founder included, so none is lost. Returns them as
+    ``(view, clock, pid, text, sent_at)``, all of ``view``, and how many sort before its last
+    delivered message (never delivered)."""
+    last_view, last_clock, last_pid = last_key
+    after = (view, last_clock, pid_key(last_pid)) if last_view == view else (view, *BEFORE_ANY)
+    chosen = {k: (r["text"], r.get("sent_at")) for k, r in offered.items() if view <= k[0] < upto}
+    chosen.update({k: (t[3], t[4]) for k, t in taken.items() if view <= k[0] < upto})
+    ranked = sorted((k[0], k[1], pid_key(k[2]), k) for k in chosen)
+    late = sum(1 for r in ranked if r[:3] <= after)
+    return [(view, k[1], k[2], *chosen[k]) for *rank, k in ranked if tuple(rank) > after], late
+
+
 def batches(records: Iterable[str]) -> list[tuple[str, ...]]:
     """``records`` cut into `History` frames' worth (`MAX_HISTORY_BYTES`)."""
     out: list[tuple[str, ...]] = []
@@ -266,7 +294,7 @@ class Recovery:
             self.refounded = not old
             # founded again: the founder decides how the last view ends (`offered`), so it is asked last
             self.coordinator = coordinator if self.refounded else ""
-            self.candidates = old or sorted((p for p in members if p != self.me), key=lambda p: p == coordinator)
+            self.candidates = old or self._everyone(members, coordinator)
             self.upto, self.held, self.got, self.total = view, [item], 0, None
             self.offered, self.deciding, self.awaiting, self.orphaned = {}, False, set(), False
             return self._ask_next(now, "")
@@ -280,14 +308,23 @@ class Recovery:
         self.members = members
         if self.deciding:
             self.awaiting &= set(members)
-            return Caught() if self.awaiting else self._finish(Caught())
+            return self._awaited() or Caught()
         if self.coordinator in members:
             return Caught()
         gone, self.coordinator = self.coordinator, coordinator
-        self.candidates = sorted((p for p in members if p != self.me), key=lambda p: p == coordinator)
+        self.candidates = self._everyone(members, coordinator)
         self.offered, self.orphaned = {}, False
         return self._ask_next(now, f"the founder of view {self.upto}, {gone}, left the group before it ended view "
                                    f"{self.last[0] if self.last else 0}: {coordinator} ends it instead")
+
+    def _everyone(self, members: Iterable[str], coordinator: str) -> list[str]:
+        """The members to ask when each may be ahead: every other one, ``coordinator`` (who decides how
+        the last view ends) last."""
+        return sorted((p for p in members if p != self.me), key=lambda p: p == coordinator)
+
+    def _awaited(self) -> Caught | None:
+        """The founder deciding: its end is written once no member is awaited any more."""
+        return None if self.awaiting else self._finish(Caught())
 
     def wrote(self, kind: str, view: int, key: tuple[int, int, str] | None = None) -> None:
         """A record of this peer's own delivery is written (the last position moves on)."""
@@ -306,8 +343,7 @@ class Recovery:
         if self.candidates:
             self.asking = self.candidates.pop(0)
             self.asked_at = now
-            assert self.last is not None and self.upto is not None
-            step.sends.append((self.asking, CatchUp(self.last[0], self._count(), self.upto)))
+            step.sends.append((self.asking, self._ask()))
             return step
         assert self.last is not None
         if self.refounded and self.coordinator != self.me:  # (its founder went away before it answered)
@@ -323,11 +359,12 @@ class Recovery:
                          f"view {self.upto}: no member holds them any more (a gap record marks it in the output)")
         return self._finish(step)
 
-    def _count(self) -> int:
-        """Where an ask starts in the last view: after its messages held here (the Lamport order), or
-        at its start (orders whose members deliver a view's messages in other orders: `known`)."""
-        assert self.last is not None
-        return 0 if self.known is not None else self.last[1]
+    def _ask(self) -> CatchUp:
+        """What this peer asks for: from its last position — after the messages of its last view held
+        here (the Lamport order), or from that view's start (orders whose members deliver a view's
+        messages in other orders: `known`) — up to the view it catches up to."""
+        assert self.last is not None and self.upto is not None
+        return CatchUp(self.last[0], 0 if self.known is not None else self.last[1], self.upto)
 
     def _finish(self, step: Caught) -> Caught:
         if self.refounded and self.coordinator == self.me and not self.deciding:
@@ -394,8 +431,7 @@ class Recovery:
         self.heard[pid] = at
         if self.deciding and pid in self.awaiting and self._holds(pid):
             self.awaiting.discard(pid)
-            if not self.awaiting:
-                return self._finish(Caught())
+            return self._awaited()
         return None
 
     def _holds(self, pid: str) -> bool:
@@ -407,7 +443,7 @@ class Recovery:
         """``pid`` is no longer there to answer (its link went down, or the group removed it)."""
         if self.deciding and pid in self.awaiting:
             self.awaiting.discard(pid)  # (it wrote the end it was sent, or it catches up from here later)
-            return None if self.awaiting else self._finish(Caught())
+            return self._awaited()
         if pid == self.asking and self.upto is not None:
             return self._ask_next(now, f"{pid} went away during the catch-up; asking the next member")
         if pid in self.candidates:
@@ -417,8 +453,7 @@ class Recovery:
     def tick(self, now: float) -> Caught | None:
         if self.orphaned and now - self.asked_at > self.patience:  # (its link may have come back)
             self.asked_at = now
-            assert self.last is not None and self.upto is not None
-            return Caught(sends=[(self.coordinator, CatchUp(self.last[0], self._count(), self.upto))])
+            return Caught(sends=[(self.coordinator, self._ask())])
         if self.refounded and self.asking == self.coordinator:
             return None  # (the founder answers once it decided: it is waited for while it is there)
         if self.upto is not None and self.asking is not None and now - self.asked_at > self.patience:

@@ -26,14 +26,14 @@ import json.encoder
 import logging
 import re
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..codec.frames import CatchUp, History, Progress, escape_text, unescape_text
 from ..core import Delivery, ViewDelivery
 from ..core.records import Sends
-from ..durable.catchup import Caught, HistoryIndex, Position, Recovery, answer, plan
+from ..durable.catchup import BEFORE_ANY, Caught, HistoryIndex, Position, Recovery, answer, end_of_view, plan
 from ..codec.pid import pid_key
 from ..durable.log import MAGIC, DataDir, DataError, read_log
 from ..durable.progress import Progress as Peers
@@ -109,17 +109,13 @@ def message_fields(payload: bytes) -> dict | None:
 def check_pending(payload: bytes) -> int:
     """The number of taken messages in a pending.log record, its lines' heads checked (`read_pending`
     decodes the texts too, when they are needed)."""
-    lines = payload.decode().split("\n")
-    for line in lines:
-        v, c, p, s, _ = line.split(" ", 4)
-        int(v), int(c)
+    n = 0
+    for _, _, _, s, _ in pending_lines(payload):
         if s != "None":
             float(s)
-    return len(lines)
+        n += 1
+    return n
 
-
-BEFORE_ANY = (-1, ("", -1))
-"""A ``(clock, pid_key)`` before every message's: where a view with no message delivered yet ends."""
 
 Taken = tuple[int, int, str, str, "float | None"]
 """A message the core took: (view, clock, pid, text, sent_at)."""
@@ -137,12 +133,21 @@ def pending_record(taken: Sequence[Taken]) -> bytes:
     return "\n".join(out).encode()
 
 
-def read_pending(payload: bytes) -> list[Taken]:
-    out: list[Taken] = []
+def pending_lines(payload: bytes) -> Iterator[tuple[int, int, str, str, str]]:
+    """A pending.log record's lines as written (`pending_record`): ``(view, clock, pid, sent_at, text)``,
+    the last two still as text (`as_taken` reads them: a caller may not need them)."""
     for line in payload.decode().split("\n"):
         v, c, p, s, t = line.split(" ", 4)
-        out.append((int(v), int(c), p, unescape_text(t), None if s == "None" else float(s)))
-    return out
+        yield int(v), int(c), p, s, t
+
+
+def as_taken(v: int, c: int, p: str, s: str, t: str) -> Taken:
+    """A line of `pending_lines` as the message it holds."""
+    return v, c, p, unescape_text(t), None if s == "None" else float(s)
+
+
+def read_pending(payload: bytes) -> list[Taken]:
+    return [as_taken(*line) for line in pending_lines(payload)]
 
 
 def not_in_order(accepted: Sequence[str], base: int, own: int) -> list[str]:
@@ -382,7 +387,7 @@ class Durable:
         """The messages of ``view`` and later views this peer took (pending.log) and its history does not
         hold: what a group founded again may still owe (`_extension`). Read from the disk: needed rarely, and so the
         busy path keeps no map of them."""
-        taken: dict[tuple[int, int, str], Taken] = {}
+        found: dict[tuple[int, int, str], Taken] = {}
         size = self.pending_log.size
         # the Lamport order delivers a view's messages in (clock, pid) order: those of the last view up
         # to its last delivered one are in the history (or never will be), and no history is read
@@ -390,20 +395,19 @@ class Durable:
         last_view, last_clock, last_pid = self.last_key
         after = (last_clock, pid_key(last_pid)) if last_view == view else BEFORE_ANY
         for payload in self.pending_log.read_records(len(MAGIC), size):
-            for line in payload.decode().split("\n"):
-                v_, c_, p, s, t = line.split(" ", 4)
-                v, c = int(v_), int(c_)
+            for line in pending_lines(payload):
+                v, c, p = line[:3]
                 if v < view or (lamport and v == view and (c, pid_key(p)) <= after):
                     continue
-                taken[(v, c, p)] = (v, c, p, unescape_text(t), None if s == "None" else float(s))
+                found[(v, c, p)] = as_taken(*line)
         span = self.index.views.get(view)
-        if taken and span is not None and not lamport:
+        if found and span is not None and not lamport:
             start = self.offsets[span.first] if span.first < len(self.offsets) else self.history.size
             for r in self.history.read_records(start, self.history.size):
                 if b'"kind":"message"' in r:
                     rec = json.loads(r)
-                    taken.pop((int(rec["view"]), int(rec["clock"]), str(rec["pid"])), None)
-        return taken
+                    found.pop((int(rec["view"]), int(rec["clock"]), str(rec["pid"])), None)
+        return found
 
     def _delivered_now(self, kind: str, view: int, clock: int, pid: str) -> None:
         """A record written: the last message delivered here moves on."""
@@ -682,26 +686,16 @@ class Durable:
             self._write(list(step.release), output, at, written)  # (from the view that admitted it on)
 
     def _extension(self, offered: dict[tuple[int, int, str], dict]) -> list[tuple[int, int, str, str, float | None]]:
-        """As the founder of a group founded again, caught up: how its last view ends — the messages a
-        founder took (offered, or here) and none delivered, of that view or a later one none wrote (a
-        view founded before whose founder died; not of the view it founds, whose deliveries it holds),
-        in ``(view, clock, pid)`` order after its last
-        delivered message; every founder then copies them (a message any member delivered had been
-        taken by every member of its view, this founder included, so none is lost). As ``(view,
-        clock, pid, text, sent_at)``, the view the last one written."""
+        """As the founder of a group founded again, caught up: how its last view ends (`end_of_view`,
+        from what the others offered and what this peer took)."""
         if self.index.last is None:
             return []
         view = self.index.last[0]
-        last_view, last_clock, last_pid = self.last_key
-        after = (view, last_clock, pid_key(last_pid)) if last_view == view else (view, *BEFORE_ANY)
         upto = self.recovery.upto if self.recovery.upto is not None else view + 1
-        chosen = {k: (r["text"], r["sent_at"]) for k, r in offered.items() if view <= k[0] < upto}
-        chosen.update({k: (t[3], t[4]) for k, t in self.taken_not_delivered(view).items() if k[0] < upto})
-        keys = sorted(chosen, key=lambda k: (k[0], k[1], pid_key(k[2])))
-        late = [k for k in keys if (k[0], k[1], pid_key(k[2])) <= after]
+        decided, late = end_of_view(view, self.last_key, upto, offered, self.taken_not_delivered(view))
         if late:
-            log.warning("%d message(s) taken by founders sort before the last one delivered: not delivered", len(late))
-        return [(view, k[1], k[2], *chosen[k]) for k in keys if (k[0], k[1], pid_key(k[2])) > after]
+            log.warning("%d message(s) taken by founders sort before the last one delivered: not delivered", late)
+        return decided
 
     def _extend(self, decided: list[tuple[int, int, str, str, float | None]], output: OutputFile | NoOutput,
                 at: float, written: list[Delivery | ViewDelivery]) -> None:
