@@ -21,6 +21,7 @@ import pytest
 
 import tom
 from tom import replication
+from tom.durable.history import events
 from tom.durable.log import RecordLog, read_log
 from tom.durable.snapshot import SnapshotFile
 from tom.library import Delivered, GroupEvent, ViewChanged
@@ -166,7 +167,7 @@ class Sim:
         member = Member(self, pid, old.folder)
         member.position = old.position  # (its history: a prefix of the stream)
         member.history.close()  # (reopened below: the folder as the restarted process finds it)
-        history = read_log(member.folder / "group" / "history.log").records
+        history = events(read_log(member.folder / "group" / "history.log"))[0]
         member.obj._recover(SnapshotFile(member.folder).load(), history)
         member.history = RecordLog(member.folder / "group" / "history.log", "never")
         assert member.obj.counts == (self.reference[member.position - 1] if member.position else {}), (

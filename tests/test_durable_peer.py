@@ -10,7 +10,7 @@ import pytest
 
 from tom.codec.frames import CatchUp, History, Progress
 from tom.core import Delivery, ViewDelivery
-from tom.durable.log import DataError
+from tom.durable.log import DataError, read_log
 from tom.peer.durable import Durable
 from tom.peer.output import OutputFile
 
@@ -334,3 +334,48 @@ def test_a_founder_whose_last_view_delivered_no_message_ends_it_with_what_was_ta
     a.on_frame(B, Progress(2, 0), out, 2.2, 0.2)  # (B holds the end: the founder writes it)
     assert [(r["kind"], r["view"], r.get("clock")) for r in lines(tmp_path / "out-a.jsonl")] == [
         ("view", 1, 1), ("message", 1, 2), ("view", 2, 3)]
+
+
+def test_a_write_is_one_history_record_whose_events_are_served_and_read_back_one_by_one(tmp_path):
+    # one record per write (its framing paid once), cut where a clean-up may cut; an event in the
+    # middle of a record is served and read back like one that starts it
+    out = OutputFile(tmp_path / "out.jsonl", A)
+    d = Durable(tmp_path / "data", A)
+    d.reconcile(out)
+    d.deliver([view(1, 1, joined=(A, B, C))] + [msg(2 + j, 10 + j, pid=(A, B)[j % 2]) for j in range(12)], out, 10.0, 0.0)
+    d.deliver([msg(14 + j, 30 + j) for j in range(3)] + [view(17, 2, removed=(C,))], out, 11.0, 0.0)
+    assert len(read_log(tmp_path / "data" / "history.log").records) == 2
+    _, answer = d.on_frame(C, CatchUp(1, 5, 2), out, 20.0, 1.0)
+    served = [json.loads(r) for _, f in answer for r in f.records]
+    assert [r["clock"] for r in served] == [15, 16, 17, 18, 19, 20, 21, 30, 31, 32]  # (up to view 2)
+    d.hold = (1, 31, A)
+    assert d._held_from() == 15  # (the record after message 31: 0 view, 1-12, 13 clock 30, 14 clock 31)
+    index = (d.index.count, d.index.own, d.index.last, d.max_clock)
+    d.close()
+    out.close()
+    again = Durable(tmp_path / "data", A)
+    again.reconcile(OutputFile(tmp_path / "out.jsonl", A))
+    assert (again.index.count, again.index.own, again.index.last, again.max_clock) == index
+    _, answer = again.on_frame(C, CatchUp(1, 11, 2), out, 30.0, 2.0)
+    assert [json.loads(r).get("clock") for _, f in answer for r in f.records] == [21, 30, 31, 32]
+    again.close()
+
+
+def test_a_clean_up_cuts_the_history_where_a_record_starts(tmp_path):
+    out = OutputFile(tmp_path / "out.jsonl", A)
+    d = Durable(tmp_path / "data", A, retain=200)  # (a mark every 2 events: records of 2 events at most)
+    d.reconcile(out)
+    d.deliver([view(1, 1, joined=(A, B, C))], out, 1.0, 0.0)
+    k = 2
+    for step in range(30):
+        d.deliver([msg(k + j, k + j) for j in range(15)], out, 2.0 + step, 0.0)
+        k += 15
+    assert d.index.count <= 2 * 200 + 15 and d.history_has_base
+    kept = read_log(tmp_path / "data" / "history.log")
+    assert max(p.count(b"\n") + 1 for p in kept.records) <= 2
+    d.close()
+    out.close()
+    again = Durable(tmp_path / "data", A, retain=200)
+    again.reconcile(OutputFile(tmp_path / "out.jsonl", A))
+    assert (again.index.count, again.index.last) == (d.index.count, d.index.last)
+    again.close()

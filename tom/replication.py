@@ -61,6 +61,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from .durable.history import events
 from .durable.log import DataError, read_log
 from .durable.snapshot import Key, SnapshotFile, records_after
 from .errors import ConfigError, UsageError
@@ -222,7 +223,7 @@ class Replicated:
                                        **self._options)
             return
         payload = SnapshotFile(self._folder).load()  # (read before the member writes to its folder)
-        history = read_log(self._folder / "group" / "history.log").records
+        history = events(read_log(self._folder / "group" / "history.log"))[0]
         failed: list[BaseException] = []
 
         def recover() -> None:

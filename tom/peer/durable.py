@@ -26,6 +26,7 @@ import json.encoder
 import logging
 import re
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +36,7 @@ from ..core import Delivery, ViewDelivery
 from ..core.records import Sends
 from ..durable.catchup import BEFORE_ANY, Caught, HistoryIndex, Position, Recovery, answer, end_of_view, plan
 from ..codec.pid import pid_key
+from ..durable.history import events, read_events, records, starts_record
 from ..durable.log import MAGIC, DataDir, DataError, read_log
 from ..durable.progress import Progress as Peers
 from ..durable.progress import cut_at
@@ -126,10 +128,12 @@ def pending_record(taken: Sequence[Taken]) -> bytes:
     (the text escaped as on the wire, so a line holds one message)."""
     out: list[str] = []
     last, said = -1.0, ""  # (a run of messages shares its send time: written out once)
+    texts = "".join([m[3] for m in taken])  # (most steps have nothing to escape: looked at once)
+    plain = "\\" not in texts and "\n" not in texts and "\r" not in texts
     for v, c, p, t, s in taken:
         if s != last or s is None:
             last, said = s, repr(s)  # type: ignore[assignment]
-        out.append(f"{v} {c} {p} {said} {escape_text(t)}")
+        out.append(f"{v} {c} {p} {said} {t if plain else escape_text(t)}")
     return "\n".join(out).encode()
 
 
@@ -199,7 +203,9 @@ class Durable:
             raise
         self.said: list[str] = [r.torn for r in (self.history.read, self.accepted_log.read, self.pending_log.read)
                                 if r.torn]
-        self.offsets = array("q", self.history.read.offsets)
+        history_events, offsets = events(self.history.read)
+        self.offsets = array("q", offsets)
+        self.history.read.records.clear()
         self.index = HistoryIndex()
         indexes: list[int] = []
         self.max_clock = 0  # the highest clock in the history: a restarted peer's clock goes on from it
@@ -215,10 +221,11 @@ class Durable:
         # one a minute, or every hundredth of --retain records (`_mark`)
         self.written_ats: list[tuple[int, float, int]] = []
         try:
-            for payload in self.history.read.records:
+            for k, payload in enumerate(history_events):
                 rec = message_fields(payload) or _fields(payload)  # (a message's text is not read here)
                 kind = rec["kind"]
-                self._mark(float(rec.get("delivered_at", 0.0)))
+                if starts_record(offsets, k):  # (a clean-up cuts where a record starts)
+                    self._mark(float(rec.get("delivered_at", 0.0)))
                 if kind == "base":
                     self.base_own, self.history_has_base = int(rec["own"]), True
                     self.index.base(self.base_own, int(rec["view"]), int(rec["skipped"]))
@@ -252,6 +259,7 @@ class Durable:
             self.close()
             raise DataError(f"{path}: a record of its logs is not TOM's ({e})") from None
         self._indexes = indexes  # (until `reconcile`)
+        self._events = history_events  # (until `reconcile`)
         try:  # (each record a step's taken messages: `persist`; read again when needed, `taken_not_delivered`)
             self.pending_records = sum(check_pending(payload) for payload in self.pending_log.read.records)
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
@@ -283,7 +291,7 @@ class Durable:
     def reconcile(self, output: OutputFile | NoOutput) -> None:
         """Write to the output file the records the history holds past its end: a process killed between
         the two writes (history first) left them out. Then the history alone is kept as an index."""
-        records, indexes = self.history.read.records, self._indexes
+        records, indexes = self._events, self._indexes
         missing = [k for k, at in enumerate(indexes) if at > output.offset]
         if isinstance(output, NoOutput):  # (no file: the history alone)
             output.offset = indexes[-1] if indexes else 0
@@ -293,8 +301,7 @@ class Durable:
             self.said.append(f"output file: {len(missing)} record(s) the data folder holds and the file did not "
                              "(the peer was killed between the two writes) written again")
         self.last_index = output.offset
-        records.clear()
-        self._indexes = []
+        self._events, self._indexes = [], []
 
     # -- accepting ---------------------------------------------------------------------------------
 
@@ -402,8 +409,7 @@ class Durable:
                 found[(v, c, p)] = as_taken(*line)
         span = self.index.views.get(view)
         if found and span is not None and not lamport:
-            start = self.offsets[span.first] if span.first < len(self.offsets) else self.history.size
-            for r in self.history.read_records(start, self.history.size):
+            for r in read_events(self.history, self.offsets, span.first, len(self.offsets)):
                 if b'"kind":"message"' in r:
                     rec = json.loads(r)
                     found.pop((int(rec["view"]), int(rec["clock"]), str(rec["pid"])), None)
@@ -567,12 +573,14 @@ class Durable:
         """Write ``lines`` to the history, then to the output file; ``kinds``: what they are, as
         ``(kind, view, own)`` per record or ``("messages", view, n, own)`` per run of messages;
         ``inner``: marks inside them (`_mark`), as (record number, own messages before it)."""
-        data = "".join(lines).encode()  # (one encoding for both: each line is one history record)
+        count = self.index.count  # (a record starts at each mark: a clean-up cuts there)
+        data, payloads, counts = records(lines, [first - count for first, _ in inner])
         try:
-            offsets = self.history.append(data.split(b"\n")[:-1])
+            at = self.history.append(payloads)
         except DataError as e:
             raise OutputError(str(e)) from None
-        self.offsets.extend(offsets)
+        for offset, n in zip(at, counts):
+            self.offsets.extend(array("q", (offset,)) * n)
         self._mark(self.written_at)
         marks = self.written_ats
         for first, own in inner:
@@ -744,8 +752,7 @@ class Durable:
             log.info("%s asks for the events after message %d of view %d: not held here", src, ask.count, ask.view)
             return [((src,), History("none"))]
         first, last = where
-        end = self.offsets[last] if last < len(self.offsets) else self.history.size
-        records = self.history.read_records(self.offsets[first], end) if last > first else []
+        records = read_events(self.history, self.offsets, first, last)
         log.info("%s catches up from here: %d event(s) after message %d of view %d, up to view %d", src,
                  len(records), ask.count, ask.view, ask.upto)
         texts = [r.decode() for r in records]
@@ -812,14 +819,17 @@ class Durable:
         if self.hold is None:
             return None
         view, clock, pid = self.hold
-        offsets, end = self.offsets, self.history.size
-        for r in range(len(offsets) - 1, 0, -1):  # (from the end: a snapshot is recent)
-            rec = _fields(self.history.read_records(offsets[r], end)[0])
-            end = offsets[r]
-            if rec.get("kind") == "view" and not pid and rec.get("view") == view:
-                return r + 1
-            if rec.get("kind") == "message" and (rec.get("view"), rec.get("clock"), rec.get("pid")) == (view, clock, pid):
-                return r + 1
+        offsets, end = self.offsets, len(self.offsets)
+        while end > 1:  # (a record at a time, from the end: a snapshot is recent)
+            first = max(bisect_left(offsets, offsets[end - 1]), 1)
+            payloads = read_events(self.history, offsets, first, end)
+            for r in range(end - 1, first - 1, -1):
+                rec = _fields(payloads[r - first])
+                if rec.get("kind") == "view" and not pid and rec.get("view") == view:
+                    return r + 1
+                if rec.get("kind") == "message" and (rec.get("view"), rec.get("clock"), rec.get("pid")) == (view, clock, pid):
+                    return r + 1
+            end = first
         return None
 
     def _clean_by_progress(self, at: float) -> None:
