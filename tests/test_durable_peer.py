@@ -264,6 +264,13 @@ def test_taken_messages_come_back_from_pending_log_whatever_their_text():
 
     taken = [(3, 7, A, "a b\nc\\d\re", 1.25), (3, 8, "my-host.lan:80", "", None), (4, 1, B, "é – \u2028 x", 1e9)]
     assert read_pending(pending_record(taken)) == taken
+    # send times as the wire carries them (whole microseconds) come back the same floats, far-off ones too
+    times = [round(1_732_000_000 + k * 0.000137, 6) for k in range(2000)] + [8_999_999_999.999999, 9e9, 99_999_999_999.999998]
+    back = read_pending(pending_record([(1, k, A, "t", s) for k, s in enumerate(times)]))
+    assert [m[4] for m in back] == times
+    # a folder of an older TOM: the float as Python writes it
+    assert read_pending(b"2 5 " + A.encode() + b" 1732000000.123456 hi\n2 6 " + A.encode() + b" None x") == \
+        [(2, 5, A, "hi", 1732000000.123456), (2, 6, A, "x", None)]
 
 
 def test_a_new_data_folder_has_nothing_to_clean_up(tmp_path):
@@ -379,3 +386,44 @@ def test_a_clean_up_cuts_the_history_where_a_record_starts(tmp_path):
     again.reconcile(OutputFile(tmp_path / "out.jsonl", A))
     assert (again.index.count, again.index.last) == (d.index.count, d.index.last)
     again.close()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_busy_path_of_a_view_s_messages_writes_what_the_general_path_writes(tmp_path, seed):
+    import random
+
+    rng = random.Random(seed)
+    peers = []
+    for name in ("fast", "general"):
+        out = OutputFile(tmp_path / f"out-{name}.jsonl", A)
+        d = Durable(tmp_path / name, A, retain=300)  # (a mark every 3 records: marks inside writes)
+        d.reconcile(out)
+        peers.append((d, out))
+    peers[1][0].recovery.known = set()  # (a set to keep: the general path)
+    k, clock, v = 1, 1, 1
+    batches: list[list] = [[view(1, 1, joined=(A, B, C))]]
+    for _ in range(60):
+        batch: list = []
+        if rng.random() < 0.1:
+            v += 1
+            batch.append(view(k, v))
+            k += 1
+        for _ in range(rng.choice([1, 2, 3, 7, 20])):
+            batch.append(msg(k, clock, v, pid=rng.choice([A, B, C])))
+            k, clock = k + 1, clock + rng.randint(1, 3)
+        batches.append(batch)
+    for n, batch in enumerate(batches):
+        for d, out in peers:
+            d.deliver(batch, out, 10.0 + n, 0.0)
+    (fast, out_f), (general, out_g) = peers
+    assert fast.written_ats == general.written_ats and fast.index.count == general.index.count
+    assert (fast.index.own, fast.index.last, fast.max_clock, fast.last_key, fast.last_index) == \
+        (general.index.own, general.index.last, general.max_clock, general.last_key, general.last_index)
+    assert {w: (s.first, s.messages, s.skipped) for w, s in fast.index.views.items()} == \
+        {w: (s.first, s.messages, s.skipped) for w, s in general.index.views.items()}
+    assert [len(p) for p in read_log(tmp_path / "fast" / "history.log").records] == \
+        [len(p) for p in read_log(tmp_path / "general" / "history.log").records]
+    for d, out in peers:
+        d.close()
+        out.close()
+    assert (tmp_path / "out-fast.jsonl").read_text() == (tmp_path / "out-general.jsonl").read_text()

@@ -113,8 +113,7 @@ def check_pending(payload: bytes) -> int:
     decodes the texts too, when they are needed)."""
     n = 0
     for _, _, _, s, _ in pending_lines(payload):
-        if s != "None":
-            float(s)
+        _sent_at(s)
         n += 1
     return n
 
@@ -124,17 +123,27 @@ Taken = tuple[int, int, str, str, "float | None"]
 
 
 def pending_record(taken: Sequence[Taken]) -> bytes:
-    """A step's taken messages as one pending.log record: a line each, ``view clock pid sent_at text``
-    (the text escaped as on the wire, so a line holds one message)."""
-    out: list[str] = []
-    last, said = -1.0, ""  # (a run of messages shares its send time: written out once)
+    """A step's taken messages as one pending.log record: a line each, ``view clock pid sent_at text``,
+    the send time in whole microseconds (what the wire carries: `MESSAGE@`; ``None``, or a time too far
+    off for a float to hold its microseconds, as Python writes the float), the text escaped as on the
+    wire (so a line holds one message)."""
     texts = "".join([m[3] for m in taken])  # (most steps have nothing to escape: looked at once)
-    plain = "\\" not in texts and "\n" not in texts and "\r" not in texts
-    for v, c, p, t, s in taken:
-        if s != last or s is None:
-            last, said = s, repr(s)  # type: ignore[assignment]
-        out.append(f"{v} {c} {p} {said} {t if plain else escape_text(t)}")
-    return "\n".join(out).encode()
+    if "\\" in texts or "\n" in texts or "\r" in texts:
+        taken = [(v, c, p, escape_text(t), s) for v, c, p, t, s in taken]
+    return "\n".join([f"{v} {c} {p} {round(s * 1e6) if s is not None and s < MICROS_BELOW else repr(s)} {t}"
+                      for v, c, p, t, s in taken]).encode()
+
+
+MICROS_BELOW = 9e9
+"""Send times below this many seconds are written as whole microseconds: the count stays below 2**53,
+so the float read back is the one written."""
+
+
+def _sent_at(s: str) -> float | None:
+    """A pending.log line's send time (`pending_record`; a folder of an older TOM wrote the float)."""
+    if s.isdigit():
+        return int(s) / 1e6
+    return None if s == "None" else float(s)
 
 
 def pending_lines(payload: bytes) -> Iterator[tuple[int, int, str, str, str]]:
@@ -147,7 +156,7 @@ def pending_lines(payload: bytes) -> Iterator[tuple[int, int, str, str, str]]:
 
 def as_taken(v: int, c: int, p: str, s: str, t: str) -> Taken:
     """A line of `pending_lines` as the message it holds."""
-    return v, c, p, unescape_text(t), None if s == "None" else float(s)
+    return v, c, p, unescape_text(t), _sent_at(s)
 
 
 def read_pending(payload: bytes) -> list[Taken]:
@@ -523,6 +532,11 @@ class Durable:
             return
         lines = output.render(deliveries, at)
         me, known = self.me, self.recovery.known
+        first, last = deliveries[0], deliveries[-1]
+        if known is None and first.view == last.view and type(first) is Delivery and type(last) is Delivery \
+                and not any([type(d) is ViewDelivery for d in deliveries]):
+            self._write_messages(deliveries, lines, output, written)  # (the busy path: a view's messages)
+            return
         kinds: list = []  # ("view", view, 0) per view record, ("messages", view, n, own) per run of messages
         top = self.max_clock
         run_view, run_n, run_own = -1, 0, 0
@@ -530,6 +544,8 @@ class Durable:
         every, base, own = self._mark_every, self.index.count, self.index.own
         inner: list[tuple[int, int]] = []
         next_mark = (self.written_ats[-1][0] if self.written_ats else 0) + every
+        if next_mark <= base:
+            next_mark = base + every  # (`_append` marks the first record itself)
         for i, d in enumerate(deliveries):
             if base + i >= next_mark and i:
                 inner.append((base + i, own))
@@ -565,6 +581,28 @@ class Durable:
         if type(last) is Delivery:
             self.last_key = (last.view, last.clock, last.pid)
         self._append(lines, kinds, output, inner)
+        self.last_index = last.index + output.offset
+        written.extend(deliveries)
+
+    def _write_messages(self, deliveries: list[Delivery], lines: list[str], output: OutputFile | NoOutput,
+                        written: list[Delivery | ViewDelivery]) -> None:
+        """`_write` of messages of one view only (no view record among them, no `Recovery.known`)."""
+        me, n = self.me, len(deliveries)
+        every, base = self._mark_every, self.index.count
+        next_mark = (self.written_ats[-1][0] if self.written_ats else 0) + every
+        if next_mark <= base:
+            next_mark = base + every  # (`_append` marks the first record itself)
+        inner: list[tuple[int, int]] = []
+        own, counted = self.index.own, 0
+        for at in range(next_mark, base + n, every):  # (a mark each ``every`` records)
+            own += [d.pid for d in deliveries[counted:at - base]].count(me)
+            counted = at - base
+            inner.append((at, own))
+        mine = [d.pid for d in deliveries].count(me)
+        self.max_clock = max(self.max_clock, max([d.clock for d in deliveries]))
+        last = deliveries[-1]
+        self.last_key = (last.view, last.clock, last.pid)
+        self._append(lines, [("messages", last.view, n, mine)], output, inner)
         self.last_index = last.index + output.offset
         written.extend(deliveries)
 
