@@ -112,13 +112,14 @@ def sources(student: str) -> dict[str, str]:
 def write_class(out: Path, size: str = "full") -> list[str]:
     """Write the class into out (created if missing); the students written."""
     names = students(size)
+    files = {student: sources(student) for student in names}  # every mutant made before anything is written
     out.mkdir(parents=True, exist_ok=True)
     for student in names:
         folder = out / student
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir()
-        for name, text in sources(student).items():
+        for name, text in files[student].items():
             (folder / name).write_text(text, encoding="utf-8")
     return names
 

@@ -33,7 +33,8 @@ WHAT = {
     "cascade": "releases at most one ready message per received frame instead of every ready one",
     "tie": "breaks ties on the clock the wrong way: the larger from first",
     "clock": "does not advance its clock past a received one: on a MESSAGE clock = clock + 1, not max + 1",
-    "all-acks": "delivers a message with n - 1 ACKs (and ignores the late n-th ACK of a message already output)",
+    "all-acks": "delivers a message once n - 1 ACKs came (as if the sender did not ACK its own message), "
+                "still writing 'n ACKs' in its line, and ignores the late last ACK",
     "head": "delivers any entry that has its MESSAGE and all its ACKs, not only the head",
 }
 
@@ -65,11 +66,14 @@ MUTANTS: dict[str, dict[str, list[Replacement]]] = {
             "clock = Math.max(clock, msgClock) + 1;",
             "clock = clock + 1;",
         )],
-        # n - 1 ACKs, and (to stay a coherent tool that fails only this rule) the late n-th ACK of a
-        # message already output is ignored instead of reserving an entry that would block the queue.
+        # n - 1 ACKs are enough (as if the sender did not ACK its own message, the handout's "If we
+        # didn't do that"); the line written says n, the number the handout says a delivered message has;
+        # the late last ACK of a message already output is ignored. So only the waiting is wrong.
         "all-acks": [
             ("head.acks < neighbors.size()) return;",
              "head.acks < neighbors.size() - 1) return;"),
+            ("                String line = head.describe();\n",
+             "                String line = neighbors.size() + \" ACKs on \" + head.message();\n"),
             ("    final TreeMap<Key, Entry> pending = new TreeMap<>();\n",
              "    final TreeMap<Key, Entry> pending = new TreeMap<>();\n"
              "    final Set<Key> delivered = new HashSet<>(); // their last ACK comes late: ignore it\n"),
@@ -114,6 +118,8 @@ MUTANTS: dict[str, dict[str, list[Replacement]]] = {
         "all-acks": [
             ("entry.acks >= self.n\n",
              "entry.acks >= self.n - 1\n"),
+            ("            self.output.write(entry.line() + \"\\n\")\n",
+             "            self.output.write(f\"{self.pending.n} ACKs on MESSAGE-{entry.clock}-{entry.sender}-{entry.text}\\n\")\n"),
             ("        self.order = []  # the keys, sorted with comes_before\n",
              "        self.order = []  # the keys, sorted with comes_before\n"
              "        self.delivered = set()  # their last ACK comes late: ignore it\n"),
