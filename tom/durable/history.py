@@ -35,7 +35,7 @@ def starts_record(offsets: Sequence[int], event: int) -> bool:
     return event == 0 or offsets[event] != offsets[event - 1]
 
 
-def records(lines: Sequence[str], starts: Sequence[int]) -> tuple[bytes, list[bytes], list[int]]:
+def records(lines: Sequence[str], starts: Sequence[int]) -> tuple[bytes, list[bytes | memoryview], list[int]]:
     """A write of ``lines`` (events, each ending in a newline): the bytes of them all (for the output
     file), the payloads of its records, and how many events each holds; a record starts at each of
     ``starts`` (ascending positions in ``lines``) and at the first line."""
@@ -43,8 +43,8 @@ def records(lines: Sequence[str], starts: Sequence[int]) -> tuple[bytes, list[by
     cuts = [s for s in starts if 0 < s < n]
     if not cuts:
         data = "".join(lines).encode()
-        return data, [data[:-1]], [n]
-    payloads: list[bytes] = []
+        return data, [memoryview(data)[:-1]], [n]  # (not copied)
+    payloads: list[bytes | memoryview] = []
     counts: list[int] = []
     prev = 0
     for cut in [*cuts, n]:

@@ -140,7 +140,7 @@ class RecordLog:
         # on a worker thread (`tom.peer.durable.Durable.sync`) while this one appends
         self._syncing = threading.Lock()
 
-    def append(self, payloads: Iterable[bytes]) -> list[int]:
+    def append(self, payloads: Iterable[bytes | memoryview]) -> list[int]:
         """Write ``payloads`` as records, in order, in one write; with ``always``, on the disk on return.
         Returns the records' offsets."""
         pack, crc, head = HEADER.pack, zlib.crc32, HEADER.size

@@ -584,7 +584,7 @@ class Durable:
         self.last_index = last.index + output.offset
         written.extend(deliveries)
 
-    def _write_messages(self, deliveries: list[Delivery], lines: list[str], output: OutputFile | NoOutput,
+    def _write_messages(self, deliveries: list[Delivery | ViewDelivery], lines: list[str], output: OutputFile | NoOutput,
                         written: list[Delivery | ViewDelivery]) -> None:
         """`_write` of messages of one view only (no view record among them, no `Recovery.known`)."""
         me, n = self.me, len(deliveries)
