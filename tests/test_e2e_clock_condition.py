@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from procs import PeerProcs
+from tests.spark_java import spark_java
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUNDS = 10
@@ -88,7 +88,7 @@ def _verify(tmp: Path, files: list[Path]) -> tuple[subprocess.CompletedProcess, 
 @pytest.mark.e2e
 @pytest.mark.spark
 @pytest.mark.pure  # (the mutant patches the core's Python objects)
-@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs Java 17+")
+@pytest.mark.skipif(not spark_java(), reason="Spark needs Java 17+")
 def test_a_clock_that_ignores_what_it_receives_is_violated_and_the_real_clock_verified(tmp_path):
     files = _run(tmp_path / "mutant-run", mutant=True)
     b = files[1]

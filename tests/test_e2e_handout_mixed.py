@@ -18,6 +18,7 @@ import pytest
 
 from handout_java import JavaPeer, java_peer_classes, wait_for
 from procs import free_ports, tom_cmd
+from tests.spark_java import spark_java
 
 pytestmark = pytest.mark.e2e
 
@@ -156,7 +157,7 @@ def test_two_reference_peers_and_one_tom_peer_with_delay(classes, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs Java 17+")
+@pytest.mark.skipif(not spark_java(), reason="Spark needs Java 17+")
 def test_one_reference_peer_and_two_tom_peers_then_verify_the_class(classes, tmp_path):
     folder, order, _, _ = run_class(classes, tmp_path, java_count=1, tom_count=2, tom_delay=0.1)
     (folder / "teacher-notes.log").write_text("started the run at 10:00\nnothing to see here\n")

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from procs import PeerProcs, free_ports, write_neighbors
+from tests.spark_java import spark_java
 
 ORDERS = ("lamport", "sequencer", "causal")
 
@@ -24,7 +25,7 @@ def records(path):
 
 @pytest.mark.e2e
 @pytest.mark.spark
-@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs Java 17+")
+@pytest.mark.skipif(not spark_java(), reason="Spark needs Java 17+")
 @pytest.mark.parametrize("order", ORDERS)
 def test_launch_each_order_with_delay_and_jitter_is_verified(tmp_path, order):
     ports = free_ports(4)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +18,10 @@ import pytest
 from tom.codec.pid import sorted_pids
 
 from procs import PeerProcs, free_ports, wait_for, write_neighbors
+from tests.spark_java import spark_java
 
 pytestmark = pytest.mark.e2e
-needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="the Spark verifier needs Java 17+")
+needs_java = pytest.mark.skipif(not spark_java(), reason="the Spark verifier needs Java 17+")
 
 
 def launch(tmp_path: Path, ports: list[int], *flags: str,

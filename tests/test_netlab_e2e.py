@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tom.tools.netlab.network import LabUnavailable, check_available
+from tests.spark_java import spark_java
 
 try:
     check_available()
@@ -24,7 +25,7 @@ except LabUnavailable as e:
 
 pytestmark = [pytest.mark.e2e]
 needs_lab = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"network lab unavailable: {UNAVAILABLE}")
-needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs Java 17+")
+needs_java = pytest.mark.skipif(not spark_java(), reason="Spark needs Java 17+")
 LAB = [sys.executable, "-m", "tom.tools.netlab"]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 
 VERIFY_MISSING = ("tom verify needs PySpark, which this installation does not have: "
-                  "pip install 'tom[verify]' (and Java 17+ for a local Spark)")
+                  "pip install 'tom[verify]' (it brings PySpark and a Java runtime for a local Spark)")
 
 
 def verifier_missing() -> str | None:

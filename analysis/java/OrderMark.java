@@ -35,7 +35,8 @@ import org.apache.spark.sql.types.DataTypes;
  * (registered as {@code tom_order_mark_sequencer} and {@code tom_order_mark_causal}), with the same
  * evaluation, the same index and peer marks, and {@link #DISORDER} for their own order rules.
  */
-public final class OrderMark implements UDF7<String, Long, String, Boolean, Long, Long, String, Integer> {
+@SuppressWarnings("rawtypes")
+public final class OrderMark implements UDF7 {
     private static final long serialVersionUID = 1L;
     public static final String NAME = "tom_order_mark";
     public static final int DISORDER = 1;
@@ -56,9 +57,16 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
     private long clock;
     private String pid;
 
+    /** The raw interface's method (so that a compiler without generics, Janino, builds this file too). */
     @Override
-    public Integer call(String file, Long blockStart, String peer, Boolean good, Long index, Long clock,
-                        String pid) {
+    public Object call(Object file, Object blockStart, Object peer, Object good, Object index, Object clock,
+                       Object pid) {
+        return mark((String) file, (Long) blockStart, (String) peer, (Boolean) good, (Long) index, (Long) clock,
+                    (String) pid);
+    }
+
+    private Integer mark(String file, Long blockStart, String peer, Boolean good, Long index, Long clock,
+                         String pid) {
         cursor.fileChanged(file);
         if (good == null || !good) {
             return 0;
@@ -180,7 +188,7 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
      * delivered twice). A null view or seq is marked.
      */
     public static final class Sequencer
-            implements UDF10<String, Long, String, Boolean, Long, Long, String, String, Long, Long, Integer> {
+            implements UDF10 {
         private static final long serialVersionUID = 1L;
         public static final String NAME = "tom_order_mark_sequencer";
         private final Cursor cursor = new Cursor();
@@ -189,8 +197,14 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
         private long seq;
 
         @Override
-        public Integer call(String file, Long blockStart, String peer, Boolean good, Long index, Long clock,
-                            String pid, String kind, Long view, Long seq) {
+        public Object call(Object file, Object blockStart, Object peer, Object good, Object index, Object clock,
+                           Object pid, Object kind, Object view, Object seq) {
+            return mark((String) file, (Long) blockStart, (String) peer, (Boolean) good, (Long) index, (Long) clock,
+                        (String) pid, (String) kind, (Long) view, (Long) seq);
+        }
+
+        private Integer mark(String file, Long blockStart, String peer, Boolean good, Long index, Long clock,
+                             String pid, String kind, Long view, Long seq) {
             if (cursor.fileChanged(file)) {
                 lastClock.clear();
             }
@@ -208,7 +222,7 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
             this.view = view;
             this.seq = seq;
             if ("message".equals(kind)) {
-                Long last = lastClock.put(pid, clock);
+                Long last = (Long) lastClock.put(pid, clock);
                 if (last != null && clock <= last) {
                     mark |= DISORDER;
                 }
@@ -228,8 +242,7 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
      * happened before it (analysis/causal.py). Also marked: a message whose clock is not above the
      * last message of its origin in the file, and a message without a vc or without its own count.
      */
-    public static final class Causal implements
-            UDF10<String, Long, String, Boolean, Long, Long, String, String, Long, scala.collection.Map<String, Object>, Integer> {
+    public static final class Causal implements UDF10 {
         private static final long serialVersionUID = 1L;
         public static final String NAME = "tom_order_mark_causal";
         private final Cursor cursor = new Cursor();
@@ -238,8 +251,14 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
         private Long view;
 
         @Override
-        public Integer call(String file, Long blockStart, String peer, Boolean good, Long index, Long clock,
-                            String pid, String kind, Long view, scala.collection.Map<String, Object> vc) {
+        public Object call(Object file, Object blockStart, Object peer, Object good, Object index, Object clock,
+                           Object pid, Object kind, Object view, Object vc) {
+            return mark((String) file, (Long) blockStart, (String) peer, (Boolean) good, (Long) index, (Long) clock,
+                        (String) pid, (String) kind, (Long) view, (scala.collection.Map) vc);
+        }
+
+        private Integer mark(String file, Long blockStart, String peer, Boolean good, Long index, Long clock,
+                             String pid, String kind, Long view, scala.collection.Map vc) {
             if (cursor.fileChanged(file)) {
                 lastClock.clear();
                 counts.clear();
@@ -263,18 +282,18 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
             if (isView) {
                 return mark;
             }
-            Long last = lastClock.put(pid, clock);
+            Long last = (Long) lastClock.put(pid, clock);
             if (last != null && clock <= last) {
                 mark |= DISORDER;
             }
             if (vc == null) {
                 return mark | DISORDER;
             }
-            long own = counts.getOrDefault(pid, 0L);
+            long own = ((Long) counts.getOrDefault(pid, 0L)).longValue();
             boolean numbered = false;
-            scala.collection.Iterator<scala.Tuple2<String, Object>> entries = vc.iterator();
+            scala.collection.Iterator entries = vc.iterator();
             while (entries.hasNext()) {
-                scala.Tuple2<String, Object> e = entries.next();
+                scala.Tuple2 e = (scala.Tuple2) entries.next();
                 if (e._2() == null) {
                     mark |= DISORDER;
                     continue;
@@ -285,7 +304,7 @@ public final class OrderMark implements UDF7<String, Long, String, Boolean, Long
                     if (count != own + 1) {
                         mark |= DISORDER;
                     }
-                } else if (counts.getOrDefault(e._1(), 0L) < count) {
+                } else if (((Long) counts.getOrDefault(e._1(), 0L)).longValue() < count) {
                     mark |= DISORDER;
                 }
             }

