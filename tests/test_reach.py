@@ -207,3 +207,23 @@ def test_a_report_of_members_the_coordinator_finds_dead_itself_costs_nobody():
     every order, once view changes were ballots: A alone stayed flushing for ever)."""
     assert removals(ABCD, A, {C: {B, D}}, dead={B, D}) == {}
     assert removals(ABCD, A, {C: {B, D}}) == {C: (C, B)}  # (what it would cost if A heard B and D)
+
+
+@pytest.mark.parametrize("first", [B, D])
+def test_two_members_that_stop_hearing_each_other_a_moment_apart_lose_the_larger_pid(first):
+    """A one-way cut on TCP soon cuts the other way too (the receiver's acknowledgements are lost, so
+    the sender's window stops): here ``first``'s frames stop reaching the other at 12 s, the other's
+    1.5 s later (more than a heartbeat period: the reports come in different periods). Whichever report reaches A first, A holds it a heartbeat period, gets the other's, and
+    removes D, the larger pid — the same peer whichever way the cut went first."""
+    second = D if first == B else B
+    sim, notices, _ = _group()
+    sent = _traffic(sim, (A, B, C), 12.0)
+    sim.run(until=12.0)
+    sim.hold(first, second)
+    sim.run(until=13.5)
+    sim.hold(second, first)
+    sim.run(until=40.0)
+    for pid in (A, B, C):
+        assert _members(sim, pid) == {A, B, C}, (pid, _members(sim, pid))
+    _delivered_all(sim, (A, B, C), sent)
+    check(sim, liveness=False)

@@ -749,7 +749,7 @@ class Core:
 
     def _on_suspect(self, src: str, frame: Suspect) -> None:
         """A member cannot hear ``frame.pid``: kept by the coordinator (`Reach.removals` decides)."""
-        if self._member_link(src) and self.reach.suspect(src, frame, self._current, self.now):
+        if self._member_link(src) and self.reach.suspect(src, frame, self._current, self.now, self.timing):
             self._maybe_propose()
 
     def _on_sees(self, src: str, frame: Sees) -> None:

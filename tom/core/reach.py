@@ -12,7 +12,8 @@ for the ACKs that never cross the missing link. So:
   (a member that cannot hear the smallest still tells it: it may be the one cut off); a member that
   takes itself for the coordinator reports only while it has no quorum (a broken receiver).
 * **Act.** The coordinator keeps the reports that are fresh (renewed within `FRESH_PERIODS` heartbeat
-  periods) and removes, by a normal view change, the peer each report costs (`removals`): the
+  periods) and settled (held `SETTLE_PERIODS` periods, or answered by the target's own report of the
+  reporter) and removes, by a normal view change, the peer each report costs (`removals`): the
   suspect — unless the reporter is the one cut off (it reports a majority of the other members, or
   others report it — not counting the reports of a member that is itself cut off that way), then the
   reporter; two members that report each other: the larger pid. A report of the coordinator itself
@@ -46,6 +47,12 @@ from .records import Sends, Timing, View
 
 FRESH_PERIODS = 3
 """A report counts while renewed within this many heartbeat periods (its reporter sends one a period)."""
+
+SETTLE_PERIODS = 2
+"""A report counts once held this many heartbeat periods (or once its target reports its reporter too):
+a one-way cut on TCP soon cuts the other way (the receiver's acknowledgements are lost, the sender's
+window closes), and the two members' reports, a moment apart, then name the same loser — the larger
+pid — whichever reaches the coordinator first."""
 
 Pair = tuple[str, str]
 """(reporter, target): the reporter cannot reach (hear) the target."""
@@ -125,7 +132,8 @@ class Reach:
                  "unreached_by", "not_admitted_at")
 
     def __init__(self) -> None:
-        self.reports: dict[str, dict[str, tuple[int, float]]] = {}  # suspect -> reporter -> (incarnation, when)
+        # suspect -> reporter -> (incarnation, when last renewed, since when it holds)
+        self.reports: dict[str, dict[str, tuple[int, float, float]]] = {}
         self.sees: dict[str, dict[str, tuple[int, float]]] = {}  # joiner -> member -> (incarnation, when)
         self.held_since: dict[str, tuple[int, float]] = {}  # joiner -> (incarnation, held back since)
         self.told_joiner: dict[str, float] = {}  # joiner -> when it was last told who does not reach it
@@ -171,12 +179,17 @@ class Reach:
 
     # -- the coordinator -------------------------------------------------------------------------
 
-    def suspect(self, src: str, frame: Suspect, view: View, now: float) -> bool:
-        """A member's SUSPECT: whether it is kept (of this view, about a member as its incarnation)."""
+    def suspect(self, src: str, frame: Suspect, view: View, now: float, t: Timing | None = None) -> bool:
+        """A member's SUSPECT: whether it is kept (of this view, about a member as its incarnation); a
+        report renewed while fresh (`FRESH_PERIODS` of ``t``'s heartbeat) goes on holding since its first."""
+        fresh = FRESH_PERIODS * t.heartbeat if t is not None else float("inf")
         if (frame.view != view.id or src not in view.members or frame.pid not in view.members
                 or view.incarnations[frame.pid] != frame.incarnation or frame.pid == src):
             return False
-        self.reports.setdefault(frame.pid, {})[src] = (frame.incarnation, now)
+        by = self.reports.setdefault(frame.pid, {})
+        held = by.get(src)
+        since = held[2] if held is not None and held[0] == frame.incarnation and now - held[1] <= fresh else now
+        by[src] = (frame.incarnation, now, since)
         return True
 
     def seen(self, src: str, frame: Sees, now: float) -> bool:
@@ -185,14 +198,23 @@ class Reach:
         return True
 
     def removals(self, view: View, me: str, now: float, fresh: float,
-                 dead: Collection[str] = ()) -> tuple[dict[str, Pair], list[Unreachable]]:
+                 dead: Collection[str] = (), settle: float = 0.0) -> tuple[dict[str, Pair], list[Unreachable]]:
         """As the coordinator of ``view``: the members the fresh reports remove (`removals`; ``dead``:
         those its own detector verified), each with the pair that costs it, and the notices of pairs
-        new since the last call."""
-        reported: dict[str, set[str]] = {}
+        new since the last call. A report counts once held ``settle`` seconds, or at once if its target
+        reports its reporter too (`SETTLE_PERIODS`)."""
+        live: dict[str, set[str]] = {}
+        held: set[Pair] = set()
         for target, by in self.reports.items():
-            for reporter, (inc, when) in by.items():
+            for reporter, (inc, when, since) in by.items():
                 if now - when <= fresh and view.incarnations.get(target) == inc:
+                    live.setdefault(reporter, set()).add(target)
+                    if now - since >= settle:
+                        held.add((reporter, target))
+        reported: dict[str, set[str]] = {}
+        for reporter, targets in live.items():
+            for target in targets:
+                if (reporter, target) in held or reporter in live.get(target, ()):
                     reported.setdefault(reporter, set()).add(target)
         out = removals(view.members, me, reported, dead)
         pairs = {pair: f"removing {loser}" for loser, pair in out.items()}
@@ -242,7 +264,7 @@ class Reach:
         leaving, has no link to them), the notices of pairs new, and the SUSPECTs telling the joiners
         held back, on a link, why (`tell_joiners`)."""
         fresh = FRESH_PERIODS * t.heartbeat
-        shared, said = self.removals(view, me, now, fresh, verified)
+        shared, said = self.removals(view, me, now, fresh, verified, SETTLE_PERIODS * t.heartbeat)
         dead = verified | set(shared)
         staying = view.members - dead - set(peers.leaves) - {me}
         held, held_said = self.hold_back(view, peers.joiners(view, True), staying, now, fresh + t.suspect_after,
