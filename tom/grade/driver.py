@@ -192,8 +192,7 @@ class Tool:
             decision = self._decide()
             if decision is None:
                 continue
-            if decision.rule.is_menu:
-                self.cursor += decision.end
+            if decision.rule.is_menu:  # left unanswered: the first command finds it
                 return
             if decision.answer is None:
                 continue
@@ -204,14 +203,16 @@ class Tool:
             self.cursor += decision.end
             self.type(decision.answer)
 
-    async def _await_rule(self, want: str, limit: float, **fill: str | None) -> bool:
-        """Wait for the menu (``want`` = "menu") or the text prompt ("text") to be the last question."""
+    async def _await_rule(self, want: str, limit: float, consume: bool = True, **fill: str | None) -> bool:
+        """Wait for the menu (``want`` = "menu") or the text prompt ("text") to be the last question;
+        ``consume``: take it as answered."""
         deadline = trio.current_time() + limit
         while True:
             self._check_alive("while the driver waited for its " + want)
             decision = self._decide(**fill)
             if decision is not None and (decision.rule.is_menu if want == "menu" else decision.rule.wants_text):
-                self.cursor += decision.end
+                if consume:
+                    self.cursor += decision.end
                 return True
             now = trio.current_time()
             if now >= deadline:
@@ -232,7 +233,7 @@ class Tool:
         """Menu ``status``; what it printed until the menu showed again (at most `MENU_WAIT` s)."""
         await self.menu(self.keys.status)
         start = len(self.screen)
-        await self._await_rule("menu", MENU_WAIT, menu=None)
+        await self._await_rule("menu", MENU_WAIT, consume=False, menu=None)
         return self.screen[start:]
 
     async def quit(self, limit: float) -> float | None:

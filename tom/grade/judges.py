@@ -111,10 +111,11 @@ def judge_premature_ack(ev: Evidence) -> Outcome:
     return got or PASS
 
 
-def _early(ev: Evidence, what: str) -> Outcome | None:
+def _early(ev: Evidence, what: str, after: str | None = None) -> Outcome | None:
+    """The ``held`` message was seen delivered while ``what`` (and, with ``after``, before ``after``)."""
     early = ev.marks.get("early") or []
     held = ev.marks["held"]
-    if held in early:
+    if held in early and (after is None or after not in early or early.index(after) > early.index(held)):
         return Outcome("fail", f"{held} not delivered while {what}",
                        f"{held} delivered before it (seen in its output at {ev.marks.get('early_at', 0):.1f} s)")
     return None
@@ -130,7 +131,7 @@ def judge_all_acks(ev: Evidence) -> Outcome:
 
 def judge_head(ev: Evidence) -> Outcome:
     head, later = ev.marks["order"]
-    return (_early(ev, f"the head {head} waited for an ACK")
+    return (_early(ev, f"the head {head} waited for an ACK", head)
             or delivered_in_order(ev, [head, later], f" ({later} had all its ACKs behind the unacknowledged "
                                                      f"head {head})")
             or PASS)

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -81,6 +82,17 @@ def did_not_build(sub: Submission, test: str, repeat: int, folder: Path, built: 
     return result
 
 
+def engine_failed(spec: TrialSpec, error: Exception) -> dict:
+    """The result of a run the grader itself failed on (its traceback went to stderr)."""
+    spec.folder.mkdir(parents=True, exist_ok=True)
+    result = {"student": spec.submission.name, "test": spec.test, "repeat": spec.repeat, "verdict": "crashed",
+              "expected": "", "got": f"the grader failed on this run: {type(error).__name__}: {error}",
+              "detail": "a bug of tom grade, not of the tool: its traceback is on tom grade's stderr",
+              "seconds": 0.0, "tail": [], "tool": {"from": "", "port": 0}, "peers": []}
+    (spec.folder / "result.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return result
+
+
 async def grade(subs: list[Submission], plan: Plan, progress: Callable[[dict], None] = lambda r: None) -> list[dict]:
     """Every run of the plan; results in (student, test, repeat) order."""
     limiter = trio.CapacityLimiter(plan.jobs)
@@ -92,7 +104,11 @@ async def grade(subs: list[Submission], plan: Plan, progress: Callable[[dict], N
     async def one(sub: Submission, test: str, repeat: int) -> None:
         async with limiter:
             spec = TrialSpec(sub, test, repeat, folder(sub, test, repeat), plan.seed, plan.time_limit)
-            result = await run_trial(spec)
+            try:
+                result = await run_trial(spec)
+            except Exception as e:  # a bug of the grader's costs this run, not the class's grading
+                traceback.print_exc()
+                result = engine_failed(spec, e)
         results[(sub.name, test, repeat)] = result
         progress(result)
 

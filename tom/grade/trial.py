@@ -92,8 +92,9 @@ async def run_trial(spec: TrialSpec) -> dict:
             neighbors.write_text(stage.neighbors_text())
             tool = Tool(command, sub.folder, spec.folder / "terminal.log", tool_port, sub.rules, sub.keys)
             await tool.spawn(nursery)
-            with trio.move_on_after(spec.time_limit) as limit:
-                outcome, scene = await _play(spec, stage, tool, rng, output, notes)
+            deadline = trio.current_time() + spec.time_limit
+            with trio.CancelScope(deadline=deadline) as limit:
+                outcome, scene = await _play(spec, stage, tool, rng, output, notes, deadline)
             if limit.cancelled_caught:
                 outcome = Outcome("hung", f"the test done within its time limit ({spec.time_limit:.0f} s)",
                                   "still going when the limit came", "; ".join(notes))
@@ -137,7 +138,7 @@ async def run_trial(spec: TrialSpec) -> dict:
 
 
 async def _play(spec: TrialSpec, stage: Stage, tool: Tool, rng: random.Random, output: Path,
-                notes: list[str]) -> tuple[Outcome | None, Scene | None]:
+                notes: list[str], deadline: float) -> tuple[Outcome | None, Scene | None]:
     """Start-up, then the scenario; an Outcome when it ended the run before judging."""
     sub = spec.submission
     try:
@@ -151,20 +152,23 @@ async def _play(spec: TrialSpec, stage: Stage, tool: Tool, rng: random.Random, o
         if not where.startswith("its"):
             notes.append(f"from: {origin} ({where})")
         stage.begin(origin)
-        scene = Scene(stage, tool, rng, output, sub.line_regex)
+        scene = Scene(stage, tool, rng, output, sub.line_regex, deadline)
         crashed = False
-        async with trio.open_nursery() as watch:
-            async def on_exit() -> None:
-                nonlocal crashed
-                assert tool.process is not None
-                await tool.process.wait()
-                if not tool.quitting:
-                    crashed = True
-                    watch.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as watch:
+                async def on_exit() -> None:
+                    nonlocal crashed
+                    assert tool.process is not None
+                    await tool.process.wait()
+                    if not tool.quitting:
+                        crashed = True
+                        watch.cancel_scope.cancel()
 
-            watch.start_soon(on_exit)
-            await SCENARIOS[spec.test](scene)
-            watch.cancel_scope.cancel()
+                watch.start_soon(on_exit)
+                await SCENARIOS[spec.test](scene)
+                watch.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise _sole(group) from None
         if crashed:
             raise ToolError("crashed", f"it ended during the test ({tool.exit_line()})")
         return None, scene
@@ -177,3 +181,17 @@ async def _play(spec: TrialSpec, stage: Stage, tool: Tool, rng: random.Random, o
             return Outcome("crashed", "the tool running until menu 3", f"it ended during the test "
                                                                         f"({tool.exit_line()})"), None
         return f.outcome, None
+
+
+def _sole(group: BaseExceptionGroup) -> BaseException:
+    """The one exception a nursery wrapped (a scenario's Failed or ToolError), else the group."""
+    leaves = list(_leaves(group))
+    return leaves[0] if len(leaves) == 1 else group
+
+
+def _leaves(error: BaseException):  # type: ignore[no-untyped-def]
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
