@@ -34,8 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seed of every random choice (default 1)")
     p.add_argument("--time-limit", type=float, default=60.0, metavar="SECS", help="per test run (default 60)")
     p.add_argument("--build-limit", type=float, default=300.0, metavar="SECS", help="per build (default 300)")
+    p.add_argument("--start-limit", type=float, default=20.0, metavar="SECS",
+                   help="for a tool to show its menu and listen (default 20)")
     p.add_argument("--points", type=Path, metavar="FILE", help="points per test (default tom/grade/points.toml)")
     p.add_argument("--extras", action="store_true", help=f"add the optional tests ({', '.join(EXTRAS)})")
+    p.add_argument("--no-report", action="store_true", help="only the run folders, no class report")
     p.add_argument("-q", "--quiet", action="store_true", help="no line per run")
     return p
 
@@ -68,8 +71,9 @@ def grade(args: argparse.Namespace) -> int:
     from .config import load_class
     from .runner import Plan, grade as grade_class
 
-    if args.repeat < 1 or args.jobs < 1 or args.time_limit <= 0 or args.build_limit <= 0:
-        raise ConfigError("--repeat and --jobs take a whole number >= 1, --time-limit and --build-limit seconds > 0")
+    if args.repeat < 1 or args.jobs < 1 or min(args.time_limit, args.build_limit, args.start_limit) <= 0:
+        raise ConfigError("--repeat and --jobs take a whole number >= 1; --time-limit, --build-limit and "
+                          "--start-limit seconds > 0")
     if args.points is not None and not args.points.is_file():
         raise ConfigError(f"{args.points}: no such points file")
     tests = _tests(args)
@@ -79,7 +83,7 @@ def grade(args: argparse.Namespace) -> int:
         (out / "runs").mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"cannot write {out}: {e.strerror or e}") from None
-    plan = Plan(out, tests, args.repeat, args.jobs, args.seed, args.time_limit, args.build_limit)
+    plan = Plan(out, tests, args.repeat, args.jobs, args.seed, args.time_limit, args.build_limit, args.start_limit)
     total = len(subs) * len(tests) * args.repeat
     print(f"tom grade: {len(subs)} students x {len(tests)} tests x {args.repeat} = {total} runs, "
           f"{args.jobs} at a time; runs in {out / 'runs'}", flush=True)
@@ -99,7 +103,7 @@ def grade(args: argparse.Namespace) -> int:
     passed = sum(r["verdict"] == "pass" for r in results)
     print(f"tom grade: {passed} of {len(results)} runs passed the engine's checks in "
           f"{time.monotonic() - start:.0f} s", flush=True)
-    return report(out, args.points)
+    return 0 if args.no_report else report(out, args.points)
 
 
 def report(out: Path, points: Path | None) -> int:

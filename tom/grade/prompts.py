@@ -94,7 +94,7 @@ def rules_with(extra: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> tup
 
 def loopback_choice(text: str, ip: str = LOOPBACK) -> str:
     """The index printed beside ``ip`` in a list of addresses in ``text``, else ``ip`` itself."""
-    line = re.compile(r"^[ \t>*-]*\[?(\d+)\]?[ \t]*[:.)\]-][ \t]*\S*?(?<![\d.])" + re.escape(ip) + r"(?![\d.])",
+    line = re.compile(r"^[ \t>*-]*\[?(\d+)\]?[ \t]*[:.)\]-][^\n]*?(?<![\d.])" + re.escape(ip) + r"(?![\d.])",
                       re.MULTILINE)
     found = line.findall(text)
     return found[-1] if found else ip

@@ -72,13 +72,14 @@ class Scene:
         """Menu 1 with a new text; waits until its MESSAGE reached every scripted peer."""
         text = self.text("T")
         await self.tool.send(text)
+        limit = self.within(WAIT)
         arrived = await self.stage.until(lambda: self._tool_message(text) is not None
                                          and all(self._tool_message(text, p.member.name)
-                                                 for p in self.stage.peers), WAIT)
+                                                 for p in self.stage.peers), limit)
         if not arrived:
             raise Failed(f"the tool's MESSAGE with text {text} at every TOM peer after menu 1",
-                         f"none after {WAIT:.0f} s" if self._tool_message(text) is None else
-                         f"only at some after {WAIT:.0f} s")
+                         f"none after {limit:.0f} s" if self._tool_message(text) is None else
+                         f"only at some after {limit:.0f} s")
         self.marks["lines"][text] = self._tool_message(text)
         return text
 
@@ -91,6 +92,7 @@ class Scene:
         return None
 
     async def until(self, condition: Callable[[], bool], expected: str, limit: float = WAIT) -> None:
+        limit = self.within(limit)
         if not await self.stage.until(condition, limit):
             raise Failed(expected, f"nothing after {limit:.0f} s")
 
@@ -101,11 +103,12 @@ class Scene:
     async def tool_acked(self, text: str, names: list[str] | None = None) -> None:
         """Wait for the tool's ACK of ``text`` at the scripted peers named (default: all)."""
         key = self.key(text)
-        if not await self.stage.until(lambda: self.stage.acked_by_tool(key, names), WAIT):
+        limit = self.within(WAIT)
+        if not await self.stage.until(lambda: self.stage.acked_by_tool(key, names), limit):
             missing = [p.member.origin for p in self.stage.peers
                        if (names is None or p.member.name in names) and not self.stage.acked_by_tool(key, [p.member.name])]
             raise Failed(f"the tool's ACK of {self.marks['lines'][text]} at {', '.join(missing)}",
-                         f"none after {WAIT:.0f} s")
+                         f"none after {limit:.0f} s")
 
     async def delivered_everywhere(self, texts: list[str], limit: float = WAIT) -> None:
         """Wait until every scripted peer delivered ``texts`` (so the tool acknowledged each)."""

@@ -21,7 +21,7 @@ import trio
 
 from .config import Submission, fill
 from .prompts import tail_lines
-from .trial import TrialSpec, run_trial
+from .trial import START_LIMIT, TrialSpec, run_trial
 
 BUILD_LIMIT = 300.0
 
@@ -35,6 +35,7 @@ class Plan:
     seed: int = 1
     time_limit: float = 60.0
     build_limit: float = BUILD_LIMIT
+    start_limit: float = START_LIMIT
 
 
 async def build(sub: Submission, out: Path, limit: float) -> dict:
@@ -103,7 +104,7 @@ async def grade(subs: list[Submission], plan: Plan, progress: Callable[[dict], N
 
     async def one(sub: Submission, test: str, repeat: int) -> None:
         async with limiter:
-            spec = TrialSpec(sub, test, repeat, folder(sub, test, repeat), plan.seed, plan.time_limit)
+            spec = TrialSpec(sub, test, repeat, folder(sub, test, repeat), plan.seed, plan.time_limit, plan.start_limit)
             try:
                 result = await run_trial(spec)
             except Exception as e:  # a bug of the grader's costs this run, not the class's grading

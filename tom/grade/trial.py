@@ -43,6 +43,7 @@ class TrialSpec:
     folder: Path  # OUT/runs/<student>/<test>/<repeat>
     seed: int
     time_limit: float
+    start_limit: float = START_LIMIT
 
 
 def learn_origin(screen: str, port: int, template: str | None) -> tuple[str, str]:
@@ -142,10 +143,11 @@ async def _play(spec: TrialSpec, stage: Stage, tool: Tool, rng: random.Random, o
     """Start-up, then the scenario; an Outcome when it ended the run before judging."""
     sub = spec.submission
     try:
-        await tool.start(START_LIMIT)
-        if not await stage.until(lambda: ports.listening(tool.port) or tool.exited, LISTEN_LIMIT):
+        await tool.start(spec.start_limit)
+        listen_limit = min(LISTEN_LIMIT, spec.start_limit)
+        if not await stage.until(lambda: ports.listening(tool.port) or tool.exited, listen_limit):
             return Outcome("did-not-start", f"the tool listening on port {tool.port} after its menu",
-                           f"not listening after {LISTEN_LIMIT:.0f} s"), None
+                           f"not listening after {listen_limit:.0f} s"), None
         if tool.exited:
             raise ToolError("crashed", f"it ended right after its menu showed ({tool.exit_line()})")
         origin, where = learn_origin(tool.screen, tool.port, sub.origin)
