@@ -46,7 +46,7 @@ class Submission:
     origin: str | None  # a from template with {port}, or None: learn it from the tool
 
 
-def fill(template: str, **values: str | int) -> str:
+def fill(template: str, **values: str | int | Path) -> str:
     """``template`` with ``{name}`` replaced by the shell-quoted value (other braces left alone)."""
     out = template
     for name, value in values.items():

@@ -63,7 +63,7 @@ async def build(sub: Submission, out: Path, limit: float) -> dict:
                 except (ProcessLookupError, PermissionError):
                     pass
                 await process.wait()
-    code = process.returncode
+    code = process.returncode if process.returncode is not None else -9
     ok = not why and code == 0
     if not why and code != 0:
         why = f"exit status {code}" if code > 0 else f"killed by signal {-code}"

@@ -27,7 +27,7 @@ from .driver import Tool, ToolError
 from .judges import JUDGES, Evidence, Failed, Outcome
 from .rules import SCENARIOS, Scene
 from .stage import Stage
-from .toolfile import parse_output
+from .toolfile import Delivered, parse_output
 
 START_LIMIT = 20.0
 LISTEN_LIMIT = 10.0
@@ -126,7 +126,8 @@ async def run_trial(spec: TrialSpec) -> dict:
                          f"from its terminal: set from in its tom-grade.toml")
     if outcome is None:
         assert scene is not None
-        tool_out, bad = None, []
+        tool_out: list[Delivered] | None = None
+        bad: list[tuple[int, str]] = []
         if output.exists():
             tool_out, bad = parse_output(output.read_text("utf-8", errors="replace"), sub.line_regex)
         evidence = Evidence(spec.test, tool_out, scene.marks, bad, quit_seconds, QUIT_LIMIT)
