@@ -212,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--port", type=_count(0, 65535), default=0, help="port to serve on (default: any free one)")
 
     sub.add_parser("check", help="explore every interleaving of a small group on the real core", add_help=False)
+    sub.add_parser("grade", help="grade a class's handout tools, one rule at a time", add_help=False)
     verify = sub.add_parser("verify", help="verify output files with Spark", add_help=False)
     verify.add_argument("args", nargs=argparse.REMAINDER)
     return parser
@@ -428,6 +429,10 @@ def main(argv: list[str] | None = None) -> int:
         from .check.cli import main as check_main
 
         return check_main(argv[1:])
+    if argv[:1] == ["grade"]:  # so does the grader
+        from .grade.cli import main as grade_main
+
+        return grade_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
