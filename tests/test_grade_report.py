@@ -149,3 +149,8 @@ def test_a_long_run_is_capped_with_a_note():
 def test_labels_are_shortened():
     assert diagram.shorten("x" * 100, 10) == "x" * 9 + "\u2026"
     assert diagram.shorten("short") == "short"
+
+
+def test_the_report_command_refuses_a_folder_tom_grade_did_not_fill(tmp_path, capsys):
+    assert report.main([str(tmp_path)]) == 2
+    assert "not a folder that `tom grade` filled" in capsys.readouterr().err

@@ -149,3 +149,12 @@ def test_a_students_line_form_is_used_for_their_file(tmp_path, spark):
     assert report.build(out) == 0  # read in the handout's form, the same file is wrong at line 1
     grades = json.loads((out / "grades.json").read_text())
     assert grades["students"]["cy"]["tests"]["tie"]["runs"][0]["expected"].startswith("tool.out line 1:")
+
+
+def test_the_report_command_scores_a_graded_folder_again_with_other_points(klass, spark, capsys):
+    points = klass.parent / "my-points.toml"
+    points.write_text("[points]\none-each-way = 2\ntie = 2\ncascade = 4\n")
+    assert report.main([str(klass), "--points", str(points)]) == 0
+    with open(klass / "grades.csv") as f:
+        assert list(csv.reader(f))[1:] == [["ann", "2", "1", "2", "5"], ["ben", "0", "0", "0", "0"]]
+    assert capsys.readouterr().out.splitlines()[0].startswith("ann: 5/8")

@@ -2,7 +2,8 @@
 
 One vertical line per process (the tool first, then TOM's peers, then any other name a frame
 mentions), time going down. Each record of frames.jsonl takes a row of its own, in time order
-(rows, not seconds: a burst of frames stays readable; the seconds are written beside each row).
+(rows, not seconds: a burst of frames stays readable); the seconds are written left of each row and
+the frame's line, shortened, right of the last process line, in the arrow's colour.
 An ``out`` record starts an arrow at its TOM peer, an ``in`` record ends one there. When both ends
 are TOM peers, an ``out`` is paired with the first later ``in`` of the same line at the other end and
 drawn as one solid arrow. An end TOM does not observe (the tool's, or an ``in`` that never came) is
@@ -17,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from html import escape
 
 MAX_FRAMES = 200
-LABEL_CHARS = 44
+LABEL_CHARS = 60
+LABELS_WIDTH = 430
 ROW = 22
 COLUMN = 210
 LEFT = 70
@@ -75,7 +77,8 @@ def svg(frames: list[Mapping], tool: str, peers: list[str], *, ident: str = "d",
     paired = _pairs(ordered, set(peers))
     ends = set(paired.values())
     rows = len(ordered) + 2
-    width = LEFT + COLUMN * len(names) + 20
+    labels_x = LEFT + COLUMN * len(names) + 10
+    width = labels_x + LABELS_WIDTH
     height = TOP + ROW * rows + (30 if left_out else 10)
     y = lambda r: TOP + ROW * (r + 1)  # noqa: E731
     out: list[str] = [
@@ -99,10 +102,12 @@ def svg(frames: list[Mapping], tool: str, peers: list[str], *, ident: str = "d",
         out.append(f'<text x="{LEFT - 8}" y="{y(r) + 4}" text-anchor="end" fill="#999">'
                    f'{float(f.get("t", 0.0)):.3f}</text>')
     for r, f in enumerate(ordered):
-        if r in ends:
-            continue
         line = str(f.get("line", ""))
         color = _color(line)
+        if r in ends:  # the arrival of a frame drawn from its send
+            out.append(f'<text x="{labels_x}" y="{y(r) + 4}" fill="{color}" opacity="0.5">'
+                       f"{escape(shorten(line))}</text>")
+            continue
         marker = f"url(#{ident}-{line.split('-', 1)[0] if color != OTHER_COLOR else 'other'})"
         peer, other = f.get("peer"), f.get("other")
         if peer not in x or other not in x:
@@ -114,17 +119,15 @@ def svg(frames: list[Mapping], tool: str, peers: list[str], *, ident: str = "d",
         else:
             x1, y1, x2, y2, dashed = x[other], y(r) - ROW * 0.8, x[peer], y(r), True
         if peer == other:  # a process sending to itself: a small loop
-            out.append(f'<path d="M{x1},{y1} c 40,0 40,{ROW * 0.8} 0,{ROW * 0.8}" fill="none" '
-                       f'stroke="{color}" marker-end="{marker}"/>')
-            x2 = x1 + 40
+            shape = (f'<path d="M{x[peer]},{y(r)} c 40,0 40,{ROW * 0.8} 0,{ROW * 0.8}" fill="none" '
+                     f'stroke="{color}" marker-end="{marker}">', "</path>")
         else:
             dash = ' stroke-dasharray="5,3"' if dashed else ""
-            out.append(f'<line x1="{x1}" y1="{y1:.1f}" x2="{x2}" y2="{y2:.1f}" stroke="{color}" '
-                       f'stroke-width="1.3"{dash} marker-end="{marker}">'
-                       f"<title>{escape(_title(f, ordered[paired[r]] if r in paired else None))}</title></line>")
-        anchor, lx = ("start", x1 + 6) if x2 >= x1 else ("end", x1 - 6)
-        out.append(f'<text x="{lx}" y="{y1 - 3:.1f}" text-anchor="{anchor}" fill="{color}">'
-                   f"{escape(shorten(line))}</text>")
+            shape = (f'<line x1="{x1}" y1="{y1:.1f}" x2="{x2}" y2="{y2:.1f}" stroke="{color}" '
+                     f'stroke-width="1.3"{dash} marker-end="{marker}">', "</line>")
+        title = _title(f, ordered[paired[r]] if r in paired else None)
+        out.append(f"{shape[0]}<title>{escape(title)}</title>{shape[1]}")
+        out.append(f'<text x="{labels_x}" y="{y(r) + 4}" fill="{color}">{escape(shorten(line))}</text>')
     if left_out:
         out.append(f'<text x="{LEFT}" y="{height - 10}" fill="#b00">{left_out} later frames not '
                    f"drawn (first {max_frames} of {max_frames + left_out})</text>")

@@ -427,3 +427,29 @@ def build(out: Path, points: Path | None = None, *,
         print(f"output-file check: Spark {meta['spark_seconds']:.1f} s (its job {meta['spark_job_seconds']:.1f} s)")
     print(f"report: {index}")
     return 0 if meta["file_check"] in ("ran", "not run: no runs") else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tom.grade.report OUT [--points FILE]``: write the report of a graded class folder
+    again (other points, say) without running any test."""
+    import argparse
+    parser = argparse.ArgumentParser(
+        prog="python -m tom.grade.report",
+        description="Write the class report (grades.csv, grades.json, index.html, students/) of a "
+                    "folder that `tom grade` filled, from its runs, without running any test again.")
+    parser.add_argument("out", type=Path, metavar="OUT", help="the folder `tom grade` wrote (runs/, build/)")
+    parser.add_argument("--points", type=Path, default=None,
+                        help="a points table (TOML, [points] test = points); default: tom/grade/points.toml")
+    args = parser.parse_args(argv)
+    if not (args.out / "runs").is_dir() and not (args.out / "build").is_dir():
+        print(f"{args.out}: no runs/ or build/ here: not a folder that `tom grade` filled", file=sys.stderr)
+        return 2
+    try:
+        return build(args.out, args.points)
+    except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
+        print(f"tom grade: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
