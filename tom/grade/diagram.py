@@ -14,7 +14,7 @@ drawn, with a note saying how many were left out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
 MAX_FRAMES = 200
@@ -37,7 +37,7 @@ def _color(line: str) -> str:
     return COLORS.get(line.split("-", 1)[0], OTHER_COLOR)
 
 
-def _processes(frames: list[Mapping], tool: str, peers: Iterable[str]) -> list[str]:
+def _processes(frames: Sequence[Mapping], tool: str, peers: Iterable[str]) -> list[str]:
     names = [tool, *peers]
     for f in frames:
         for name in (f.get("peer"), f.get("other")):
@@ -46,7 +46,7 @@ def _processes(frames: list[Mapping], tool: str, peers: Iterable[str]) -> list[s
     return list(dict.fromkeys(names))
 
 
-def _pairs(frames: list[Mapping], peers: set[str]) -> dict[int, int]:
+def _pairs(frames: Sequence[Mapping], peers: set[str]) -> dict[int, int]:
     """out index -> in index, for frames between two TOM peers (the first later unpaired ``in`` at
     the other end, from this sender, with the same line)."""
     taken: set[int] = set()
@@ -64,7 +64,7 @@ def _pairs(frames: list[Mapping], peers: set[str]) -> dict[int, int]:
     return paired
 
 
-def svg(frames: list[Mapping], tool: str, peers: list[str], *, ident: str = "d",
+def svg(frames: Sequence[Mapping], tool: str, peers: Sequence[str], *, ident: str = "d",
         max_frames: int = MAX_FRAMES) -> str:
     """The SVG of ``frames`` (frames.jsonl's records) between the tool (its ``from``: ``tool``) and
     TOM's peers (their ``from``s: ``peers``). ``ident`` prefixes the ids inside the SVG, so several

@@ -84,7 +84,7 @@ def read_builds(out: Path) -> dict[str, dict]:
 
 def read_frames(run_dir: Path) -> list[dict]:
     """frames.jsonl of a run (records that do not parse are skipped)."""
-    frames = []
+    frames: list[dict] = []
     try:
         text = (run_dir / "frames.jsonl").read_text(errors="replace")
     except OSError:
@@ -200,8 +200,8 @@ def grade(students: list[str], runs: Mapping[tuple[str, str], list[Run]], builds
                for t in tests}
     graded = {}
     for student in students:
-        build = builds.get(student)
-        failed_build = build is not None and not build.get("ok", False)
+        build = builds.get(student) or {}
+        failed_build = bool(build) and not build.get("ok", False)
         per_test = {}
         for test in tests:
             k = repeats[test]
@@ -223,7 +223,7 @@ def grade(students: list[str], runs: Mapping[tuple[str, str], list[Run]], builds
             per_test[test] = {"points": worth, "score": round(worth * passed / k, 2),
                               "pass_rate": round(passed / k, 4), "passed": passed, "repeats": k,
                               "runs": mine}
-        graded[student] = {"build": build, "did_not_build": failed_build,
+        graded[student] = {"build": build or None, "did_not_build": failed_build,
                            "total": round(sum(t["score"] for t in per_test.values()), 2),
                            "tests": per_test}
     return graded
@@ -317,11 +317,11 @@ def student_html(student: str, g: Mapping[str, Any], tests: list[str], run_dirs:
     top = sum(g["tests"][t]["points"] for t in tests)
     body = ['<p><a href="../index.html">&larr; the class</a></p>',
             f"<h1>{escape(student)}: {_num(g['total'])} / {_num(top)}</h1>"]
-    build = g.get("build")
+    build = g.get("build") or {}
     if g["did_not_build"]:
         body.append('<p class="note">The build failed: every test scores 0 (did-not-build).</p>')
         body.append("<pre>" + escape("\n".join(build.get("tail", []))) + "</pre>")
-    elif build is not None:
+    elif build:
         body.append(f'<p class="muted">Built in {float(build.get("seconds") or 0):.1f} s.</p>')
     body.append("<ul>" + "".join(
         f'<li><a href="#{quote(t)}">{escape(t)}</a>: {_num(g["tests"][t]["score"])} / '
