@@ -43,7 +43,7 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 CONNECT_MISSING = (
     "tom verify --remote needs the Spark Connect client libraries (grpcio, pandas, pyarrow, ...); "
-    "install them with `pip install 'tom[connect]'` (or `pip install 'pyspark[connect]'`)."
+    "install them with `pip install '.[connect]'` in TOM's clone (or `pip install 'pyspark[connect]'`)."
 )
 
 

@@ -27,7 +27,7 @@ def run_chaos(tmp_path, ports, *flags, verify=False):
     if not verify:
         cmd.append("--no-verify")
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if not p.is_symlink()]  # and runs/latest
     return result, run_dir
 
 

@@ -28,7 +28,7 @@ def launch(tmp_path: Path, ports: list[int], *flags: str) -> tuple[subprocess.Co
     cmd = [sys.executable, "-m", "tom.tools.launch", str(nb), "--runs", str(tmp_path / "runs"), "--insecure",
            "--no-http", "--no-trace", "--no-verify", "--deadline", "30", *flags]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if not p.is_symlink()]  # and runs/latest
     return result, run_dir
 
 

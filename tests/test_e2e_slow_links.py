@@ -30,7 +30,7 @@ def launch(tmp_path: Path, ports: list[int], *flags: str,
     cmd = [sys.executable, "-m", "tom.tools.launch", str(nb), "--runs", str(tmp_path / "runs"), "--insecure",
            "--no-http", "--no-trace", *flags]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if not p.is_symlink()]  # and runs/latest
     return result, run_dir, [f"127.0.0.1:{p}" for p in ports]
 
 

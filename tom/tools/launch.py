@@ -1,6 +1,6 @@
 """Launch every local peer of a neighbors file: in tmux panes, or headless with a generated workload.
 
-Headless runs keep everything under ``runs/<timestamp>/``: the neighbors file used, the group's keys
+Every run keeps everything under ``runs/<timestamp>/`` (``runs/latest`` links to the newest): the neighbors file used, the group's keys
 (``keys/``, unless ``--insecure``), one workload and one log and one output file per peer, each
 peer's data folder (``data-<port>/``: durable peers, `tom peer --data`, where the peer accepts it), and
 the verifier's report. A run waits until every message is delivered at every peer (or a deadline),
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shlex
@@ -522,11 +523,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "each link FIFO; ACKs overtake messages: premature ACKs)")
     p.add_argument("--seed", type=int, default=1, help="workload seed")
     p.add_argument("--deadline", type=float, default=300.0, help="seconds to wait for delivery everywhere")
-    p.add_argument("--runs", type=Path, default=Path("runs"), help="folder for run folders (default runs/)")
+    p.add_argument("--runs", type=Path, default=Path("runs"),
+                   help="folder for run folders, one per run named by its start time; RUNS/latest links to the "
+                        "newest (default runs/)")
     p.add_argument("--no-verify", action="store_true", help="skip the Spark verification")
     p.add_argument("--no-attach", action="store_true", help="tmux mode: do not attach")
     p.add_argument("--insecure", action="store_true",
-                   help="plain TCP, the course's protocol (default: a closed group, keys made in the run folder)")
+                   help="plain TCP, no keys, an API without a token (default: a closed group, mutual TLS with "
+                        "keys made in the run folder); the course's protocol is --wire handout")
     p.add_argument("--http-offset", type=int, default=3000, metavar="N",
                    help="serve each peer's dashboard and API on its port + N (default 3000: 5000 -> 8000) and "
                         "print one URL for the whole group")
@@ -560,6 +564,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def link_latest(run_dir: Path) -> None:
+    """Point ``latest`` beside ``run_dir`` at it (replaced in one step; a filesystem without links: none)."""
+    latest = run_dir.parent / "latest"
+    fresh = run_dir.parent / f".latest-{os.getpid()}"
+    try:
+        fresh.unlink(missing_ok=True)
+        fresh.symlink_to(run_dir.name, target_is_directory=True)
+        os.replace(fresh, latest)
+    except OSError:
+        fresh.unlink(missing_ok=True)
+
+
 def pick(peers: list[str], what: str | None, flag: str) -> str | None:
     """The local peer named by ``what`` (a port or a host:port of the neighbors file)."""
     if what is None:
@@ -588,6 +604,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = args.runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{suffix}"
             suffix += 1
         run_dir.mkdir(parents=True)
+        link_latest(run_dir)
         neighbors = run_dir / "neighbors.txt"
         shutil.copyfile(args.neighbors, neighbors)
         keys = None

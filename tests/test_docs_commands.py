@@ -1,0 +1,208 @@
+"""Every fenced shell block of README.md and docs/**/*.md, run as written (tests/docblocks.py finds them).
+
+The rule: a block is run when its info string is ``sh``, ``bash``, ``shell`` or ``console`` (in a
+console block only its ``$ `` lines); an unlabeled fence whose first line is a command fails here
+(label it ``bash``), so no command escapes the run. Each block is one test, ``page:line``.
+
+A block runs as written, with ``bash -e -o pipefail``, from a fresh copy of the repo (the sources, the
+compiled build if there is one; never ``.git``, ``.venv`` or ``runs/``) whose ``.venv`` is this suite's
+virtualenv (a folder of links to it, stamped as installed for this ``pyproject.toml``, so
+``scripts/setup-venv`` finds it made), with ``.venv/bin`` first on PATH, stdin at its end, its own tmux
+server, in its own session under a time limit; at the end its process group, its tmux server and
+whatever still runs in the copy are stopped. Blocks bind the group's fixed ports (5000-5004, 8000-8004),
+so they run one at a time: one xdist group, and a file lock against another pytest on this machine.
+The output must hold each ``<!-- expect: TEXT -->`` (whitespace-insensitive, rich wraps lines),
+match each ``<!-- expect-re: REGEX -->``, and each ``<!-- expect-file: PATH -->`` must be written;
+``<!-- until: TEXT -->`` marks a block that runs until stopped (a server): it is stopped once TEXT
+shows. Every block, run or not, has its commands' long options checked against the real parser
+(``--help`` of the command, in a copy like the above); a block marked ``<!-- not run: REASON -->``
+(needs root, a cluster, a terminal, minutes) is only checked so, and at most a fifth of the blocks may
+be marked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docblocks import REASONS, Block, check_flags, collect, looks_like_shell, reason_of
+
+REPO = Path(__file__).resolve().parents[1]
+BLOCKS = collect(REPO)
+SHELL = [b for b in BLOCKS if b.shell]
+TIME_LIMIT = 300.0
+LOCK = Path(tempfile.gettempdir()) / "tom-docs-commands.lock"
+LEFT_OUT = shutil.ignore_patterns(".git", ".venv", ".venv-*", "runs", "build", "__pycache__", ".pytest_cache",
+                                  ".mypy_cache", ".hypothesis", "*.egg-info", "test-artifacts", "tom-check",
+                                  "tom-verify", "keys", "class")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("docs-commands")]
+
+
+def make_copy(dest: Path) -> Path:
+    """A fresh copy of the repo at ``dest`` with this suite's venv as its ``.venv``."""
+    shutil.copytree(REPO, dest, ignore=LEFT_OUT, symlinks=True)
+    venv = dest / ".venv"
+    venv.mkdir()
+    for entry in Path(sys.prefix).iterdir():
+        if not entry.name.startswith("."):
+            (venv / entry.name).symlink_to(entry)
+    stamp = hashlib.sha256((dest / "pyproject.toml").read_bytes()).hexdigest()
+    (venv / ".tom-installed").write_text(stamp + "\n")
+    return dest
+
+
+def block_env(copy: Path, tmux_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SPARK_REMOTE", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "VIRTUAL_ENV", "TMUX",
+                        "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")}
+    env["PATH"] = f"{copy / '.venv' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    env["PYTHONPATH"] = str(copy)  # the `tom` entry point runs the copy's package, not the installed one
+    env["TMUX_TMPDIR"] = str(tmux_dir)
+    return env
+
+
+@pytest.fixture(scope="module")
+def help_copy(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """One copy for the parsers' --help (scripts/* run setup-venv: never in the repo itself)."""
+    copy = make_copy(tmp_path_factory.mktemp("docs-help") / "repo")
+    tmux = tmp_path_factory.mktemp("docs-help-tmux")
+    return copy, block_env(copy, tmux)
+
+
+@contextlib.contextmanager
+def ports_lock() -> Iterator[None]:
+    with open(LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def processes_in(folder: Path) -> list[int]:
+    """Processes whose working directory is inside ``folder`` (started by a block, even in a session of
+    their own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd == str(folder) or cwd.startswith(f"{folder}/"):
+            found.append(int(entry.name))
+    return found
+
+
+def stop_all(proc: subprocess.Popen, copy: Path, env: dict[str, str]) -> None:
+    """The block's tmux server, its process group, and anything still running in its copy: SIGTERM,
+    then SIGKILL."""
+    subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30, check=False)
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        for pid in processes_in(copy):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the shell: a zombie still counts in its group
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                if not processes_in(copy):
+                    return
+            time.sleep(0.2)
+
+
+def squeeze(text: str) -> str:
+    return " ".join(ANSI.sub("", text).split())
+
+
+def run_block(block: Block, copy: Path, env: dict[str, str]) -> tuple[int | None, str, float]:
+    """``(exit status or None when stopped, output, seconds)``."""
+    started = time.monotonic()
+    proc = subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", block.script()], cwd=copy, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read1(65536), b"")),
+                              daemon=True)
+    reader.start()
+    code: int | None = None
+    try:
+        while True:
+            code = proc.poll()
+            if code is not None:
+                break
+            if block.until and squeeze(block.until) in squeeze(b"".join(chunks).decode(errors="replace")):
+                break
+            if time.monotonic() - started > TIME_LIMIT:
+                break
+            time.sleep(0.2)
+        if code is not None and not block.until:  # let background jobs finish writing what they printed
+            time.sleep(0.2)
+    finally:
+        stop_all(proc, copy, env)
+        reader.join(timeout=5)
+    return code, b"".join(chunks).decode(errors="replace"), time.monotonic() - started
+
+
+def test_no_unlabeled_shell_fence():
+    unlabeled = [b.id for b in BLOCKS if not b.info and looks_like_shell(b.body)]
+    assert not unlabeled, f"fences holding commands without a label (make them ```bash): {unlabeled}"
+
+
+def test_markers_name_a_reason_of_the_closed_list():
+    wrong = [f"{b.id}: {b.not_run}" for b in SHELL if b.not_run and reason_of(b.not_run) not in REASONS]
+    assert not wrong, f"not-run reasons outside {REASONS}: {wrong}"
+
+
+def test_at_most_a_fifth_of_the_blocks_is_not_run():
+    marked = [b.id for b in SHELL if b.not_run]
+    assert len(marked) * 5 <= len(SHELL), f"{len(marked)} of {len(SHELL)} blocks are not run: {marked}"
+
+
+@pytest.mark.parametrize("block", SHELL, ids=[b.id for b in SHELL])
+def test_block(block: Block, help_copy, tmp_path):
+    copy, env = help_copy
+    problems = check_flags(block, copy, env)
+    assert not problems, "\n".join(problems)
+    if block.not_run:
+        return
+    copy = make_copy(tmp_path / "repo")
+    tmux = tmp_path / "tmux"
+    tmux.mkdir()
+    env = block_env(copy, tmux)
+    with ports_lock():
+        code, out, took = run_block(block, copy, env)
+    shown = f"{block.id} ({took:.1f} s), its output:\n{out[-6000:]}"
+    if block.until:
+        assert squeeze(block.until) in squeeze(out), f"never printed {block.until!r}: {shown}"
+    else:
+        assert code is not None, f"still running after {TIME_LIMIT:.0f} s: {shown}"
+        assert code == 0, f"exit status {code}: {shown}"
+    flat = squeeze(out)
+    for text in block.expects:
+        assert squeeze(text) in flat, f"the page promises {text!r}: {shown}"
+    for pattern in block.expect_res:
+        assert re.search(pattern, flat), f"the page promises /{pattern}/: {shown}"
+    for name in block.expect_files:
+        assert (copy / name).exists(), f"the page promises the file {name}: {shown}"
