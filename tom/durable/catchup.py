@@ -263,6 +263,10 @@ class Recovery:
         self.awaiting: set[str] = set()  # the members of the view founded that did not report it yet
         self.members: tuple[str, ...] = ()  # the members of the view caught up to
         self.orphaned = False  # the founder went away before it answered: waiting for a founding again
+        # members asked that went away (or fell silent) before they said whether they hold the events: their
+        # disks may; with nobody left to ask, this peer waits for them (``stalled``), writing nothing
+        self.went_away: set[str] = set()
+        self.stalled = False
         self.heard: dict[str, Position | None] = {}  # the last position each member reported (`reported`)
 
     @property
@@ -274,9 +278,9 @@ class Recovery:
         """A delivery of this peer's: None if it may be written now (then `wrote`); else it is held (a
         `Caught` with what to send, when it starts a catch-up)."""
         if self.upto is not None:
-            if self.orphaned and kind == "view" and self.me in joined:
+            if (self.orphaned or self.stalled) and kind == "view" and self.me in joined:
                 dropped = len(self.held)  # (admitted again: caught up from there, or ended by its founder)
-                self.upto, self.held, self.orphaned = None, [], False
+                self.upto, self.held, self.orphaned, self.stalled = None, [], False, False
                 step = self.delivered(kind, view, members, joined, item, now, coordinator) or Caught()
                 step.dropped = dropped
                 step.said.append(f"admitted again by view {view}: the {dropped} event(s) held before it are caught "
@@ -296,6 +300,7 @@ class Recovery:
             self.coordinator = coordinator if self.refounded else ""
             self.candidates = old or self._everyone(members, coordinator)
             self.upto, self.held, self.got, self.total = view, [item], 0, None
+            self.went_away, self.stalled = set(), False
             self.offered, self.deciding, self.awaiting, self.orphaned = {}, False, set(), False
             return self._ask_next(now, "")
         return None
@@ -353,6 +358,13 @@ class Recovery:
             return step
         if self.refounded:  # (every member asked: nobody there was further)
             return self._finish(step)
+        if self.went_away:  # (they may hold the events, on their disks: a gap only once every member said none)
+            if not self.stalled:
+                step.said.append(f"{', '.join(sorted(self.went_away))} went away before saying whether they hold the "
+                                 f"events after message {self.last[1]} of view {self.last[0]}: nothing is written "
+                                 "until one of them answers")
+            self.asking, self.stalled, self.asked_at = None, True, now
+            return step
         step.gap = {"view": self.upto, "after": list(self.last),
                     "reason": "no member of the group holds the events after it any more"}
         step.said.append(f"lost the group's events after message {self.last[1]} of view {self.last[0]} up to "
@@ -376,7 +388,7 @@ class Recovery:
         step.decided = self.deciding
         self.deciding = False
         step.release, self.held = self.held, []
-        self.upto, self.asking = None, None
+        self.upto, self.asking, self.went_away, self.stalled = None, None, set(), False
         step.done = True
         return step
 
@@ -445,9 +457,12 @@ class Recovery:
             self.awaiting.discard(pid)  # (it wrote the end it was sent, or it catches up from here later)
             return self._awaited()
         if pid == self.asking and self.upto is not None:
-            return self._ask_next(now, f"{pid} went away during the catch-up; asking the next member")
+            self.went_away.add(pid)  # (asked again while waiting for it: said once already)
+            why = "" if self.stalled else f"{pid} went away during the catch-up; asking the next member"
+            return self._ask_next(now, why)
         if pid in self.candidates:
             self.candidates.remove(pid)
+            self.went_away.add(pid)
         return None
 
     def tick(self, now: float) -> Caught | None:
@@ -457,6 +472,10 @@ class Recovery:
         if self.refounded and self.asking == self.coordinator:
             return None  # (the founder answers once it decided: it is waited for while it is there)
         if self.upto is not None and self.asking is not None and now - self.asked_at > self.patience:
-            return self._ask_next(now, f"{self.asking} did not answer within {self.patience:.0f} s; asking the "
-                                       "next member")
+            self.went_away.add(self.asking)
+            return self._ask_next(now, "" if self.stalled else f"{self.asking} did not answer within "
+                                                              f"{self.patience:.0f} s; asking the next member")
+        if self.stalled and now - self.asked_at > self.patience:  # (one of them may be back: asked again)
+            self.candidates, self.went_away = sorted(self.went_away, key=pid_key), set()
+            return self._ask_next(now, "")
         return None
