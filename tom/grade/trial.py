@@ -27,7 +27,7 @@ from .driver import Tool, ToolError
 from .judges import JUDGES, Evidence, Failed, Outcome
 from .rules import SCENARIOS, Scene
 from .stage import Stage
-from .toolfile import Delivered, parse_output
+from .toolfile import DEFAULT_LINE, Delivered, parse_output
 
 START_LIMIT = 20.0
 LISTEN_LIMIT = 10.0
@@ -58,13 +58,16 @@ def learn_origin(screen: str, port: int, template: str | None) -> tuple[str, str
 
 def _result(spec: TrialSpec, outcome: Outcome, seconds: float, tail: list[str], stage: Stage | None,
             tool_port: int) -> dict:
-    return {
+    result = {
         "student": spec.submission.name, "test": spec.test, "repeat": spec.repeat,
         "verdict": outcome.verdict, "expected": outcome.expected, "got": outcome.got, "detail": outcome.detail,
         "seconds": round(seconds, 3), "tail": tail,
         "tool": {"from": stage.tool.origin if stage else "", "port": tool_port},
         "peers": [{"from": p.member.origin, "port": p.member.port} for p in stage.peers] if stage else [],
     }
+    if spec.submission.line_regex != DEFAULT_LINE:  # the student's [output] line_regex: the report's file check reads it
+        result["line_regex"] = spec.submission.line_regex
+    return result
 
 
 async def run_trial(spec: TrialSpec) -> dict:
