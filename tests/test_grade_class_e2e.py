@@ -96,6 +96,11 @@ def test_a_class_of_three_graded_end_to_end_with_the_report(tmp_path):
     # the other line form was read with its regex: the file check looked at every line of the tool's file
     check = document["students"][OTHER_LINES]["tests"]["load"]["runs"][0]["file_check"]
     assert check["ok"] and check["tool_messages"] == check["peer_messages"] >= 300, check
+    # TOM's peers write the tool's from form: the Java tool's host/address:port, the Python tool's address:port
+    for student, form in (("java-ref", "localhost/127.0.0.1:{}"), ("python-ref", "127.0.0.1:{}")):
+        run = document["students"][student]["tests"]["one-each-way"]["runs"][0]
+        members = [run["tool"], *run["peers"]]
+        assert [m["from"] for m in members] == [form.format(m["port"]) for m in members], run
     failed = document["students"]["python-premature-ack"]["tests"]["premature-ack"]["runs"][0]
     assert failed["got"].startswith("nothing after"), failed
 
