@@ -14,9 +14,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from test_grade_report_spark import spark, this_checkouts  # noqa: E402,F401 -- the module's Spark session
-
-this_checkouts("grade")  # before the report imports it (see this_checkouts)
+from test_grade_report_spark import spark  # noqa: E402,F401 -- the module's Spark session
 
 from tom.grade import report  # noqa: E402
 

@@ -3,40 +3,14 @@ silent on a right file and catching the fault it names."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("pyspark")
 
 from pyspark.testing import assertDataFrameEqual  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+from analysis import grade  # noqa: E402 -- this checkout's (tests/analysis/__init__.py)
 
-
-def this_checkouts(name: str):
-    """``analysis.<name>`` from this checkout. Under tests/, ``analysis`` is the tests/analysis package
-    (tests/conftest.py puts tests/ first on sys.path), so its other submodules come from wherever the
-    real package is installed -- an editable install names one checkout, maybe not this one (a git
-    worktree)."""
-    full, path = f"analysis.{name}", ROOT / "analysis" / f"{name}.py"
-    try:
-        module = importlib.import_module(full)
-        if Path(module.__file__).resolve() == path:
-            return module
-    except ImportError:
-        pass
-    spec = importlib.util.spec_from_file_location(full, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[full] = module
-    spec.loader.exec_module(module)
-    setattr(sys.modules["analysis"], name, module)
-    return module
-
-
-grade = this_checkouts("grade")
 pytestmark = pytest.mark.spark
 
 A, B, C = "localhost/127.0.0.1:5000", "localhost/127.0.0.1:5001", "localhost/127.0.0.1:5002"

@@ -79,11 +79,12 @@ def wheel_venv(tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.mark.e2e
-def test_the_wheel_carries_the_dashboard_and_the_verifier_sources(wheel_venv):
+def test_the_wheel_carries_the_dashboard_the_verifier_sources_and_the_grade_points(wheel_venv):
     wheel, _ = wheel_venv
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"tom/web/dashboard/index.html", "tom/web/dashboard/dashboard.js", "tom/extras.py",
-            "analysis/verify.py", "analysis/java/OrderMark.java"} <= names
+            "analysis/verify.py", "analysis/java/OrderMark.java",
+            "tom/grade/points.toml", "tom/grade/report.py", "analysis/grade.py"} <= names  # tom grade's report
     assert not [n for n in names if n.endswith(".so")]  # the wheel is the pure build
     requires = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     lines = [ln for ln in requires.splitlines() if ln.startswith("Requires-Dist: pyspark")]

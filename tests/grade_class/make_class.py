@@ -45,6 +45,10 @@ MUTANT_NAMES = {
     "head": "no-head",
 }
 
+# A test a mutant fails besides its rule's, because that test's situation holds its rule's: the cascade
+# needs complete messages behind an unacknowledged head (docs/grading.md, "The tests").
+ALSO_FAILS = {"head": ("cascade",)}
+
 # The verdicts a broken submission may get on every test (which one depends on what the grader sees
 # first); never "pass".
 BROKEN = {
@@ -85,7 +89,8 @@ def describe(student: str) -> dict:
         return {"kind": "reference", "tool": tool, "fails": None, "verdicts": ["pass"],
                 "what": "the unmutated tool"}
     rule = next(r for r, name in MUTANT_NAMES.items() if name == rest)
-    return {"kind": "mutant", "tool": tool, "fails": rule, "verdicts": ["fail"], "what": mutants.WHAT[rule]}
+    return {"kind": "mutant", "tool": tool, "fails": rule, "verdicts": ["fail"], "what": mutants.WHAT[rule],
+            "also_fails": list(ALSO_FAILS.get(rule, ())), "may_fail": ["load"]}
 
 
 def sources(student: str) -> dict[str, str]:

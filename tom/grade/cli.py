@@ -70,6 +70,7 @@ def grade(args: argparse.Namespace) -> int:
 
     from .config import load_class
     from .runner import Plan, grade as grade_class
+    from .toolfile import DEFAULT_LINE
 
     if args.repeat < 1 or args.jobs < 1 or min(args.time_limit, args.build_limit, args.start_limit) <= 0:
         raise ConfigError("--repeat and --jobs take a whole number >= 1; --time-limit, --build-limit and "
@@ -103,14 +104,16 @@ def grade(args: argparse.Namespace) -> int:
     passed = sum(r["verdict"] == "pass" for r in results)
     print(f"tom grade: {passed} of {len(results)} runs passed the engine's checks in "
           f"{time.monotonic() - start:.0f} s", flush=True)
-    return 0 if args.no_report else report(out, args.points)
+    forms = {s.name: s.line_regex for s in subs if s.line_regex != DEFAULT_LINE}
+    return 0 if args.no_report else report(out, args.points, forms)
 
 
-def report(out: Path, points: Path | None) -> int:
-    """The class report (tom.grade.report), or one line saying why there is none."""
+def report(out: Path, points: Path | None, line_regex: dict[str, str] | None = None) -> int:
+    """The class report (tom.grade.report), or one line saying why there is none. ``line_regex``:
+    student -> their tom-grade.toml's ``[output] line_regex``, for the output-file check."""
     try:
         from .report import build
     except ImportError as e:
         print(f"tom grade: no report ({e}); the run folders are in {out / 'runs'}", file=sys.stderr)
         return 0
-    return build(out, points)
+    return build(out, points, line_regex=line_regex or {})

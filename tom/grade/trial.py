@@ -5,7 +5,8 @@ C); the tool starts in its pty and is answered until its menu shows (`START_LIMI
 listens on its port (`LISTEN_LIMIT`): else *did-not-start*. Its from is read from its ``... from:
 <from>`` line (or ``from`` in tom-grade.toml, or ``127.0.0.1:PORT``); the peers take the same form.
 The scenario runs under the test's time limit (else *hung*); an exit the driver did not ask for is
-*crashed*. Then menu 3 (`QUIT_LIMIT`), the process group is killed whatever it does, and so is
+*crashed*; a rule's wait that ran out is *fail*, or *hung* when the tool then does not end within
+`QUIT_LIMIT` of menu 3 either. Then menu 3 (`QUIT_LIMIT`), the process group is killed whatever it does, and so is
 anything of this user's left listening on the tool's port; the tool's output file is read as it left
 it and the rule's judge gives the verdict.
 """
@@ -27,7 +28,7 @@ from .driver import Tool, ToolError
 from .judges import JUDGES, Evidence, Failed, Outcome
 from .rules import SCENARIOS, Scene
 from .stage import Stage
-from .toolfile import Delivered, parse_output
+from .toolfile import DEFAULT_LINE, Delivered, parse_output
 
 START_LIMIT = 20.0
 LISTEN_LIMIT = 10.0
@@ -58,13 +59,16 @@ def learn_origin(screen: str, port: int, template: str | None) -> tuple[str, str
 
 def _result(spec: TrialSpec, outcome: Outcome, seconds: float, tail: list[str], stage: Stage | None,
             tool_port: int) -> dict:
-    return {
+    result = {
         "student": spec.submission.name, "test": spec.test, "repeat": spec.repeat,
         "verdict": outcome.verdict, "expected": outcome.expected, "got": outcome.got, "detail": outcome.detail,
         "seconds": round(seconds, 3), "tail": tail,
         "tool": {"from": stage.tool.origin if stage else "", "port": tool_port},
         "peers": [{"from": p.member.origin, "port": p.member.port} for p in stage.peers] if stage else [],
     }
+    if spec.submission.line_regex != DEFAULT_LINE:  # the student's [output] line_regex: the report's file check reads it
+        result["line_regex"] = spec.submission.line_regex
+    return result
 
 
 async def run_trial(spec: TrialSpec) -> dict:
@@ -107,6 +111,16 @@ async def run_trial(spec: TrialSpec) -> dict:
                         notes.append(f"quitting: {e.got}")
                 if quit_seconds is None:
                     notes.append(f"it did not end within {QUIT_LIMIT:.0f} s of menu 3: stopped")
+            elif outcome is not None and outcome.verdict == "fail" and not tool.exited:
+                # a wait of the rule ran out: a tool that does not end on menu 3 either is stuck
+                with trio.move_on_after(QUIT_LIMIT + 2):
+                    try:
+                        quit_seconds = await tool.quit(QUIT_LIMIT)
+                    except ToolError:
+                        pass
+                if quit_seconds is None and not tool.exited:
+                    outcome = Outcome("hung", outcome.expected, f"{outcome.got}; then it did not end within "
+                                      f"{QUIT_LIMIT:.0f} s of menu 3", outcome.detail)
         except OSError as e:  # a port taken meanwhile, the pty, ...
             outcome = Outcome("did-not-start", "the test set up", f"{e}")
         finally:
@@ -169,6 +183,7 @@ async def _play(spec: TrialSpec, stage: Stage, tool: Tool, rng: random.Random, o
 
                 watch.start_soon(on_exit)
                 await SCENARIOS[spec.test](scene)
+                await scene.settle_all()
                 watch.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             raise _sole(group) from None
