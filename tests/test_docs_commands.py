@@ -176,7 +176,7 @@ def test_markers_name_a_reason_of_the_closed_list():
 
 
 NOT_RUN_TODAY = 10
-"""The blocks marked not run today (10 of 44, 23 %: the benchmarks at full size, the model checker's
+"""The blocks marked not run today (10 of 45, 22 %: the benchmarks at full size, the model checker's
 table, netlab as root, a cluster, the whole suite). The goal is at most a fifth: this number only goes
 down."""
 
