@@ -533,8 +533,7 @@ class Durable:
         lines = output.render(deliveries, at)
         me, known = self.me, self.recovery.known
         first, last = deliveries[0], deliveries[-1]
-        if known is None and first.view == last.view and type(first) is Delivery and type(last) is Delivery \
-                and not any([type(d) is ViewDelivery for d in deliveries]):
+        if known is None and first.view == last.view and not any([type(d) is ViewDelivery for d in deliveries]):
             self._write_messages(deliveries, lines, output, written)  # (the busy path: a view's messages)
             return
         kinds: list = []  # ("view", view, 0) per view record, ("messages", view, n, own) per run of messages
@@ -543,9 +542,7 @@ class Durable:
         # where a clean-up may cut inside this write too (`_mark`): (record number, own messages before it)
         every, base, own = self._mark_every, self.index.count, self.index.own
         inner: list[tuple[int, int]] = []
-        next_mark = (self.written_ats[-1][0] if self.written_ats else 0) + every
-        if next_mark <= base:
-            next_mark = base + every  # (`_append` marks the first record itself)
+        next_mark = self._next_mark(base)
         for i, d in enumerate(deliveries):
             if base + i >= next_mark and i:
                 inner.append((base + i, own))
@@ -589,9 +586,7 @@ class Durable:
         """`_write` of messages of one view only (no view record among them, no `Recovery.known`)."""
         me, n = self.me, len(deliveries)
         every, base = self._mark_every, self.index.count
-        next_mark = (self.written_ats[-1][0] if self.written_ats else 0) + every
-        if next_mark <= base:
-            next_mark = base + every  # (`_append` marks the first record itself)
+        next_mark = self._next_mark(base)
         inner: list[tuple[int, int]] = []
         own, counted = self.index.own, 0
         for at in range(next_mark, base + n, every):  # (a mark each ``every`` records)
@@ -646,6 +641,13 @@ class Durable:
         marks = self.written_ats
         if not marks or at - marks[-1][1] >= 60.0 or self.index.count - marks[-1][0] >= self._mark_every:
             marks.append((self.index.count, at, self.index.own))
+
+    def _next_mark(self, base: int) -> int:
+        """Where the first mark inside a write that starts at record ``base`` goes (`_append` marks
+        ``base`` itself when one is due)."""
+        every = self._mark_every
+        after = (self.written_ats[-1][0] if self.written_ats else 0) + every
+        return after if after > base else base + every
 
     @property
     def _mark_every(self) -> int:
