@@ -503,8 +503,11 @@ def test_a_configuration_line_reads_back_as_written():
     for c in (Config("lamport", 3, 0, leave=(3,), cut=(frozenset({1}), frozenset({2, 3})), heal_late=True,
                      dynamic=True),
               Config("causal", 2, 0, found=True, ticks=5, dynamic=True),
-              Config("sequencer", 3, 1, false_suspicion=True, crash=(2,), dynamic=True)):
+              Config("sequencer", 3, 1, false_suspicion=True, crash=(2,), dynamic=True),
+              Config("lamport", 3, 1, crash=(1, 2), leave=(2, 3), restart=(1, 2), ticks=5, dynamic=True)):
         assert parse_config(config_line(c)) == c, config_line(c)
+    # (a transcript written before the lists were joined: a key given once per peer)
+    assert parse_config("group A B order=lamport messages=1 crash=A crash=B").crash == (1, 2)
 
 
 def test_ctrl_c_stops_a_search_and_reports_what_it_explored():

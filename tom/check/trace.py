@@ -42,7 +42,9 @@ def config_line(c: Config) -> str:
     words = ["group" if (c.faults or c.dynamic) else "static", peers, f"order={c.order}", f"messages={c.messages}"]
     if c.senders is not None:
         words.append("senders=" + ",".join(letter(n) for n in c.senders))
-    words += [f"crash={letter(n)}" for n in c.crash] + [f"leave={letter(n)}" for n in c.leave]
+    for key, peers_of in (("crash", c.crash), ("leave", c.leave)):
+        if peers_of:
+            words.append(f"{key}=" + ",".join(letter(n) for n in peers_of))
     if c.restart:
         words.append("restart=" + ",".join(letter(n) for n in c.restart))
     if c.join:
@@ -74,7 +76,9 @@ def parse_config(line: str) -> Config:
     if not words or words[0] not in ("static", "group"):
         raise ValueError(f"a transcript starts with 'static ...' or 'group ...', not {line!r}")
     peers = [w for w in words[1:] if "=" not in w and w not in FLAGS]
-    opts = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+    opts: dict[str, str] = {}
+    for key, value in (w.split("=", 1) for w in words[1:] if "=" in w):  # (a key given twice: both lists)
+        opts[key] = f"{opts[key]},{value}" if key in opts and key != "cut-one-way" else value
     cut = None
     if "cut" in opts:
         cut = tuple(frozenset(LETTERS.index(x) + 1 for x in side.split(",")) for side in opts["cut"].split("/"))

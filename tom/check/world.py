@@ -11,11 +11,13 @@ A *step* is one event, and a state's enabled steps are all the ways it can go on
   connection is up again, as the shell tells the core after a reconnect);
 * ``join A`` / ``leave A`` — a new peer starts and joins, a member asks to leave;
 * ``tick A`` — a heartbeat period passes at A, every member it can hear taken as heard: enabled only
-  while A is stuck (outside a view, in a view change, without a quorum), at most ``ticks`` times per
-  peer, counted again after a heal (rejoining after a partition, re-sent proposals and joins are
+  while A is stuck (outside a view, in a view change, without a quorum) or goes on in its view with a
+  member it takes for dead (its next period starts the change, or finds the quorum lost), at most
+  ``ticks`` times per peer, counted again after a heal (rejoining after a partition, re-sent proposals and joins are
   driven by time);
 * ``timeout X@Y`` — the suspicion timeout of X passed at Y: enabled exactly when X is crashed or cut
-  off from Y and still a member Y does not suspect (with ``false_suspicion`` also when X is neither).
+  off from Y and still a member Y does not take for dead (not suspected, or suspected for less than
+  the verification period: a crash Y saw as a closed connection) (with ``false_suspicion`` also when X is neither).
   Y's clock jumps past the timeout and the verification period; every other member is taken as heard
   at the new time (heartbeats are not modelled as a stream: they would make the space infinite).
 
@@ -310,7 +312,7 @@ class Local:
     fp: bytes
     mode: str
     members: frozenset[str]  # its view's members (empty outside a view)
-    suspected: frozenset[str]
+    verified: frozenset[str]  # the members it takes for dead: suspected for the verification period
     backlog: int
     leaving: bool
     now: float
@@ -334,7 +336,7 @@ class Local:
             attempts = core.change.highest + 1
         shell = getattr(core, "__dict__", {}).get("check_shell")
         return Local(blob, fp, mode, core.view.members if core.view is not None else frozenset(),
-                     frozenset(core.detector.suspected), core.backlog(), core.leaving, core.now, core.no_quorum is not None,
+                     frozenset(core.detector.verified(core.now)), core.backlog(), core.leaving, core.now, core.no_quorum is not None,
                      attempts, shell is not None and shell.torn is not None, shell is not None and shell.owes)
 
     def core(self) -> Core:
@@ -729,9 +731,9 @@ class World:
             local = locals_.get(y)
             if local is None or y in crashed:
                 continue
-            suspected = local.suspected
+            verified = local.verified  # (a suspicion not verified yet still waits for time: a timeout moves it)
             for x, xn in book.members(local.members):
-                if xn == y or x in suspected or (xn, y) in timed_out:
+                if xn == y or x in verified or (xn, y) in timed_out:
                     continue
                 if xn in crashed or (cut_on and self.blocked(xn, y)) or anyway:
                     out.append(_step("timeout", xn, y))
@@ -739,7 +741,12 @@ class World:
         for y in book.everyone:
             local = locals_.get(y)
             # (a durable peer sends its accepted texts again at its next step: a tick always comes)
-            if local is not None and y not in crashed and ((local.stuck and ticks.get(y, 0) < c.ticks) or local.owes):
+            if local is None or y in crashed:
+                continue
+            # (and a member of its view it takes for dead while it goes on as if not: its next heartbeat
+            # period removes it, or finds the quorum lost)
+            due = local.stuck or (local.mode == "normal" and not local.verified.isdisjoint(local.members))
+            if (due and ticks.get(y, 0) < c.ticks) or local.owes:
                 out.append(_step("tick", y))
         if self.cut_on and c.heal_late and all(s.kind == "tick" for s in out):
             out.append(_step("heal"))
