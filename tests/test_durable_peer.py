@@ -260,7 +260,7 @@ def test_accepted_texts_the_group_delivered_are_cleaned_up_and_the_rest_still_se
 
 
 def test_taken_messages_come_back_from_pending_log_whatever_their_text():
-    from tom.peer.durable import pending_record, read_pending
+    from tom.peer.pending import pending_record, read_pending
 
     taken = [(3, 7, A, "a b\nc\\d\re", 1.25), (3, 8, "my-host.lan:80", "", None), (4, 1, B, "é – \u2028 x", 1e9)]
     assert read_pending(pending_record(taken)) == taken

@@ -19,7 +19,7 @@ from importlib.machinery import SourceFileLoader as _SourceFileLoader
 __version__ = "0.1.0"
 
 
-COMPILED_SOURCES = ("codec/pid.py", "codec/frames.py", "peer/lines.py", "core/*.py")
+COMPILED_SOURCES = ("codec/pid.py", "codec/frames.py", "peer/lines.py", "peer/pending.py", "core/*.py")
 """What `scripts/build-compiled` compiles, beside this file; ``core/notices.py`` stays interpreted (mypyc
 takes its ``ClassVar`` tags for dataclass fields)."""
 

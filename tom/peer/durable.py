@@ -27,11 +27,11 @@ import logging
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ..codec.frames import CatchUp, History, Progress, escape_text, unescape_text
+from ..codec.frames import CatchUp, History, Progress
 from ..core import Delivery, ViewDelivery
 from ..core.records import Sends
 from ..durable.catchup import BEFORE_ANY, Caught, HistoryIndex, Position, Recovery, answer, end_of_view, plan
@@ -43,6 +43,7 @@ from ..durable.progress import cut_at
 from ..errors import OutputError
 from .idempotency import MAX_KEYS, IdempotencyKeys
 from .output import NoOutput, OutputFile
+from .pending import Taken, as_taken, check_pending, pending_lines, pending_record
 
 log = logging.getLogger("tom.peer.durable")
 encode_basestring_ascii = json.encoder.encode_basestring_ascii  # (what json.dumps(str) calls: C)
@@ -106,61 +107,6 @@ def message_fields(payload: bytes) -> dict | None:
         return None
     return {"kind": "message", "index": int(head[1]), "clock": int(head[2]), "pid": head[3].decode(),
             "delivered_at": float(a[1]), "view": int(v[1])}
-
-
-def check_pending(payload: bytes) -> int:
-    """The number of taken messages in a pending.log record, its lines' heads checked (`read_pending`
-    decodes the texts too, when they are needed)."""
-    n = 0
-    for _, _, _, s, _ in pending_lines(payload):
-        _sent_at(s)
-        n += 1
-    return n
-
-
-Taken = tuple[int, int, str, str, "float | None"]
-"""A message the core took: (view, clock, pid, text, sent_at)."""
-
-
-def pending_record(taken: Sequence[Taken]) -> bytes:
-    """A step's taken messages as one pending.log record: a line each, ``view clock pid sent_at text``,
-    the send time in whole microseconds (what the wire carries: `MESSAGE@`; ``None``, or a time too far
-    off for a float to hold its microseconds, as Python writes the float), the text escaped as on the
-    wire (so a line holds one message)."""
-    texts = "".join([m[3] for m in taken])  # (most steps have nothing to escape: looked at once)
-    if "\\" in texts or "\n" in texts or "\r" in texts:
-        taken = [(v, c, p, escape_text(t), s) for v, c, p, t, s in taken]
-    return "\n".join([f"{v} {c} {p} {round(s * 1e6) if s is not None and s < MICROS_BELOW else repr(s)} {t}"
-                      for v, c, p, t, s in taken]).encode()
-
-
-MICROS_BELOW = 9e9
-"""Send times below this many seconds are written as whole microseconds: the count stays below 2**53,
-so the float read back is the one written."""
-
-
-def _sent_at(s: str) -> float | None:
-    """A pending.log line's send time (`pending_record`; a folder of an older TOM wrote the float)."""
-    if s.isdigit():
-        return int(s) / 1e6
-    return None if s == "None" else float(s)
-
-
-def pending_lines(payload: bytes) -> Iterator[tuple[int, int, str, str, str]]:
-    """A pending.log record's lines as written (`pending_record`): ``(view, clock, pid, sent_at, text)``,
-    the last two still as text (`as_taken` reads them: a caller may not need them)."""
-    for line in payload.decode().split("\n"):
-        v, c, p, s, t = line.split(" ", 4)
-        yield int(v), int(c), p, s, t
-
-
-def as_taken(v: int, c: int, p: str, s: str, t: str) -> Taken:
-    """A line of `pending_lines` as the message it holds."""
-    return v, c, p, unescape_text(t), _sent_at(s)
-
-
-def read_pending(payload: bytes) -> list[Taken]:
-    return [as_taken(*line) for line in pending_lines(payload)]
 
 
 def not_in_order(accepted: Sequence[str], base: int, own: int) -> list[str]:
@@ -490,8 +436,11 @@ class Durable:
         view installed now (recorded in the folder when this peer is admitted to it)."""
         sends: Sends = []
         written: list[Delivery | ViewDelivery] = []
-        batch: list[Delivery | ViewDelivery] = []
         self.written_at = at
+        if self.recovery.upto is None and not any([type(d) is ViewDelivery for d in deliveries]):
+            self._write(list(deliveries), output, at, written)  # (the busy path: messages, written at once)
+            return written, self._answer_waiting()
+        batch: list[Delivery | ViewDelivery] = []
         for d in deliveries:
             if type(d) is ViewDelivery:
                 self.members = d.members
