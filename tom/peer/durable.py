@@ -438,7 +438,7 @@ class Durable:
         written: list[Delivery | ViewDelivery] = []
         self.written_at = at
         if self.recovery.upto is None and not any([type(d) is ViewDelivery for d in deliveries]):
-            self._write(list(deliveries), output, at, written)  # (the busy path: messages, written at once)
+            self._write(list(deliveries), output, at, written, True)  # (the busy path: messages, written at once)
             return written, self._answer_waiting()
         batch: list[Delivery | ViewDelivery] = []
         for d in deliveries:
@@ -476,13 +476,15 @@ class Durable:
         return written, sends
 
     def _write(self, deliveries: list[Delivery | ViewDelivery], output: OutputFile | NoOutput, at: float,
-               written: list[Delivery | ViewDelivery]) -> None:
+               written: list[Delivery | ViewDelivery], messages: bool = False) -> None:
+        """Write ``deliveries`` (``messages``: the caller saw no view among them)."""
         if not deliveries:
             return
         lines = output.render(deliveries, at)
         me, known = self.me, self.recovery.known
         first, last = deliveries[0], deliveries[-1]
-        if known is None and first.view == last.view and not any([type(d) is ViewDelivery for d in deliveries]):
+        if known is None and first.view == last.view and (messages or not any([type(d) is ViewDelivery
+                                                                                   for d in deliveries])):
             self._write_messages(deliveries, lines, output, written)  # (the busy path: a view's messages)
             return
         kinds: list = []  # ("view", view, 0) per view record, ("messages", view, n, own) per run of messages
