@@ -1,5 +1,5 @@
-"""The causal order's check: pure ``DataFrame -> DataFrame`` transforms (docs/verifier.md, "Causal
-runs").
+"""The causal order's check: pure ``DataFrame -> DataFrame`` transforms (docs/design/verifier.md, "Which
+order, and what each order changes").
 
 A causal run's message records carry ``vc``, the message's vector timestamp in its view: ``vc[q]`` is
 how many of ``q``'s messages of the view its origin had delivered when it sent it, and for the

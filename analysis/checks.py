@@ -14,7 +14,7 @@ Input conventions:
 * Gap records (a durable peer's, ``kind = "gap"``) are records but not events: only the order check
   and the durable check read them; every other check takes :func:`events`.
 
-Every violation frame is empty on a correct run. See docs/verifier.md for why each check costs at most
+Every violation frame is empty on a correct run. See docs/design/verifier.md for why each check costs at most
 one shuffle and why the pairwise check is linear in the data.
 """
 
@@ -247,7 +247,7 @@ def clock_timeline(records: DataFrame) -> DataFrame:
 
 
 def clock_condition(timeline: DataFrame) -> DataFrame:
-    """The clock condition a file can decide (docs/verifier.md): a message a peer sent after it
+    """The clock condition a file can decide (docs/design/verifier.md): a message a peer sent after it
     delivered m1 -- its ``sent_at`` strictly above m1's ``delivered_at``, both that peer's clock --
     must come after m1 in the Lamport order. Per send row of :func:`clock_timeline`, the greatest
     key the file delivered at a strictly earlier time (a running max over the file's timeline, a
@@ -777,7 +777,7 @@ def first_events(messages: DataFrame, n: int) -> DataFrame:
 # --------------------------------------------------------------------------- fast path: one pass
 #
 # A healthy run is proven by small aggregates of one pass over the narrow rows of
-# analysis.schema.narrow_records (see docs/verifier.md, "How it scales"):
+# analysis.schema.narrow_records (see docs/design/verifier.md, "The fast path"):
 # * every peer's keys strictly increase with its index, indexes 1..n  (one shuffle of narrow rows);
 # * per view, every expected recipient holds the same multiset of messages (fingerprints).
 # Together they imply every other check; any failure sends the run to the exact checks above.

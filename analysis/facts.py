@@ -231,7 +231,7 @@ def _fingerprint_roles(fingerprints: list[dict], views: list[dict], peers: list[
 
 
 def fingerprint_mismatches(fingerprints: list[dict], views: list[dict], peers: list[str]) -> list[dict]:
-    """Views whose messages are not provably held as the rules require (docs/verifier.md):
+    """Views whose messages are not provably held as the rules require (docs/design/verifier.md):
     ``view, holders, expected, variants``. Empty iff, per view, every required recipient holds the
     same multiset of messages, no non-member holds any, and each crashed member holds either that
     same multiset or fewer messages -- whether those few are a prefix is :func:`crash_prefixes`'

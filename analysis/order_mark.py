@@ -5,8 +5,8 @@ that runtime; then registered as the SQL function ``tom_order_mark``.
 
 Why: the window that checks each peer's keys needs an exchange and a sort of every row (a JSON scan
 has no known partitioning, so Spark always plans one). Read whole files, one task each, and the same
-check is a comparison with the previous row the task read (docs/verifier.md, "The order check with
-no shuffle").
+check is a comparison with the previous row the task read (docs/design/verifier.md, "The order check
+with no shuffle").
 
 Invariants:
 

@@ -1,7 +1,7 @@
 """Verify TOM peers' output files with Spark: ``spark-submit analysis/verify.py PATH... [options]``.
 
 Also ``python -m analysis.verify`` and :func:`main` (used by ``tom verify``). The module reads
-as the pipeline (docs/verifier.md), section by section:
+as the pipeline (docs/design/verifier.md), section by section:
 
 * read: the inputs, and the order their first lines name (:func:`peek_order`, a hint; a class's
   text outputs are the handout's, docs/output-format.md, "Handout output files");
@@ -347,7 +347,7 @@ def _summary_facts(spark, narrow, files: list[str], first: int, result: Report, 
 
 def _verify_fast(spark, files: list[str], first: int, result: Report, lap, order: str = "lamport",
                  texts: list[str] = ()) -> bool:
-    """The one-pass proof that a run of ``order`` is healthy (docs/verifier.md): fill ``result`` and
+    """The one-pass proof that a run of ``order`` is healthy (docs/design/verifier.md): fill ``result`` and
     return True if it settles the outcome, False if the exact checks must run (also when the run
     turns out to use another order). One scan of the input into the run summary, its facts
     streamed to the driver (:func:`_summary_facts`); everything collected is bounded by splits,
@@ -367,8 +367,8 @@ def _verify_fast(spark, files: list[str], first: int, result: Report, lap, order
 
 
 def _one_pass(spark, facts, files: list[str], first: int, result: Report, lap, order: str) -> bool:
-    """The decision of the one-pass proof from the summary's ``facts`` (docs/verifier.md, "The fast
-    path"): True once ``result`` holds the outcome -- unusable input, or VERIFIED when no peer has
+    """The decision of the one-pass proof from the summary's ``facts`` (docs/design/verifier.md, "The
+    fast path"): True once ``result`` holds the outcome -- unusable input, or VERIFIED when no peer has
     an order mark, no view has two member lists, every view's fingerprints match and every crashed
     member holds a prefix of its last view -- and False when the exact checks must decide."""
     from analysis import checks, run_order, schema
@@ -433,7 +433,7 @@ def _no_blank_lines(spark, files: list[str], blocks: list[dict]) -> bool:
 
 def _crashed_hold_prefixes(spark, facts, partial: list[dict]) -> bool:
     """True if every crashed member that holds fewer messages of its last view than the view's
-    required recipients holds exactly a prefix of them (docs/verifier.md, "Crashed peers").
+    required recipients holds exactly a prefix of them (docs/design/verifier.md, "Crashed peers").
 
     ``partial``: rows of :func:`analysis.checks.crash_prefixes`. One small job per such (peer,
     view), reading only the files of that peer and of one required recipient: a run without a crash
@@ -769,7 +769,7 @@ def _causal_check(spark, records, files: list[str], first: int, found: dict) -> 
 
 def _durable_check(records, messages, order: str, rename, first: int, found: dict,
                    result: Report) -> None:
-    """The durable peers' files (docs/verifier.md, "Durable peers") into ``found["durable"]``, and
+    """The durable peers' files (docs/design/verifier.md, "Durable files") into ``found["durable"]``, and
     the durable files and recorded gaps into ``result``. Nothing when no file is durable and none
     records a gap: such a run's report is what it was before durable peers existed."""
     from analysis import checks, schema
@@ -803,7 +803,7 @@ CLOCK_NOTE = ("per file, each of the peer's own messages against what it deliver
 
 
 def _clock_check(records, order: str, rename, first: int, found: dict) -> None:
-    """The clock condition a file can decide (docs/verifier.md, "The clock condition") into
+    """The clock condition a file can decide (docs/design/verifier.md, "The clock condition") into
     ``found["clock"]``: Lamport runs only, the order that promises it."""
     from analysis import checks, schema
 

@@ -16,7 +16,7 @@ def check_sequencer_numbers(deliveries: list, where: str) -> None:
 
 def settled(deliveries: list) -> list:
     """What a peer delivered before its last view: the part a peer removed as failed shares with the
-    survivors in the non-uniform orders (docs/output-format.md, "Uniformity")."""
+    survivors in the non-uniform orders (docs/orders.md, "Uniformity")."""
     last = max((k for k, d in enumerate(deliveries) if not isinstance(d, Delivery)), default=-1)
     return deliveries[:last + 1]
 

@@ -1,5 +1,5 @@
 """The shape of the core, held against the code: its import rules, no import cycle, its dispatch
-table, small parts, and strict types (docs/architecture.md)."""
+table, small parts, and strict types (docs/design/architecture.md)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_no_class_in_the_core_but_the_orchestrator_is_over_400_lines():
 
 
 def test_the_orchestrator_is_at_most_700_lines():
-    """`Core` applies what its parts decide (docs/architecture.md, "Inside the core"): the decisions
+    """`Core` applies what its parts decide (docs/design/architecture.md, "Inside the core"): the decisions
     live in the parts, so the class that holds them stays small."""
     tree = ast.parse((ROOT / "tom" / "core" / "group.py").read_text())
     core = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Core")

@@ -175,10 +175,9 @@ def test_markers_name_a_reason_of_the_closed_list():
     assert not wrong, f"not-run reasons outside {REASONS}: {wrong}"
 
 
-NOT_RUN_TODAY = 10
-"""The blocks marked not run today (10 of 45, 22 %: the benchmarks at full size, the model checker's
-table, netlab as root, a cluster, the whole suite). The goal is at most a fifth: this number only goes
-down."""
+NOT_RUN_TODAY = 8
+"""The blocks marked not run (8 of 45, 18 %: the benchmarks at full size, scripts/core-diff, netlab as
+root, a cluster, the whole suite). At most a fifth of the blocks: this number only goes down."""
 
 
 def test_few_blocks_are_not_run_and_never_more_than_today():

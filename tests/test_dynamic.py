@@ -13,7 +13,7 @@ from simnet import Network, random_scenario, scenario
 from tom.core import ORDERS, Core, Timing, ViewDelivery
 from tom.errors import FrameError
 
-SEEDS = int(os.environ.get("TOM_DYN_SEEDS", "500"))  # (more before a release: see docs/testing.md)
+SEEDS = int(os.environ.get("TOM_DYN_SEEDS", "500"))  # (more before a release: see docs/design/testing.md)
 CHUNKS = 20
 
 # seeds that once failed, kept as regression cases
@@ -435,7 +435,7 @@ def test_a_stale_join_founds_nothing_with_a_peer_already_in_a_group():
 # nothing about it, and every message waited for an ACK that never came. Now the member tells the
 # coordinator, which removes the unreachable peer (or never admits a joiner some member cannot
 # reach), and says who cannot reach whom (a notice tagged "unreachable" naming both peers;
-# `tom.core.reach`, docs/view-change-consensus.md, "Shared suspicions"). The rules, case by case:
+# `tom.core.reach`, docs/design/view-change.md, "Shared suspicions"). The rules, case by case:
 # tests/test_reach.py.
 
 HOLE2_BOUND = 30.0

@@ -30,7 +30,7 @@ Invariants:
 
 No signal handler is installed and nothing is printed: the program owns both (the member logs to the
 ``tom`` logger). Payloads are ``str`` or ``bytes``; bytes travel as the text ``tom-b64 <base64>``
-(`BYTES_PREFIX`, docs/wire.md), so a str may not start with it. The limit is the frame's: about 65,400
+(`BYTES_PREFIX`, docs/design/wire.md), so a str may not start with it. The limit is the frame's: about 65,400
 bytes of UTF-8 text (fewer with backslashes and line breaks, which are escaped), or about 49,000 bytes.
 """
 

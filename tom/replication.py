@@ -73,7 +73,7 @@ from .statetransfer import WANT, Action, Ask, Confirm, Restore, SendState, State
 __all__ = ["CALL_PREFIX", "STATE_PREFIX", "ReplCounter", "ReplDict", "ReplLockManager", "Replicated", "replicated"]
 
 CALL_PREFIX = "tom-call "
-"""What a replicated call's message text starts with (docs/wire.md); other messages are not calls."""
+"""What a replicated call's message text starts with (docs/design/wire.md); other messages are not calls."""
 
 STATE_PREFIX = "tom-state "
 """What a state transfer's texts start with: ``tom-state <view> <part> <parts> <base64>`` (a chunk, in a

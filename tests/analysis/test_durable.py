@@ -1,6 +1,6 @@
 """Durable peers (``tom peer --data``, issue 42): a restarted peer's caught-up records, its gap
 records, and the check that its one file holds the group's order from its first record to its
-last, once each, but across a recorded gap (docs/verifier.md, "Durable peers")."""
+last, once each, but across a recorded gap (docs/design/verifier.md, "Durable files")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``scripts/check``: the table of docs/model-checking.md — each order by configuration, searched
+"""``scripts/check``: the table of docs/design/model-checking.md — each order by configuration, searched
 depth first to exhaustion or to a time limit; states, transitions, depth, time, states/s, verdict."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ connections (`Core.connected`), local sends (`Core.broadcast`, `Core.leave`) and
 
 `Core` owns the inputs, the mode and the view, and hands each frame to the handler that the table
 `HANDLERS[(static, mode)][frame kind]` names for the mode it is in; the state lives in parts it holds,
-which decide (docs/architecture.md, "Inside the core"), while `Core` applies what they decide — it
+which decide (docs/design/architecture.md, "Inside the core"), while `Core` applies what they decide — it
 sends their frames, changes its mode, and says their notices:
 
 * `Traffic` and its order (`tom.core.order`): the pending messages and what is deliverable;

@@ -6,7 +6,7 @@ every survivor's marker, a member works out the flush's *last step* on a copy of
 same at every survivor) and reports FLUSHED; the coordinator then sends INSTALL, and only that
 INSTALL makes the last step real (`Core._install`).
 
-A view change is a consensus (issue 25, docs/view-change-consensus.md): an attempt is a *ballot*
+A view change is a consensus (docs/design/view-change.md): an attempt is a *ballot*
 ``(attempt, coordinator)``, ordered by attempt (its round) then `pid_key` of the coordinator. Ballot
 ``(0, smallest member of the view)`` needs no phase 1 (every member promised it when it installed the
 view); every other runs phase 1 first: PREPARE to the members, a PROMISE back from a primary component

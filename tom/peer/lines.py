@@ -19,7 +19,7 @@ from ..core.vector import Vector
 SCHEMA_VERSION: Final = 2
 BYTES_PREFIX: Final = "tom-b64 "
 """A message text that carries bytes (the library's ``bytes`` payloads): this, then their base64. Its record
-holds the base64 alone as ``text``, with ``"encoding": "base64"`` (docs/output-format.md, docs/wire.md)."""
+holds the base64 alone as ``text``, with ``"encoding": "base64"`` (docs/output-format.md, docs/design/wire.md)."""
 LINE_BREAKS: Final = "\x85\u2028\u2029"  # raw, they would split a line for some readers
 HEAD: Final = f'{{"v":{SCHEMA_VERSION},"kind":"message","index":'
 encode_basestring: Final = json.encoder.encode_basestring  # what json.dumps(str) calls (C statics)

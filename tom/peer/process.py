@@ -90,7 +90,7 @@ class PeerConfig:
 
 # young collections every 50,000 net allocations instead of 700, full ones a hundred times rarer: a
 # peer under load makes and drops frames and deliveries by the hundred thousand, nearly all without
-# cycles, and the default thresholds spent 12-14 % of its busy time collecting (docs/performance.md)
+# cycles, and the default thresholds spent 12-14 % of its busy time collecting (docs/design/performance.md)
 GC_THRESHOLDS = (50_000, 50, 1000)
 
 
