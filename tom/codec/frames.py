@@ -711,7 +711,7 @@ class Propose(Frame):
     view taken out as failed. Every old member not removed flushes; ``members`` minus the old view
     are joining, the old view minus ``members`` minus ``removed`` are leaving.
 
-    ``adopts`` (issue 25; left out on the wire when None): the INSTALL of an earlier attempt of this
+    ``adopts`` (left out on the wire when None): the INSTALL of an earlier attempt of this
     view change that may have been decided, carried on under this ballot ``(attempt, coordinator)``
     instead of a new view. Then no flush runs: the old members not in ``removed`` vote (FLUSHED) at
     once, and the decision is that INSTALL, byte for byte.
@@ -1434,7 +1434,7 @@ F = TypeVar("F", bound=Frame)
 
 @dataclass(frozen=True, slots=True)
 class Prepare(Frame):
-    """Phase 1 of a view change (issue 25): ``coordinator`` asks the members of view ``view - 1`` of
+    """Phase 1 of a view change (docs/design/view-change.md): ``coordinator`` asks the members of view ``view - 1`` of
     ``group`` to promise ballot ``(attempt, coordinator)``."""
 
     view: int

@@ -1,4 +1,4 @@
-"""Shared suspicions: who cannot reach whom, and what the coordinator does about it (issue 25, hole 2).
+"""Shared suspicions: who cannot reach whom, and what the coordinator does about it.
 
 Only the coordinator changes the view, and it removes only the members *it* stops hearing; a member
 that cannot hear another (a one-way cut, neighbors files that differ) would otherwise wait for ever

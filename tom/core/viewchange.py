@@ -439,8 +439,8 @@ class ViewChange:
     def open_outcome(self) -> bool:
         """Whether an attempt other than the one followed, which this member reported FLUSHED for, may
         still be installed: until the view change ends, always (its coordinator may have decided it
-        and been cut off, or another may adopt it: the old rule "its coordinator found dead outside
-        the current flush set" was hole 1 of issue 25)."""
+        and been cut off, or another may adopt it; a rule that dropped it once its coordinator was found
+        dead outside the current flush set let two attempts of one view change both be installed)."""
         flush = self.flush
         current = flush.key if flush is not None else None
         return any(key != current for key in self.outcomes)

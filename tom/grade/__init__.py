@@ -1,4 +1,4 @@
-"""`tom grade`: grade a class's handout tools, one rule of the handout at a time (issue 44).
+"""`tom grade`: grade a class's handout tools, one rule of the handout at a time.
 
 The engine starts each student's tool in a
 pseudo-terminal beside TOM's scripted handout peers, makes each rule's situation happen on purpose,
