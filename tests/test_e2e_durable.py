@@ -359,8 +359,11 @@ def test_a_full_disk_stops_the_peer_with_exit_5_and_with_room_again_it_recovers_
             pad = "x" * 400  # (texts of 400 bytes, in three logs: the room lasts a few hundred)
             for k in range(40):
                 for i in range(3):
-                    if g.procs[i].running():
-                        g.send(i, [f"p{i}-{k}-{j}-{pad}" for j in range(50)])
+                    lines = [f"p{i}-{k}-{j}-{pad}" for j in range(50)]
+                    if i == 2:  # (it may stop, its disk full, between a look and the write: that is the test)
+                        g.procs[2].send(lines)
+                    elif g.procs[i].running():
+                        g.send(i, lines)
                 if not g.procs[2].running():
                     break
                 time.sleep(0.1)
