@@ -158,7 +158,7 @@ def test_two_reference_peers_and_one_tom_peer_with_delay(classes, tmp_path):
 
 @pytest.mark.spark
 @pytest.mark.skipif(not spark_java(), reason="Spark needs Java 17+")
-def test_one_reference_peer_and_two_tom_peers_then_verify_the_class(classes, tmp_path):
+def test_one_reference_peer_and_two_tom_peers_then_verify_the_class(classes, tmp_path, spark_remote):
     folder, order, _, _ = run_class(classes, tmp_path, java_count=1, tom_count=2, tom_delay=0.1)
     (folder / "teacher-notes.log").write_text("started the run at 10:00\nnothing to see here\n")
     code, out, rep = verify(folder, tmp_path / "report-ok")

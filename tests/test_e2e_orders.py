@@ -27,7 +27,7 @@ def records(path):
 @pytest.mark.spark
 @pytest.mark.skipif(not spark_java(), reason="Spark needs Java 17+")
 @pytest.mark.parametrize("order", ORDERS)
-def test_launch_each_order_with_delay_and_jitter_is_verified(tmp_path, order):
+def test_launch_each_order_with_delay_and_jitter_is_verified(tmp_path, order, spark_remote):
     ports = free_ports(4)
     nb = write_neighbors(tmp_path / "nb.txt", ports)
     run = subprocess.run([sys.executable, "-m", "tom.tools.launch", str(nb), "--order", order, "--messages", "40",

@@ -54,7 +54,7 @@ def premature_acks(stdout: str) -> int:
 
 
 @needs_java
-def test_three_peers_at_a_two_second_delay_form_a_group_and_deliver_everything(tmp_path):
+def test_three_peers_at_a_two_second_delay_form_a_group_and_deliver_everything(tmp_path, spark_remote):
     # the README's example for students; before: no group, ever ("not admitted ... after 20 s")
     result, run_dir, pids = launch(tmp_path, sorted(free_ports(3)), "--messages", "8", "--rate", "2", "--delay", "2", "--deadline", "150")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -67,7 +67,7 @@ def test_three_peers_at_a_two_second_delay_form_a_group_and_deliver_everything(t
 
 
 @needs_java
-def test_delay_with_jitter_delivers_everything(tmp_path):
+def test_delay_with_jitter_delivers_everything(tmp_path, spark_remote):
     result, run_dir, pids = launch(tmp_path, sorted(free_ports(3)), "--messages", "20", "--rate", "4", "--delay", "1",
                                    "--jitter", "2", "--seed", "3", "--deadline", "150")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -87,7 +87,7 @@ def test_jitter_larger_than_the_delay_makes_acks_overtake_their_messages(tmp_pat
 
 
 @needs_java
-def test_five_peers_at_three_seconds_survive_a_kill_and_admit_a_late_joiner(tmp_path):
+def test_five_peers_at_three_seconds_survive_a_kill_and_admit_a_late_joiner(tmp_path, spark_remote):
     ports = sorted(free_ports(5))
     result, run_dir, pids = launch(tmp_path, ports, "--messages", "12", "--rate", "1", "--delay", "3", "--deadline", "240",
                                    "--kill", str(ports[2]), "--join-late", str(ports[4]))
@@ -109,7 +109,7 @@ def test_five_peers_at_three_seconds_survive_a_kill_and_admit_a_late_joiner(tmp_
 
 
 @needs_java
-def test_a_delay_no_peer_is_told_of_one_slow_peer_among_fast_ones(tmp_path):
+def test_a_delay_no_peer_is_told_of_one_slow_peer_among_fast_ones(tmp_path, spark_remote):
     # the third peer's frames take 2.5 s (its own --delay); the other two are told nothing and measure
     # it. A group forms, delivers, and loses a fast peer: the view change waits for the slow one
     with PeerProcs(tmp_path, 3, secure=False, each=[(), (), ("--delay", "2.5")]) as g:

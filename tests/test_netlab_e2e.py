@@ -158,7 +158,7 @@ def test_without_root_one_line_and_status_2(tmp_path: Path) -> None:
 @needs_java
 @needs_quorum
 @pytest.mark.spark
-def test_partition_longer_than_the_timeout_heals_into_one_group_of_five(tmp_path: Path) -> None:
+def test_partition_longer_than_the_timeout_heals_into_one_group_of_five(tmp_path: Path, spark_remote) -> None:
     run = lab(tmp_path / "run", "--peers", "5", "--duration", "30", "--rate", "10",
               "--partition", "1,2/3,4,5@20%", "--heal", "60%")
     out = run.stdout + run.stderr

@@ -1,7 +1,8 @@
 """``tom verify --remote sc://...`` against a real Spark Connect server on loopback.
 
 The server is pyspark's own ``sbin/start-connect-server.sh`` (:mod:`analysis.connect_server`: bound
-to 127.0.0.1, start bounded in time, stopped by its pid). Where it cannot start (no Java, no script,
+to 127.0.0.1, start bounded in time, stopped by its pid), the one this test process shares with the
+e2e tests' verifies (tests/conftest.py). Where it cannot start (no Java, no script,
 no Connect client libraries, no port within the bound) the tests are skipped with the reason. The
 verifier runs as a user would: the CLI in a fresh process (a process that has built a Connect
 session is in Connect mode for good, so it cannot share this test process's local session).
@@ -27,18 +28,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def connect_url(tmp_path_factory):
-    """``sc://127.0.0.1:PORT`` of a Spark Connect server started for this module."""
-    from analysis.connect_server import ConnectServerUnavailable, local_connect_server
-
-    logs = tmp_path_factory.mktemp("connect-server")
-    try:
-        with local_connect_server(logs, conf={"spark.sql.shuffle.partitions": "2",
-                                              "spark.driver.memory": "1g"}) as url:
-            yield url
-    except ConnectServerUnavailable as exc:
-        print(f"Spark Connect server not started: {exc}")
-        pytest.skip(f"Spark Connect server not started: {exc}")
+def connect_url(connect_server):
+    """``sc://127.0.0.1:PORT`` of the Spark Connect server of this test process (tests/conftest.py's
+    ``connect_server``, which the e2e tests' verifies use too)."""
+    url, why = connect_server
+    if url is None:
+        print(f"Spark Connect server not started: {why}")
+        pytest.skip(f"Spark Connect server not started: {why}")
+    return url
 
 
 def _write_run(folder: Path, run: dict[str, list[dict]]) -> None:
