@@ -21,8 +21,11 @@ def kill_connections_to(port: int) -> bool:
 @pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
 def test_killed_connections_are_redialled_without_loss(tmp_path):
     with PeerProcs(tmp_path, 3) as group:
-        group.wait_delivered(0)
-        time.sleep(3.5)  # the group forms
+        end = time.monotonic() + 30  # the group forms: each peer installs a view of all three
+        while not all(any(r["kind"] == "view" and len(r["members"]) == 3 for r in group.records(i))
+                      for i in range(3)):
+            assert time.monotonic() < end, f"no view of all three within 30 s: {group.log_text()}"
+            time.sleep(0.05)
         killed = 0
         for round_ in range(6):
             for i in range(3):

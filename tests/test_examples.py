@@ -4,7 +4,9 @@ same lines in the same order)."""
 
 from __future__ import annotations
 
+import os
 import random
+import selectors
 import socket
 import subprocess
 import sys
@@ -113,16 +115,36 @@ def test_the_readme_s_replicated_dict_three_members_then_a_fourth_that_joins_wit
         return subprocess.Popen([sys.executable, str(script), str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=tmp_path)
 
+    shown: list[bytes] = []
+
+    def prompted(count: int, deadline: float = 60.0) -> None:
+        """Until the first ``count`` processes ask for Enter: each wrote, and its write was delivered
+        to it (what they printed so far kept in ``shown``)."""
+        shown.extend(b"" for _ in range(count - len(shown)))
+        end = time.monotonic() + deadline
+        with selectors.DefaultSelector() as sel:
+            for i, p in enumerate(procs[:count]):
+                sel.register(p.stdout.fileno(), selectors.EVENT_READ, i)
+            while not all(b"written: " in out for out in shown):
+                assert time.monotonic() < end, f"not all of {count} asked for Enter within {deadline} s: {shown}"
+                for key, _ in sel.select(timeout=0.5):
+                    chunk = os.read(key.fd, 4096)
+                    shown[key.data] += chunk
+                    if not chunk:
+                        sel.unregister(key.fd)
+
     procs = [start(i) for i in range(3)]
     try:
-        time.sleep(6)  # the three found the group and write
+        prompted(3)  # the three found the group and write
         procs.append(start(3))
-        time.sleep(8)  # the fourth joins, takes the state, writes
+        prompted(4)  # the fourth joins, takes the state, writes
+        time.sleep(1.5)  # what the fourth wrote, delivered to it, reaches the others
         outs = [p.communicate("\n", timeout=60) for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+    outs = [(before.decode() + out, err) for before, (out, err) in zip(shown, outs)]
     printed = [out.split("written: ", 1)[-1].strip() for out, _ in outs]
     assert len(set(printed)) == 1, outs
     assert all(f"hello from 127.0.0.1:{base + i}" in printed[0] for i in range(4)), outs
