@@ -86,6 +86,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Callable
 
 from benchmarks.peergroup import (HOST, Group, GroupError, Mount, NotADisk, OutputCounter, Peer, busy_cpus,
@@ -696,11 +697,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", action="store_true",
                     help="the cost of the lab bench's recording: throughput with --http and the ring off, the ring "
                          "on (--ring 4000), the ring and --trace on; alternating, --runs each, medians")
-    ap.add_argument("--runs", type=int, default=3, help="--trace: runs of each configuration (default 3)")
+    ap.add_argument("--runs", type=int, default=None,
+                    help="throughput: every scenario this many times, in turns (each build and policy, then the "
+                         "Redis references, once per turn), and each row's run of median rate kept, the others' "
+                         "rates printed beside it (default 1); --trace: runs of each configuration (default 3)")
     args = ap.parse_args(argv)
+    if args.runs is not None and not 1 <= args.runs <= 50:
+        ap.error("--runs must be 1..50")
     if args.trace:
         stop_on_sigterm()
-        return trace_cost([int(x) for x in args.peers.split(",") if x.strip()], args.messages, args.runs,
+        return trace_cost([int(x) for x in args.peers.split(",") if x.strip()], args.messages, args.runs or 3,
                           args.deadline)
     if args.library:
         from benchmarks import library
@@ -757,7 +763,32 @@ def main(argv: list[str] | None = None) -> int:
     # light load: groups take turns (but one at a time with a profile or step notes)
     together = ((len(modes) * len(orders) * len(builds) * len(policies) > 1 or args.floor)
                 and not args.profile and not args.path)
+    runs = args.runs or 1
+    turns: dict[tuple, list[dict | None]] = {}  # --runs: each throughput scenario's runs
+    redis_turns: dict[str | None, list[dict]] = {}  # and the Redis references' (all but the last: `redis_reference`)
     try:
+        if runs > 1 and args.only in (None, "throughput"):
+            for k in range(runs):
+                for n in sizes:
+                    per_peer = args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
+                    for mode in modes:
+                        for order, (b, src), fsync in ((o, bs, f) for o in orders for bs in enumerate(builds)
+                                                       for f in policies):
+                            tag = f"{n}{mode[0]}{order[0]}{b}{fsync or 'memory'}-{k}"
+                            print(f"\n[{n} peers, {mode}, {order}" + (f", {build_label(src)}" if len(builds) > 1 else "")
+                                  + (f", {data_label(fsync)}" if args.durable else "")
+                                  + f"] throughput, turn {k + 1} of {runs}: {per_peer} messages per peer ...", flush=True)
+                            turns.setdefault((n, mode, order, b, fsync), []).append(scenario(
+                                lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}", args.deadline, None,
+                                                   args.rate, src, mode == "secured", args.http, args.watch, order,
+                                                   fsync=fsync),
+                                lambda t: print_throughput(t, n), None, top=0))
+                if args.peers_compare and k < runs - 1:
+                    for appendfsync in REDIS_AGAINST if args.durable else (None,):
+                        got = redis_reference([], args.messages or DEFAULT_MESSAGES[3], 0, args.deadline, appendfsync,
+                                              args.data_root if args.durable else None)
+                        if got is not None:
+                            redis_turns.setdefault(appendfsync, []).append(got)
         for n in sizes:
             per_peer = args.messages or DEFAULT_MESSAGES.get(n, DEFAULT_OTHER)
             first = len(rows)
@@ -770,7 +801,9 @@ def main(argv: list[str] | None = None) -> int:
                     tag = f"{n}{mode[0]}{order[0]}{b}{fsync or 'memory'}"
                     label = (f"{n} peers, {mode}, {order}" + (f", {build_label(src)}" if len(builds) > 1 else "")
                              + (f", {data_label(fsync)}" if args.durable else ""))
-                    if args.only in (None, "throughput"):
+                    if args.only in (None, "throughput") and runs > 1:
+                        row["tp"] = median_run(turns[(n, mode, order, b, fsync)])
+                    elif args.only in (None, "throughput"):
                         what = f"window {args.window}/peer" if args.window else "unbounded"
                         print(f"\n[{label}] throughput: {per_peer} messages per peer ({what}) ...", flush=True)
                         prof = tmp / f"profile-{tag}.txt" if args.profile else None
@@ -819,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
         where = args.data_root if args.durable else None
         for appendfsync in REDIS_AGAINST if args.durable else (None,):
             references.append(redis_reference(rows, args.messages or DEFAULT_MESSAGES[3], args.light, args.deadline,
-                                              appendfsync, where))
+                                              appendfsync, where, redis_turns.get(appendfsync, [])))
         for journal in (False, True) if args.durable else (False,):
             references.append(raft_reference(rows, journal, where))
     print_table(rows, args.messages, len(builds) > 1)
@@ -930,11 +963,13 @@ REDIS_AGAINST = {None: None, "always": "always", "everysec": "batch"}
 
 
 def redis_reference(rows: list[dict], messages: int, light_count: int, deadline: float,
-                    appendfsync: str | None = None, where: Path | None = None) -> dict | None:
+                    appendfsync: str | None = None, where: Path | None = None,
+                    earlier: Sequence[dict] = ()) -> dict | None:
     """The Redis Stream row (`benchmarks.redis_compare`: 3 members, ``messages`` entries each, and
     ``light_count`` one at a time; with ``appendfsync``, an append-only file in ``where``), and each
     3-peer plain TOM row of the policy it stands beside (`REDIS_AGAINST`) against it; one line instead,
-    and None, when it cannot run or its run fails. The row's figures for the durable table."""
+    and None, when it cannot run or its run fails. The row's figures for the durable table; its rate
+    the median of this run's and those of ``earlier`` runs (`--runs`: rows of this function)."""
     from benchmarks.raft_compare import Unavailable
     from benchmarks.redis_compare import RunFailed, describe, measure
 
@@ -950,21 +985,40 @@ def redis_reference(rows: list[dict], messages: int, light_count: int, deadline:
     except RunFailed as e:
         print(f"  Redis Stream FAILED: {e}")
         return None
+    if earlier:
+        rates = [r["rate"] for r in earlier] + [redis["rate"]]
+        redis["rate"] = sorted(rates)[(len(rates) - 1) // 2]
+        print(f"  entries/s read at every member, run by run: {', '.join(f'{r:,.0f}' for r in rates)}: the median")
     print(f"  {describe(redis)}: {redis['rate']:,.0f} entries/s read at every member"
           + (f", {redis['aof_bytes']:.0f} bytes on disk per entry" if "aof_bytes" in redis else "")
           + f"; load average {loadavg()}")
-    print(f"  Redis Stream light load, XADD then XREAD at another member, {light_count} one at a time: "
-          f"p50 {ms(redis['p50']).strip()} ms, p99 {ms(redis['p99']).strip()} ms")
+    if light_count:
+        print(f"  Redis Stream light load, XADD then XREAD at another member, {light_count} one at a time: "
+              f"p50 {ms(redis['p50']).strip()} ms, p99 {ms(redis['p99']).strip()} ms")
     against = REDIS_AGAINST[appendfsync]
     for r in rows:
         if r["n"] == 3 and r["mode"] == "plain" and r.get("tp") and r.get("fsync") == against:
             light = (f"; light-load p50 {ms(r['lt']['p50']).strip()} ms, the stream's {ms(redis['p50']).strip()} ms"
-                     if r.get("lt") else "")
+                     if r.get("lt") and light_count else "")
             print(f"  TOM {r['order']} ({r['build']}{durable_tag(r)}), 3 peers: {r['tp']['rate'] / redis['rate']:.2f}x "
-                  f"the Redis Stream's rate" + light)
+                  f"the Redis Stream's rate" + light + runs_text(r["tp"]))
     return {"name": "Redis Stream, " + (f"AOF appendfsync {appendfsync}" if appendfsync else "persistence off"),
-            "rate": redis["rate"], "unit": "entries/s", "p50": redis["p50"], "p99": redis["p99"],
+            "rate": redis["rate"], "unit": "entries/s", "p50": redis.get("p50"), "p99": redis.get("p99"),
             "disk": redis.get("aof_bytes"), "against": against}
+
+
+def median_run(got: list[dict | None]) -> dict | None:
+    """Of a scenario's runs (`--runs`), the one of median rate (the lower of the two middle ones), with
+    every run's rate as ``runs``; None if a run failed."""
+    if any(t is None for t in got):
+        return None
+    done = sorted([t for t in got if t is not None], key=lambda t: t["rate"])
+    return {**done[(len(done) - 1) // 2], "runs": [t["rate"] for t in got]}
+
+
+def runs_text(t: dict) -> str:
+    """`` (runs: a, b, c)`` for a row measured more than once (`median_run`), else empty."""
+    return f" (runs: {', '.join(f'{r:,.0f}' for r in t['runs'])})" if len(t.get("runs", ())) > 1 else ""
 
 
 def data_label(fsync: str | None) -> str:
@@ -1015,6 +1069,10 @@ def print_durable(rows: list[dict], references: list[dict], disk: Mount | None) 
                           f"{ratio:>8}", f"{ms(lt['p50']):>12}" if lt else f"{'-':>12}",
                           f"{ms(lt['p99']):>12}" if lt else f"{'-':>12}", f"{diff:>15}", f"{on_disk:>10}",
                           "FAILED" if failed else ("OK" if all(oks) else "MISMATCH")]))
+    for r in durable:
+        if r.get("tp") and runs_text(r["tp"]):
+            print(f"{data_label(r['fsync'])}, {r['n']} peers, {r['mode']}, {r['order']}: multicasts/s, the median of"
+                  + runs_text(r["tp"]).replace(" (runs:", "", 1).rstrip(")"))
     for r in durable:
         goal = DURABLE_GOALS.get(r.get("fsync") or "")
         base = in_memory_twin(rows, r)

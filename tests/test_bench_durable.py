@@ -174,3 +174,15 @@ def test_the_fsync_probe_times_each_append_and_leaves_nothing(tmp_path):
     took = fsync_seconds(tmp_path, tries=5, size=512)
     assert len(took) == 5 and took == sorted(took) and took[0] >= 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_keep_the_run_of_median_rate_and_say_every_rate(capsys):
+    runs = [{"rate": r, "ok": True, "p50": r / 1e6} for r in (120_000, 150_000, 130_000)]
+    kept = peers.median_run(runs)
+    assert kept["rate"] == 130_000 and kept["p50"] == 0.13 and kept["runs"] == [120_000, 150_000, 130_000]
+    assert peers.median_run(runs[:2])["rate"] == 120_000  # (of two, the lower)
+    assert peers.median_run([runs[0], None]) is None  # a failed run fails the row
+    rows = [row(None, 200_000, 0.0005), {**row("batch", 0, 0.0009), "tp": kept}]
+    print_durable(rows, [], None)
+    assert "fsync batch, 3 peers, plain, lamport: multicasts/s, the median of 120,000, 150,000, 130,000" \
+        in capsys.readouterr().out

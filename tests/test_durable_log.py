@@ -145,3 +145,33 @@ def test_a_full_disk_is_one_line_and_what_was_half_written_reads_back_as_a_torn_
     with pytest.raises(DataError, match=r"log: cannot write: No space left on device"):
         log.append([b"lost"])
     assert read_log(folder / "log").records == [] and (folder / "log").stat().st_size == whole
+
+
+@pytest.mark.parametrize("count", [1, 511, 512, 600, 3000])
+def test_one_append_of_many_records_reads_back_whole_at_the_offsets_it_returned(folder, count):
+    # one gathered write up to 512 records (1024 buffers: heads and payloads), one joined buffer past it
+    payloads = [f"record {i} ".encode() * (i % 7) for i in range(count)]
+    log = RecordLog(folder / "log", "never")
+    log.append([b"first"])
+    offsets = log.append([memoryview(p) if i % 2 else p for i, p in enumerate(payloads)])
+    assert len(offsets) == count and offsets[0] == len(MAGIC) + HEADER.size + len(b"first")
+    assert log.read_records(offsets[0], log.size) == payloads
+    assert log.read_records(offsets[-1], log.size) == payloads[-1:]
+    log.close()
+    assert read_log(folder / "log").records == [b"first", *payloads]
+
+
+def test_a_short_gathered_write_is_finished_whole(folder, monkeypatch):
+    import os
+    log = RecordLog(folder / "log", "never")
+    real = os.writev
+
+    def short(fd, parts):  # (the kernel may write less than asked: a signal, a pipe; here 11 bytes)
+        return os.write(fd, b"".join(parts)[:11])
+
+    monkeypatch.setattr(os, "writev", short)
+    log.append([b"x" * 100, b"y" * 50])
+    monkeypatch.setattr(os, "writev", real)
+    log.append([b"z"])
+    log.close()
+    assert read_log(folder / "log").records == [b"x" * 100, b"y" * 50, b"z"]

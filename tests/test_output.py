@@ -148,3 +148,14 @@ def test_a_vector_is_the_dict_of_its_nonzero_counts():
         pass
     else:
         raise AssertionError("one count per member")
+
+
+def test_tally_says_whether_a_view_is_there_how_many_are_mine_and_the_highest_clock():
+    from tom.peer.lines import tally
+    me, other = "127.0.0.1:5000", "127.0.0.1:5001"
+    msgs = [Delivery(1, 4, me, "a", 1.0, 1), Delivery(2, 9, other, "b", 1.0, 1), Delivery(3, 9, me, "c", 1.0, 1)]
+    assert tally(msgs, me) == (False, 2, 9)
+    assert tally(msgs, other) == (False, 1, 9)
+    view = ViewDelivery(4, 12, other, 2, (me, other), (), (), ())  # (a view's pid is no message of its)
+    assert tally([*msgs, view], other) == (True, 1, 12)
+    assert tally([], me) == (False, 0, -1)

@@ -46,6 +46,9 @@ MAX_RECORD = 64 * 1024 * 1024
 
 FSYNC = ("always", "batch", "never")
 
+IOV_MAX = 1024
+"""At most this many buffers in one `os.writev` (Linux's ``IOV_MAX``)."""
+
 
 class DataError(ConfigError):
     """The data folder or a log in it cannot be used (corrupt, another peer's, held by another process):
@@ -147,14 +150,17 @@ class RecordLog:
         payloads = payloads if isinstance(payloads, list) else list(payloads)
         offsets = list(accumulate([head + len(p) for p in payloads], initial=self.size))
         at = offsets.pop()
-        blob = b"".join([pack(len(p), crc(p)) + p for p in payloads])
-        if not blob:
+        if at == self.size:
             return offsets
-        view = memoryview(blob)
+        parts: list[bytes | memoryview] = []  # (heads and payloads as they are: one gathered write, no copy)
+        for p in payloads:
+            parts += (pack(len(p), crc(p)), p)
         try:
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
+            written = os.writev(self._fd, parts) if len(parts) <= IOV_MAX else 0
+            if written < at - self.size:  # (a short write, or too many parts: the rest as one buffer)
+                view = memoryview(b"".join(parts))[written:]
+                while view:
+                    view = view[os.write(self._fd, view):]
             self.dirty = True
             if self.fsync == "always":
                 self.sync()

@@ -42,6 +42,7 @@ from ..durable.progress import Progress as Peers
 from ..durable.progress import cut_at
 from ..errors import OutputError
 from .idempotency import MAX_KEYS, IdempotencyKeys
+from .lines import tally
 from .output import NoOutput, OutputFile
 from .pending import Taken, as_taken, check_pending, pending_lines, pending_record
 
@@ -437,9 +438,11 @@ class Durable:
         sends: Sends = []
         written: list[Delivery | ViewDelivery] = []
         self.written_at = at
-        if self.recovery.upto is None and not any([type(d) is ViewDelivery for d in deliveries]):
-            self._write(list(deliveries), output, at, written, True)  # (the busy path: messages, written at once)
-            return written, self._answer_waiting()
+        if self.recovery.upto is None:
+            views, mine, top = tally(deliveries, self.me)
+            if not views:  # (the busy path: messages, written at once)
+                self._write(list(deliveries), output, at, written, (mine, top))
+                return written, self._answer_waiting()
         batch: list[Delivery | ViewDelivery] = []
         for d in deliveries:
             if type(d) is ViewDelivery:
@@ -476,17 +479,19 @@ class Durable:
         return written, sends
 
     def _write(self, deliveries: list[Delivery | ViewDelivery], output: OutputFile | NoOutput, at: float,
-               written: list[Delivery | ViewDelivery], messages: bool = False) -> None:
-        """Write ``deliveries`` (``messages``: the caller saw no view among them)."""
+               written: list[Delivery | ViewDelivery], messages: tuple[int, int] | None = None) -> None:
+        """Write ``deliveries`` (``messages``: the caller saw no view among them, and counted this peer's
+        messages and the highest clock: `tally`)."""
         if not deliveries:
             return
         lines = output.render(deliveries, at)
         me, known = self.me, self.recovery.known
         first, last = deliveries[0], deliveries[-1]
-        if known is None and first.view == last.view and (messages or not any([type(d) is ViewDelivery
-                                                                                   for d in deliveries])):
-            self._write_messages(deliveries, lines, output, written)  # (the busy path: a view's messages)
-            return
+        if known is None and first.view == last.view:
+            counted = messages if messages is not None else tally(deliveries, me)
+            if messages is not None or not counted[0]:  # (the busy path: a view's messages)
+                self._write_messages(deliveries, lines, output, written, counted[-2], counted[-1])
+                return
         kinds: list = []  # ("view", view, 0) per view record, ("messages", view, n, own) per run of messages
         top = self.max_clock
         run_view, run_n, run_own = -1, 0, 0
@@ -533,8 +538,9 @@ class Durable:
         written.extend(deliveries)
 
     def _write_messages(self, deliveries: list[Delivery | ViewDelivery], lines: list[str], output: OutputFile | NoOutput,
-                        written: list[Delivery | ViewDelivery]) -> None:
-        """`_write` of messages of one view only (no view record among them, no `Recovery.known`)."""
+                        written: list[Delivery | ViewDelivery], mine: int, top: int) -> None:
+        """`_write` of messages of one view only (no view record among them, no `Recovery.known`), of
+        which ``mine`` are this peer's, ``top`` the highest clock."""
         me, n = self.me, len(deliveries)
         every, base = self._mark_every, self.index.count
         next_mark = self._next_mark(base)
@@ -544,8 +550,8 @@ class Durable:
             own += [d.pid for d in deliveries[counted:at - base]].count(me)
             counted = at - base
             inner.append((at, own))
-        mine = [d.pid for d in deliveries].count(me)
-        self.max_clock = max(self.max_clock, max([d.clock for d in deliveries]))
+        if top > self.max_clock:
+            self.max_clock = top
         last = deliveries[-1]
         self.last_key = (last.view, last.clock, last.pid)
         self._append(lines, [("messages", last.view, n, mine)], output, inner)

@@ -157,3 +157,17 @@ def lines(deliveries: Sequence[Delivery | ViewDelivery | HandoutDelivery], peer:
             view["index"] += offset
             out.append(json.dumps(view, ensure_ascii=False, separators=(",", ":")) + "\n")
     return out
+
+
+def tally(deliveries: Sequence[Delivery | ViewDelivery], me: str) -> tuple[bool, int, int]:
+    """In one pass over ``deliveries``: whether a view is among them, how many messages are ``me``'s,
+    and the highest clock (-1 if none)."""
+    views, mine, top = False, 0, -1
+    for d in deliveries:
+        if type(d) is ViewDelivery:
+            views = True
+        elif d.pid == me:
+            mine += 1
+        if d.clock > top:
+            top = d.clock
+    return views, mine, top
