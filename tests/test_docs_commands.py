@@ -18,6 +18,11 @@ shows. Every block, run or not, has its commands' long options checked against t
 (``--help`` of the command, in a copy like the above); a block marked ``<!-- not run: REASON -->``
 (needs root, a cluster, a terminal, minutes) is only checked so, and few may be marked (no more than
 today; the goal, a fifth of the blocks: `NOT_RUN_TODAY`).
+
+A block whose commands verify (a launch, ``tom verify``, ``analysis.verify``) verifies on this worker's
+Spark Connect server (``SPARK_REMOTE``, `conftest.connect_server`: one JVM, warmed by the verifies
+before) instead of starting a JVM of its own; the README's demo starts its own, as a user's first
+run does, and so does a block that names a master, a server or spark-submit itself (`on_shared_spark`).
 """
 
 from __future__ import annotations
@@ -186,8 +191,20 @@ def test_few_blocks_are_not_run_and_never_more_than_today():
         f"{len(marked)} of {len(SHELL)} blocks are not run (at most {NOT_RUN_TODAY} today, a fifth the goal): {marked}")
 
 
+OWN_SPARK = ("README.md:3",)
+"""Blocks that start their own Spark whatever they hold: the demo, a user's first command."""
+
+
+def on_shared_spark(block: Block) -> bool:
+    """Whether ``block`` verifies on the suite's Spark Connect server (module docstring)."""
+    text = "\n".join(block.body)
+    return (block.id not in OWN_SPARK and any(w in text for w in ("scripts/launch", "verify"))
+            and not any(w in text for w in ("--master", "--remote", "SPARK_REMOTE", "spark-submit", "--no-connect",
+                                            "bench-verify")))
+
+
 @pytest.mark.parametrize("block", SHELL, ids=[b.id for b in SHELL])
-def test_block(block: Block, help_copy, tmp_path):
+def test_block(block: Block, help_copy, tmp_path, request):
     copy, env = help_copy
     problems = check_flags(block, copy, env)
     assert not problems, "\n".join(problems)
@@ -197,6 +214,12 @@ def test_block(block: Block, help_copy, tmp_path):
     tmux = tmp_path / "tmux"
     tmux.mkdir()
     env = block_env(copy, tmux)
+    if on_shared_spark(block):
+        url, why = request.getfixturevalue("connect_server")
+        if url is not None:
+            env["SPARK_REMOTE"] = url
+        else:
+            print(f"no Spark Connect server ({why}): the block's verifies start their own Spark")
     with ports_lock():
         code, out, took = run_block(block, copy, env)
     shown = f"{block.id} ({took:.1f} s), its output:\n{out[-6000:]}"
