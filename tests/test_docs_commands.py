@@ -19,10 +19,11 @@ shows. Every block, run or not, has its commands' long options checked against t
 (needs root, a cluster, a terminal, minutes) is only checked so, and few may be marked (no more than
 today; the goal, a fifth of the blocks: `NOT_RUN_TODAY`).
 
-A block whose commands verify (a launch, ``tom verify``, ``analysis.verify``) verifies on this worker's
+A block whose commands verify (a launch, ``tom verify``, ``analysis.verify``, ``tom grade``) verifies on this worker's
 Spark Connect server (``SPARK_REMOTE``, `conftest.connect_server`: one JVM, warmed by the verifies
 before) instead of starting a JVM of its own; the README's demo starts its own, as a user's first
-run does, and so does a block that names a master, a server or spark-submit itself (`on_shared_spark`).
+run does, and so does a block that names a master, a server or spark-submit itself, or runs in a
+network namespace of its own (`on_shared_spark`).
 """
 
 from __future__ import annotations
@@ -198,9 +199,9 @@ OWN_SPARK = ("README.md:3",)
 def on_shared_spark(block: Block) -> bool:
     """Whether ``block`` verifies on the suite's Spark Connect server (module docstring)."""
     text = "\n".join(block.body)
-    return (block.id not in OWN_SPARK and any(w in text for w in ("scripts/launch", "verify"))
+    return (block.id not in OWN_SPARK and any(w in text for w in ("scripts/launch", "verify", "tom grade"))
             and not any(w in text for w in ("--master", "--remote", "SPARK_REMOTE", "spark-submit", "--no-connect",
-                                            "bench-verify")))
+                                            "bench-verify", "unshare")))
 
 
 @pytest.mark.parametrize("block", SHELL, ids=[b.id for b in SHELL])

@@ -66,7 +66,9 @@ def other_lines_student(root: Path) -> None:
 
 
 @pytest.mark.spark
-def test_a_class_of_three_graded_end_to_end_with_the_report(tmp_path):
+def test_a_class_of_three_graded_end_to_end_with_the_report(tmp_path, spark_remote):
+    # (the file check on the test process's Spark Connect server, SPARK_REMOTE; tests/test_grade_report_spark.py
+    # runs it on a local Spark)
     needs_jdk()
     root, out = tmp_path / "class", tmp_path / "out"
     made = subprocess.run([sys.executable, str(CLASS / "make_class.py"), str(root), "--size", "3", "--expected"],

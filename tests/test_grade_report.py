@@ -154,3 +154,18 @@ def test_labels_are_shortened():
 def test_the_report_command_refuses_a_folder_tom_grade_did_not_fill(tmp_path, capsys):
     assert report.main([str(tmp_path)]) == 2
     assert "not a folder that `tom grade` filled" in capsys.readouterr().err
+
+
+def test_an_unreachable_spark_connect_server_is_one_line_not_a_wait(tmp_path, monkeypatch):
+    import socket
+    import time
+
+    from tom.grade import report
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("SPARK_REMOTE", f"sc://127.0.0.1:{port}")
+    started = time.monotonic()
+    checks, info = report.file_checks(tmp_path, [{"student": "s", "test": "t", "repeat": 1, "peers": []}], {})
+    assert checks == {} and info["file_check"].startswith(f"not run: cannot connect to sc://127.0.0.1:{port}")
+    assert time.monotonic() - started < 60  # (the Connect client itself retries for minutes)

@@ -17,6 +17,7 @@ Everything but :func:`build`'s Spark call is plain Python over dicts: :func:`gra
 from __future__ import annotations
 
 import csv
+import os
 import json
 import sys
 import time
@@ -117,8 +118,16 @@ def file_checks(out: Path, results: list[Run], line_regex: Mapping[str, str]) ->
     if why := verifier_missing():
         info["file_check"] = f"not run: {why}"
         return {}, info
-    from analysis.session import JAVA_MISSING, inside_spark_submit, java_available
-    if not inside_spark_submit() and not java_available():
+    from analysis.session import (CONNECT_MISSING, JAVA_MISSING, connect_available, connect_reachable,
+                                  inside_spark_submit, java_available)
+    remote = os.environ.get("SPARK_REMOTE") or None  # a Spark Connect server runs the job: no JVM here
+    if remote is not None and not connect_available():
+        info["file_check"] = f"not run: {CONNECT_MISSING}"
+        return {}, info
+    if remote is not None and (why := connect_reachable(remote)):  # (its client retries for minutes)
+        info["file_check"] = f"not run: {why}"
+        return {}, info
+    if remote is None and not inside_spark_submit() and not java_available():
         info["file_check"] = f"not run: {JAVA_MISSING}"
         return {}, info
     from pyspark.sql import SparkSession
@@ -135,9 +144,10 @@ def file_checks(out: Path, results: list[Run], line_regex: Mapping[str, str]) ->
     started = time.monotonic()
     owned = SparkSession.getActiveSession() is None
     try:
-        spark = build_session(log_dir=out / "spark", app_name="tom-grade")
-    except Exception as exc:  # the JVM did not come up
-        info["file_check"] = (f"not run: Spark did not start ({type(exc).__name__}); "
+        spark = build_session(log_dir=out / "spark", app_name="tom-grade", remote=remote)
+    except Exception as exc:  # the JVM did not come up, or the server cannot be reached
+        info["file_check"] = (f"not run: the Spark Connect server {remote} cannot be reached ({type(exc).__name__})"
+                              if remote else f"not run: Spark did not start ({type(exc).__name__}); "
                               f"see {out / 'spark' / 'spark-driver.log'}")
         return {}, info
     try:
