@@ -17,8 +17,8 @@ Everything but :func:`build`'s Spark call is plain Python over dicts: :func:`gra
 from __future__ import annotations
 
 import csv
-import os
 import json
+import os
 import sys
 import time
 import tomllib

@@ -439,9 +439,9 @@ class Durable:
         written: list[Delivery | ViewDelivery] = []
         self.written_at = at
         if self.recovery.upto is None:
-            views, mine, top = tally(deliveries, self.me)
-            if not views:  # (the busy path: messages, written at once)
-                self._write(list(deliveries), output, at, written, (mine, top))
+            counted = tally(deliveries, self.me)
+            if not counted[0]:  # (the busy path: messages, written at once)
+                self._write(list(deliveries), output, at, written, counted)
                 return written, self._answer_waiting()
         batch: list[Delivery | ViewDelivery] = []
         for d in deliveries:
@@ -479,18 +479,17 @@ class Durable:
         return written, sends
 
     def _write(self, deliveries: list[Delivery | ViewDelivery], output: OutputFile | NoOutput, at: float,
-               written: list[Delivery | ViewDelivery], messages: tuple[int, int] | None = None) -> None:
-        """Write ``deliveries`` (``messages``: the caller saw no view among them, and counted this peer's
-        messages and the highest clock: `tally`)."""
+               written: list[Delivery | ViewDelivery], counted: tuple[bool, int, int] | None = None) -> None:
+        """Write ``deliveries`` (``counted``: their `tally`, if the caller made it)."""
         if not deliveries:
             return
         lines = output.render(deliveries, at)
         me, known = self.me, self.recovery.known
         first, last = deliveries[0], deliveries[-1]
         if known is None and first.view == last.view:
-            counted = messages if messages is not None else tally(deliveries, me)
-            if messages is not None or not counted[0]:  # (the busy path: a view's messages)
-                self._write_messages(deliveries, lines, output, written, counted[-2], counted[-1])
+            views, mine, top = counted or tally(deliveries, me)
+            if not views:  # (the busy path: a view's messages)
+                self._write_messages(deliveries, lines, output, written, mine, top)
                 return
         kinds: list = []  # ("view", view, 0) per view record, ("messages", view, n, own) per run of messages
         top = self.max_clock
