@@ -764,6 +764,12 @@ def main(argv: list[str] | None = None) -> int:
     together = ((len(modes) * len(orders) * len(builds) * len(policies) > 1 or args.floor)
                 and not args.profile and not args.path)
     runs = args.runs or 1
+
+    def label_of(n: int, mode: str, order: str, src: Path | None, fsync: str | None) -> str:
+        """A scenario's name in the progress lines."""
+        return (f"{n} peers, {mode}, {order}" + (f", {build_label(src)}" if len(builds) > 1 else "")
+                + (f", {data_label(fsync)}" if args.durable else ""))
+
     turns: dict[tuple, list[dict | None]] = {}  # --runs: each throughput scenario's runs
     redis_turns: dict[str | None, list[dict]] = {}  # and the Redis references' (all but the last: `redis_reference`)
     try:
@@ -775,9 +781,8 @@ def main(argv: list[str] | None = None) -> int:
                         for order, (b, src), fsync in ((o, bs, f) for o in orders for bs in enumerate(builds)
                                                        for f in policies):
                             tag = f"{n}{mode[0]}{order[0]}{b}{fsync or 'memory'}-{k}"
-                            print(f"\n[{n} peers, {mode}, {order}" + (f", {build_label(src)}" if len(builds) > 1 else "")
-                                  + (f", {data_label(fsync)}" if args.durable else "")
-                                  + f"] throughput, turn {k + 1} of {runs}: {per_peer} messages per peer ...", flush=True)
+                            print(f"\n[{label_of(n, mode, order, src, fsync)}] throughput, turn {k + 1} of {runs}: "
+                                  f"{per_peer} messages per peer ...", flush=True)
                             turns.setdefault((n, mode, order, b, fsync), []).append(scenario(
                                 lambda: throughput(n, per_peer, args.window, tmp / f"tp{tag}", args.deadline, None,
                                                    args.rate, src, mode == "secured", args.http, args.watch, order,
@@ -799,8 +804,7 @@ def main(argv: list[str] | None = None) -> int:
                     row = {"n": n, "mode": mode, "order": order, "build": build_label(src), "src": src,
                            "fsync": fsync}
                     tag = f"{n}{mode[0]}{order[0]}{b}{fsync or 'memory'}"
-                    label = (f"{n} peers, {mode}, {order}" + (f", {build_label(src)}" if len(builds) > 1 else "")
-                             + (f", {data_label(fsync)}" if args.durable else ""))
+                    label = label_of(n, mode, order, src, fsync)
                     if args.only in (None, "throughput") and runs > 1:
                         row["tp"] = median_run(turns[(n, mode, order, b, fsync)])
                     elif args.only in (None, "throughput"):
