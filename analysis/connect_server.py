@@ -5,6 +5,8 @@ spark-connect jar ships in pyspark's ``jars/``) in its own process group, bound 
 ``local[N]``, and yields ``sc://127.0.0.1:PORT`` once the port accepts connections. The start is
 bounded in time; on exit the process group (whose id is the pid started here) gets SIGTERM, then
 SIGKILL. :class:`ConnectServerUnavailable` says in one line why a server could not be had.
+:func:`start_connect_server` and :func:`stop_group` are the two halves, for a server that outlives
+the process that started it (the test suite's, shared by its workers, stopped by its controller).
 """
 
 from __future__ import annotations
@@ -39,21 +41,21 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL, to the process group of ``proc`` (the script and its JVM)."""
-    for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+def stop_group(pgid: int, wait_s: float = 20.0, proc: subprocess.Popen | None = None) -> None:
+    """SIGTERM, then SIGKILL, to the process group ``pgid`` (a server's script and its JVM), each
+    followed by up to ``wait_s`` seconds for the whole group to be gone; ``proc``, the script if this
+    process started it, is reaped meanwhile."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(proc.pid, sig)
+            os.killpg(pgid, sig)
         except ProcessLookupError:
             return
-        try:
-            proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            continue
-        deadline = time.monotonic() + wait_s  # the script is gone; give its JVM the same time
+        deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
+            if proc is not None:
+                proc.poll()  # a zombie script still counts in its group
             try:
-                os.killpg(proc.pid, 0)
+                os.killpg(pgid, 0)
             except ProcessLookupError:
                 return
             time.sleep(0.2)
@@ -63,6 +65,19 @@ def _stop(proc: subprocess.Popen) -> None:
 def local_connect_server(log_dir: Path, *, cores: int = 1, timeout_s: float = 120.0,
                          conf: dict[str, str] | None = None) -> Iterator[str]:
     """Run a Spark Connect server on 127.0.0.1 for the duration of the block; yield its URL."""
+    proc, url = start_connect_server(log_dir, cores=cores, timeout_s=timeout_s, conf=conf)
+    try:
+        yield url
+    finally:
+        stop_group(proc.pid, proc=proc)
+
+
+def start_connect_server(log_dir: Path, *, cores: int = 1, timeout_s: float = 120.0,
+                         conf: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """Start a Spark Connect server on 127.0.0.1 in a process group of its own, whose id is the
+    returned process's pid; return that process and the server's URL once it accepts connections.
+    It runs until :func:`stop_group` stops it; a start that fails is stopped here and raises
+    :class:`ConnectServerUnavailable`."""
     import shutil
 
     import pyspark
@@ -103,6 +118,7 @@ def local_connect_server(log_dir: Path, *, cores: int = 1, timeout_s: float = 12
             if time.monotonic() > deadline:
                 raise ConnectServerUnavailable(f"not listening after {timeout_s:.0f} s; see {log}")
             time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        _stop(proc)
+    except BaseException:
+        stop_group(proc.pid, proc=proc)
+        raise
+    return proc, f"sc://127.0.0.1:{port}"

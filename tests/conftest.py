@@ -1,5 +1,8 @@
+import fcntl
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,34 +47,77 @@ def browser():
 
 
 CONNECT_CONF = {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"}
-"""The session's Spark Connect server: a few hundred records in two partitions, a small heap."""
+"""The suite's Spark Connect server: a few hundred records in two partitions, a small heap."""
+
+CONNECT_DIR = "TOM_TEST_CONNECT_DIR"
+"""The environment variable naming the folder of the suite's one Spark Connect server (its URL, the
+id of its process group, its log), made by the pytest process that runs the session (xdist's
+controller, or the only process) and inherited by the workers."""
+
+
+def pytest_configure(config):
+    """The process that runs the session (not an xdist worker, not a pytest run inside another's
+    test) owns the folder of the suite's Spark Connect server (:func:`connect_server`)."""
+    if not hasattr(config, "workerinput") and CONNECT_DIR not in os.environ:
+        folder = tempfile.mkdtemp(prefix="tom-test-connect-")
+        os.environ[CONNECT_DIR] = folder
+        config._tom_connect_dir = folder
+
+
+def pytest_unconfigure(config):
+    """Its owner stops the suite's Spark Connect server, if a worker started one, by its process
+    group, once every worker is done."""
+    folder = getattr(config, "_tom_connect_dir", None)
+    if folder is None:
+        return
+    pgid = Path(folder, "pgid")
+    if pgid.exists():
+        from analysis.connect_server import stop_group
+        stop_group(int(pgid.read_text()))
+    shutil.rmtree(folder, ignore_errors=True)
+    os.environ.pop(CONNECT_DIR, None)
 
 
 @pytest.fixture(scope="session")
-def connect_server(tmp_path_factory):
-    """``(URL, None)`` of a Spark Connect server for this process's tests (one per xdist worker,
-    :func:`analysis.connect_server.local_connect_server`: started on first use, the start bounded in
-    time, stopped by its pid at the end of the session), or ``(None, why not)``."""
+def connect_server():
+    """``(URL, None)`` of the suite's one Spark Connect server, or ``(None, why not)``.
+
+    One server for all the workers (:func:`analysis.connect_server.start_connect_server`): the first
+    test to need it starts it, under a file lock the others wait on (the start is bounded in time),
+    and writes its URL and process group to :data:`CONNECT_DIR`; the session's owner stops it
+    (:func:`pytest_unconfigure`). One JVM warms up instead of one per worker, and every verify after
+    the first runs on a warm one. A start that failed is not tried again: its reason is kept."""
     try:
-        from analysis.connect_server import local_connect_server
+        from analysis.connect_server import ConnectServerUnavailable, start_connect_server
     except ImportError as exc:  # (no PySpark)
         yield None, f"no PySpark ({exc})"
         return
-    server = local_connect_server(tmp_path_factory.mktemp("connect-server"), cores=2, conf=CONNECT_CONF)
-    try:
-        url = server.__enter__()
-    except Exception as exc:  # noqa: BLE001 -- ConnectServerUnavailable, or whatever stopped the start
-        yield None, str(exc)
-        return
-    try:
-        yield url, None
-    finally:
-        server.__exit__(None, None, None)
+    folder = Path(os.environ[CONNECT_DIR])
+    with open(folder / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if (folder / "url").exists():
+                found = (folder / "url").read_text(), None
+            elif (folder / "failed").exists():
+                found = None, (folder / "failed").read_text()
+            else:
+                try:
+                    proc, url = start_connect_server(folder / "log", cores=2, conf=CONNECT_CONF)
+                except ConnectServerUnavailable as exc:
+                    (folder / "failed").write_text(str(exc))
+                    found = None, str(exc)
+                else:
+                    (folder / "pgid").write_text(str(proc.pid))
+                    (folder / "url").write_text(url)
+                    found = url, None
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    yield found
 
 
 @pytest.fixture
 def spark_remote(connect_server, monkeypatch):
-    """``SPARK_REMOTE`` set, for the test's subprocesses, to this process's Spark Connect server
+    """``SPARK_REMOTE`` set, for the test's subprocesses, to the suite's Spark Connect server
     (:func:`connect_server`), so that the `tom verify` they run starts no JVM of its own and runs on
     one the verifies before warmed (about 15 s for a few hundred records against about 35 s, on a
     2-core machine unloaded); the URL. None, with ``SPARK_REMOTE`` left unset, when no server could

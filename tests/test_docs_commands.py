@@ -19,7 +19,7 @@ shows. Every block, run or not, has its commands' long options checked against t
 (needs root, a cluster, a terminal, minutes) is only checked so, and few may be marked (no more than
 today; the goal, a fifth of the blocks: `NOT_RUN_TODAY`).
 
-A block whose commands verify (a launch, ``tom verify``, ``analysis.verify``, ``tom grade``) verifies on this worker's
+A block whose commands verify (a launch, ``tom verify``, ``analysis.verify``, ``tom grade``) verifies on the suite's
 Spark Connect server (``SPARK_REMOTE``, `conftest.connect_server`: one JVM, warmed by the verifies
 before) instead of starting a JVM of its own; the README's demo starts its own, as a user's first
 run does, and so does a block that names a master, a server or spark-submit itself, or runs in a
