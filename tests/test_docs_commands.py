@@ -176,6 +176,17 @@ def test_no_unlabeled_shell_fence():
     assert not unlabeled, f"fences holding commands without a label (make them ```bash): {unlabeled}"
 
 
+def test_the_blocks_are_one_xdist_group(request):
+    """Under ``--dist loadgroup`` (scripts/test) the blocks are one work unit, sent to one worker:
+    xdist marks it by a suffix of the node id, which pytest 9.2 no longer lets it write
+    (pytest-dev/pytest-xdist#1386), and the blocks were then spread over the workers, each waiting
+    on the other's port lock. pyproject.toml keeps pytest below 9.2 until xdist writes it again."""
+    if not request.config.getvalue("loadgroup"):
+        pytest.skip("not under pytest-xdist's --dist loadgroup (scripts/test runs it so)")
+    assert request.node.nodeid.endswith("@docs-commands"), (
+        f"{request.node.nodeid}: xdist did not group the docs' blocks; pytest {pytest.__version__}")
+
+
 def test_markers_name_a_reason_of_the_closed_list():
     wrong = [f"{b.id}: {b.not_run}" for b in SHELL if b.not_run and reason_of(b.not_run) not in REASONS]
     assert not wrong, f"not-run reasons outside {REASONS}: {wrong}"
