@@ -93,26 +93,20 @@ def connect_server():
         yield None, f"no PySpark ({exc})"
         return
     folder = Path(os.environ[CONNECT_DIR])
-    with open(folder / "lock", "a") as lock:
+    with open(folder / "lock", "a") as lock:  # (closing it releases the lock)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if (folder / "url").exists():
-                found = (folder / "url").read_text(), None
-            elif (folder / "failed").exists():
-                found = None, (folder / "failed").read_text()
+        if not (folder / "url").exists() and not (folder / "failed").exists():
+            try:
+                proc, url = start_connect_server(folder / "log", cores=2, conf=CONNECT_CONF)
+            except ConnectServerUnavailable as exc:
+                (folder / "failed").write_text(str(exc))
             else:
-                try:
-                    proc, url = start_connect_server(folder / "log", cores=2, conf=CONNECT_CONF)
-                except ConnectServerUnavailable as exc:
-                    (folder / "failed").write_text(str(exc))
-                    found = None, str(exc)
-                else:
-                    (folder / "pgid").write_text(str(proc.pid))
-                    (folder / "url").write_text(url)
-                    found = url, None
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    yield found
+                (folder / "pgid").write_text(str(proc.pid))
+                (folder / "url").write_text(url)
+    if (folder / "url").exists():
+        yield (folder / "url").read_text(), None
+    else:
+        yield None, (folder / "failed").read_text()
 
 
 @pytest.fixture

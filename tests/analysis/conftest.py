@@ -43,9 +43,8 @@ def spark(tmp_path_factory):
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "1")
                .config("spark.default.parallelism", "1")
-               .config(*NO_CALL_SITES))
-    for key, value in TESTS_CONF.items():
-        builder = builder.config(key, value)
+               .config(*NO_CALL_SITES)
+               .config(map=TESTS_CONF))
     from analysis import order_mark
     jar, _ = order_mark.build()  # as the verifier's own session: the order check in the scan
     if jar is not None:
