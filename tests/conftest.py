@@ -57,7 +57,12 @@ controller, or the only process) and inherited by the workers."""
 
 def pytest_configure(config):
     """The process that runs the session (not an xdist worker, not a pytest run inside another's
-    test) owns the folder of the suite's Spark Connect server (:func:`connect_server`)."""
+    test) owns the folder of the suite's Spark Connect server (:func:`connect_server`). With
+    ``TOM_TEST_USAGE`` set, each test's costs are recorded (:mod:`usage`)."""
+    if os.environ.get("TOM_TEST_USAGE"):
+        from usage import Recorder
+        worker = getattr(config, "workerinput", {}).get("workerid", "main")
+        config.pluginmanager.register(Recorder(os.environ["TOM_TEST_USAGE"], worker), "tom-usage")
     if not hasattr(config, "workerinput") and CONNECT_DIR not in os.environ:
         folder = tempfile.mkdtemp(prefix="tom-test-connect-")
         os.environ[CONNECT_DIR] = folder
