@@ -905,7 +905,8 @@ def run_summary(narrow: DataFrame, marks=order_marks) -> DataFrame:
     good view record, a peer's first :data:`EARLY_INDEX <analysis.schema.EARLY_INDEX>` records, a
     claim outside :data:`CLAIM_BITS`. Columns: the keys, ``lines, records, messages, views,
     first_row, last_row, last_bad_row, disorder, index_faults, durable_records`` (records of a
-    durable peer: :func:`analysis.schema.of_durable_run`), message fingerprint sums
+    durable peer: :func:`analysis.schema.of_durable_run`), ``restart_records`` (records of a durable
+    peer started again: :func:`analysis.schema.of_restart`), message fingerprint sums
     ``hash_lo, hash_hi, hash2`` (exact: 32-bit parts summed in 64 bits), ``lat_sum, lat_min,
     lat_max``, ``claims`` (the orders its good records name), and a rare row's ``member_list``
     (a view's sorted ``members`` and ``removed``) and ``early`` (the picture's fields); null
@@ -947,6 +948,7 @@ def run_summary(narrow: DataFrame, marks=order_marks) -> DataFrame:
         F.count_if("disorder").alias("disorder"),
         F.count_if("index_fault").alias("index_faults"),
         F.count_if(good & F.col("durable_run")).alias("durable_records"),
+        F.count_if(good & F.col("restart")).alias("restart_records"),
         *fingerprint_sums(msg),
         F.sum(when_msg(F.col("latency"))).alias("lat_sum"),
         F.min(when_msg(F.col("latency"))).alias("lat_min"),
@@ -957,7 +959,7 @@ def run_summary(narrow: DataFrame, marks=order_marks) -> DataFrame:
     named = [F.when(bits.bitwiseAND(bit) != 0, F.lit(name)) for name, bit in CLAIM_BITS.items()]
     return summary.select(
         *SUMMARY_KEYS, "lines", "records", "messages", "views", "first_row", "last_row",
-        "last_bad_row", "disorder", "index_faults", "durable_records", "hash_lo", "hash_hi", "hash2", "lat_sum",
+        "last_bad_row", "disorder", "index_faults", "durable_records", "restart_records", "hash_lo", "hash_hi", "hash2", "lat_sum",
         "lat_min", "lat_max", F.array_compact(F.array(*named, F.col("rare.claim"))).alias("claims"),
         F.col("rare.member_list").alias("member_list"), F.col("rare.early").alias("early"))
 

@@ -55,6 +55,7 @@ class _Peer:
     disorder: int = 0
     index_faults: int = 0
     durable_records: int = 0
+    restart_records: int = 0
     lat_sum: float | None = None
     lat_min: float | None = None
     lat_max: float | None = None
@@ -77,6 +78,9 @@ class SummaryFacts:
     _early: list = field(default_factory=list, init=False, repr=False)
     _claims: dict = field(default_factory=dict, init=False, repr=False)
     _files_of: dict = field(default_factory=dict, init=False, repr=False)
+    _held: dict = field(default_factory=dict, init=False, repr=False)
+    _installed: dict = field(default_factory=dict, init=False, repr=False)
+    _durable_files: set = field(default_factory=set, init=False, repr=False)
 
     @classmethod
     def of(cls, rows, bad_kept: int = 5, rename=None, bad=()) -> SummaryFacts:
@@ -100,8 +104,15 @@ class SummaryFacts:
         b["last_bad_row"] = _high(b["last_bad_row"], r["last_bad_row"])
         b["lines"], b["records"] = _add(b["lines"], r["lines"]), _add(b["records"], r["records"])
         p = self._peers.setdefault(r["peer"], _Peer())
-        for c in ("records", "messages", "views", "disorder", "index_faults", "durable_records"):
+        for c in ("records", "messages", "views", "disorder", "index_faults", "durable_records",
+                  "restart_records"):
             setattr(p, c, getattr(p, c) + (r[c] or 0))
+        if r["records"] > 0:
+            self._held.setdefault(r["peer"], set()).add(r["view"])
+        if r["views"] > 0:
+            self._installed.setdefault(r["peer"], set()).add(r["view"])
+        if r["durable_records"]:
+            self._durable_files.add((file, r["peer"]))
         p.lat_sum = _add(p.lat_sum, r["lat_sum"])
         p.lat_min, p.lat_max = _low(p.lat_min, r["lat_min"]), _high(p.lat_max, r["lat_max"])
         if r["messages"] > 0:
@@ -147,7 +158,7 @@ class SummaryFacts:
 
     def peers(self) -> list[dict]:
         """Per peer with a record: ``peer, records, messages, views, disorder, index_faults,
-        durable_records, lat_sum, lat_min, lat_max``."""
+        durable_records, restart_records, lat_sum, lat_min, lat_max``."""
         return [{"peer": peer, **vars(p)} for peer, p in self._peers.items() if p.records > 0]
 
     def latency_bins(self) -> list[dict]:
@@ -176,6 +187,31 @@ class SummaryFacts:
     def claims(self) -> dict[str, list[str]]:
         """Per file, the orders its good records name (as :func:`analysis.run_order.claims_by_file`)."""
         return {f: sorted(c) for f, c in self._claims.items()}
+
+    def durable_files(self) -> list[dict]:
+        """``peer, file``: the files holding a durable peer's records, by peer and file."""
+        return [{"peer": p, "file": f} for f, p in sorted(self._durable_files, key=lambda fp: (fp[1], fp[0]))]
+
+    def broken_stretches(self) -> list[str]:
+        """The durable peers (a record of :func:`analysis.schema.of_durable_run`) whose records do not
+        make one whole stretch of the run's views: a peer is listed unless it installed (wrote the
+        record of) every view it holds a record of and every view of the run from its first such
+        view to its last. A peer not listed, with no record of a restart, was a member of each view
+        of its stretch and wrote what a crash-stop peer does (docs/design/verifier.md, "The fast
+        path")."""
+        run_views = [v for v in self._lists if v is not None]
+        broken = []
+        for peer, p in self._peers.items():
+            if not p.durable_records:
+                continue
+            held, installed = self._held.get(peer, set()), self._installed.get(peer, set())
+            if None in held or not held or held != installed:
+                broken.append(peer)
+                continue
+            low, high = min(held), max(held)
+            if any(low <= v <= high and v not in installed for v in run_views):
+                broken.append(peer)
+        return sorted(broken)
 
     def files_of_peers(self) -> dict[str, list[str]]:
         """Per peer, the files holding its records."""

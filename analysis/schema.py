@@ -439,9 +439,14 @@ def durable_fields() -> list[Column]:
 
 def of_durable_run() -> Column:
     """True for a record only a durable peer writes: a view record with ``durable``, a caught-up
-    record, a gap record (the one-pass proof leaves such runs to the exact checks)."""
-    return (F.coalesce(F.col("durable"), F.lit(False)) | F.coalesce(F.col("caught_up"), F.lit(False))
-            | F.coalesce(F.col("kind") == GAP, F.lit(False)))
+    record, a gap record."""
+    return F.coalesce(F.col("durable"), F.lit(False)) | of_restart()
+
+
+def of_restart() -> Column:
+    """True for a record only a durable peer that was started again writes: a caught-up record, a
+    gap record (the one-pass proof leaves runs with one to the exact checks)."""
+    return F.coalesce(F.col("caught_up"), F.lit(False)) | F.coalesce(F.col("kind") == GAP, F.lit(False))
 
 
 def parse_lines(raw: DataFrame) -> DataFrame:
@@ -557,9 +562,9 @@ def narrow_records(read: DataFrame) -> DataFrame:
     """The narrow per-row frame of the fast path, from :func:`read_records`.
 
     Columns: ``file, block_start, row, problem, excerpt, kind, index, peer, clock, pid, view,
-    latency, content_hash, content_hash2, members, removed, early, claim, seq, vc, durable_run``
-    (``claim``, ``seq`` and ``vc`` as :func:`order_fields`; ``claim`` null on a bad row;
-    ``durable_run``: :func:`of_durable_run`). ``content_hash``/``content_hash2``
+    latency, content_hash, content_hash2, members, removed, early, claim, seq, vc, durable_run,
+    restart`` (``claim``, ``seq`` and ``vc`` as :func:`order_fields`; ``claim`` null on a bad row;
+    ``durable_run``: :func:`of_durable_run`; ``restart``: :func:`of_restart`). ``content_hash``/``content_hash2``
     are xxhash64 and murmur3 of ``(clock, pid, kind, sent_at, text, seq, vc)``: what copies of one
     message must agree on (``seq`` and ``vc`` are null in a Lamport run, and a null leaves these
     hashes unchanged, so a Lamport run's hashes are those of its first five fields).
@@ -587,7 +592,7 @@ def narrow_records(read: DataFrame) -> DataFrame:
         F.when(F.col("index") <= EARLY_INDEX, F.struct("sent_at", "delivered_at")).alias("early"),
         F.when(problem.isNull(), claim).alias("claim"),
         seq.alias("seq"), vc.alias("vc"),
-        of_durable_run().alias("durable_run"),
+        of_durable_run().alias("durable_run"), of_restart().alias("restart"),
     )
 
 
@@ -609,7 +614,7 @@ def narrow_parsed(parsed: DataFrame) -> DataFrame:
         F.when(is_view, F.col("members")).alias("members"), "removed",
         F.when(F.col("index") <= EARLY_INDEX, F.struct("sent_at", "delivered_at")).alias("early"),
         F.when(good, F.col("claim")).alias("claim"), "seq", "vc",
-        of_durable_run().alias("durable_run"),
+        of_durable_run().alias("durable_run"), of_restart().alias("restart"),
     )
 
 

@@ -370,7 +370,8 @@ def _one_pass(spark, facts, files: list[str], first: int, result: Report, lap, o
     """The decision of the one-pass proof from the summary's ``facts`` (docs/design/verifier.md, "The
     fast path"): True once ``result`` holds the outcome -- unusable input, or VERIFIED when no peer has
     an order mark, no view has two member lists, every view's fingerprints match and every crashed
-    member holds a prefix of its last view -- and False when the exact checks must decide."""
+    member holds a prefix of its last view, and each durable peer, never started again, installed
+    every view of its stretch -- and False when the exact checks must decide."""
     from analysis import checks, run_order, schema
 
     blocks = facts.blocks()
@@ -399,9 +400,13 @@ def _one_pass(spark, facts, files: list[str], first: int, result: Report, lap, o
     result.order = chosen.order
     if chosen.order != order:  # the marks are those of another order
         return False
-    if any(p["durable_records"] for p in peer_rows):
-        result.fast_path = ("not conclusive: durable peers' records (restarts, catch-ups, gaps): "
-                            "exact checks run")
+    if any(p["restart_records"] for p in peer_rows):
+        result.fast_path = ("not conclusive: a durable peer was started again (caught-up or gap "
+                            "records): exact checks run")
+        return False
+    if facts.broken_stretches():
+        result.fast_path = ("not conclusive: a durable peer's file does not hold every view of its "
+                            "stretch: exact checks run")
         return False
     lap("lines_s")
     if any(p["disorder"] or p["index_faults"] for p in peer_rows):
@@ -457,7 +462,7 @@ def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages
                    n_records: int, order: str, result: Report) -> None:
     """A run the one pass proved, into ``result``: VERIFIED, every check at 0 with how it was
     settled, the counts, latency figures and picture from the summary's facts."""
-    from analysis import latency, membership, schema
+    from analysis import checks, latency, membership, schema
     from analysis.facts import diagram
     from analysis.schema import HANDOUT
 
@@ -478,7 +483,17 @@ def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages
     result.peers = peers
     result.views = view_rows[:50]
     result.rejoins = membership.rejoins(view_rows)
-    result.settle(_proven_checks(order, len(peers)))
+    found = _proven_checks(order, len(peers))
+    durable = [{"peer": d["peer"], "file": schema.display_path(d["file"])} for d in facts.durable_files()]
+    if durable:  # as the exact checks report them (_durable_check)
+        result.durable, result.gaps = durable[:MAX_PEERS], []
+        found["durable"] = Check.settled(
+            "checked in one pass: each durable peer, never started again, installed every view from "
+            "its first to its last and holds each as its required recipients do"
+            if order == checks.LAMPORT else
+            f"a {order} run: a durable file is judged by the other checks only (its stretch of the "
+            "group's order is compared in Lamport runs)")
+    result.settle(found)
     result.fast_path = "conclusive"
 
 

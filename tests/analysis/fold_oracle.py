@@ -85,7 +85,8 @@ class SummaryFold:
         out = []
         for (peer,), g in _group(self.rows, "peer").items():
             row = {c: _sum(r[c] for r in g) for c in ("records", "messages", "views", "disorder",
-                                                        "index_faults", "durable_records", "lat_sum")}
+                                                        "index_faults", "durable_records", "restart_records",
+                                                        "lat_sum")}
             row.update(peer=peer, lat_min=_min(r["lat_min"] for r in g),
                        lat_max=_max(r["lat_max"] for r in g))
             if (row["records"] or 0) > 0:
@@ -212,7 +213,7 @@ def crash_prefixes(fingerprints: list[dict], views: list[dict], peers: list[str]
 
 SUMMARY_INPUT = ("file", "block_start", "row", "problem", "excerpt", "kind", "index", "peer", "clock",
                  "pid", "port", "view", "latency", "content_hash", "content_hash2", "members",
-                 "removed", "early", "claim", "seq", "vc", "durable_run")
+                 "removed", "early", "claim", "seq", "vc", "durable_run", "restart")
 """The columns :func:`run_summary` reads: those of :func:`analysis.schema.narrow_records` plus
 ``port`` (:func:`analysis.schema.pid_port` of ``pid``, taken from Spark so that its parse of a port
 is the only one)."""
@@ -372,7 +373,7 @@ def run_summary(rows: list[dict], bad_kept: int = 5, order: str = "lamport") -> 
                 "file": key[0], "block_start": key[1], "peer": key[2], "view": key[3],
                 "lat_bin": key[4], "lines": 0, "records": 0, "messages": 0, "views": 0,
                 "first_row": r["row"], "last_row": r["row"], "last_bad_row": None, "bad": [],
-                "disorder": 0, "index_faults": 0, "durable_records": 0, "hash_lo": None, "hash_hi": None, "hash2": None,
+                "disorder": 0, "index_faults": 0, "durable_records": 0, "restart_records": 0, "hash_lo": None, "hash_hi": None, "hash2": None,
                 "lat_sum": None, "lat_min": None, "lat_max": None, "member_lists": [], "early": [],
                 "claims": []}
         row = r["row"]
@@ -385,6 +386,7 @@ def run_summary(rows: list[dict], bad_kept: int = 5, order: str = "lamport") -> 
             continue
         g["records"] += 1
         g["durable_records"] += bool(r["durable_run"])
+        g["restart_records"] += bool(r["restart"])
         g["disorder"] += (r["file"], row) in disorder
         g["index_faults"] += (r["file"], row) in index_fault
         if msg:
