@@ -126,11 +126,8 @@ def test_every_fault_of_a_numbered_order_hands_over_to_the_exact_checks(spark, p
     got = proofs(run, order)
     assert not got["one task"][0], got["one task"][1]
     assert not got["stages"][0], got["stages"][1]
-    exact = verify.Report([])
-    verify._verify_exact(spark, proofs.files, verify.FIRST_ROWS, exact, lambda name: None)
-    exact = exact.as_json()
-    rep = verify.verify(spark, proofs.files).as_json()
-    assert (rep["verdict"], rep["proof"]) == (exact["verdict"], "exact checks")
+    rep = verify.verify(spark, proofs.files).as_json()  # the exact checks decide, inside verify
+    assert rep["proof"] == "exact checks"
     want = "VERIFIED" if case == "sequencer_crash_extra" else "VIOLATED"
     assert rep["verdict"] == want, rep["checks"]
 
