@@ -9,8 +9,10 @@ compiled build if there is one; never ``.git``, ``.venv`` or ``runs/``) whose ``
 virtualenv (a folder of links to it, stamped as installed for this ``pyproject.toml``, so
 ``scripts/setup-venv`` finds it made), with ``.venv/bin`` first on PATH, stdin at its end, its own tmux
 server, in its own session under a time limit; at the end its process group, its tmux server and
-whatever still runs in the copy are stopped. Blocks bind the group's fixed ports (5000-5004, 8000-8004),
-so they run one at a time: one xdist group, and a file lock against another pytest on this machine.
+whatever still runs in the copy are stopped. The blocks that bind the group's fixed ports (the sample
+neighbors files' 5000-5004, the dashboards' 8000-8004: `binds_fixed_ports`) run one at a time: one
+xdist group, and a file lock against another pytest on this machine. The others run in a group per
+page, in the page's order (a page's blocks may share files: grading.md's class in /tmp), beside them.
 The output must hold each ``<!-- expect: TEXT -->`` (whitespace-insensitive, rich wraps lines),
 match each ``<!-- expect-re: REGEX -->``, and each ``<!-- expect-file: PATH -->`` must be written;
 ``<!-- until: TEXT -->`` marks a block that runs until stopped (a server): it is stopped once TEXT
@@ -57,7 +59,24 @@ LEFT_OUT = shutil.ignore_patterns(".git", ".venv", ".venv-*", "runs", "build", "
                                   "tom-verify", "keys", "class")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("docs-commands")]
+pytestmark = pytest.mark.e2e
+
+FIXED_PORTS = ("neighbors/", "scripts/demo", "localhost:800")
+"""What a block names when it binds the group's fixed ports: a sample neighbors file (a launch, a
+peer), the demo (a launch of neighbors/four.txt), a dashboard's port."""
+
+
+def binds_fixed_ports(block: Block) -> bool:
+    """Whether ``block`` binds the group's fixed ports (:data:`FIXED_PORTS`); the others take free
+    ports (tom grade, the benchmarks) or none."""
+    text = "\n".join(block.body)
+    return any(w in text for w in FIXED_PORTS)
+
+
+def xdist_group(block: Block) -> str:
+    """The xdist group ``block`` runs in: every block that binds the fixed ports in one, one after
+    another; the others in one per page, in the page's order."""
+    return "docs-ports" if binds_fixed_ports(block) else f"docs-{block.path.replace('/', '-')}"
 
 
 def make_copy(dest: Path) -> Path:
@@ -176,15 +195,24 @@ def test_no_unlabeled_shell_fence():
     assert not unlabeled, f"fences holding commands without a label (make them ```bash): {unlabeled}"
 
 
-def test_the_blocks_are_one_xdist_group(request):
-    """Under ``--dist loadgroup`` (scripts/test) the blocks are one work unit, sent to one worker:
-    xdist marks it by a suffix of the node id, which pytest 9.2 no longer lets it write
+@pytest.mark.xdist_group("docs-ports")
+def test_the_blocks_keep_their_xdist_groups(request):
+    """Under ``--dist loadgroup`` (scripts/test) the blocks of a group are one work unit, sent to
+    one worker: xdist marks it by a suffix of the node id, which pytest 9.2 no longer lets it write
     (pytest-dev/pytest-xdist#1386), and the blocks were then spread over the workers, each waiting
     on the other's port lock. pyproject.toml keeps pytest below 9.2 until xdist writes it again."""
     if not request.config.getvalue("loadgroup"):
         pytest.skip("not under pytest-xdist's --dist loadgroup (scripts/test runs it so)")
-    assert request.node.nodeid.endswith("@docs-commands"), (
+    assert request.node.nodeid.endswith("@docs-ports"), (
         f"{request.node.nodeid}: xdist did not group the docs' blocks; pytest {pytest.__version__}")
+
+
+def test_the_blocks_that_bind_the_fixed_ports_are_told_apart():
+    ports = {b.id for b in SHELL if binds_fixed_ports(b)}
+    assert {"README.md:3", "README.md:27", "README.md:70", "README.md:179", "docs/http-api.md:16",
+            "docs/step-mode.md:15", "docs/verifier.md:13"} <= ports
+    assert not ports & {"README.md:165", "docs/grading.md:15", "docs/design/performance.md:348",
+                        "docs/model-checking.md:8", "docs/design/testing.md:9"}
 
 
 def test_markers_name_a_reason_of_the_closed_list():
@@ -215,7 +243,8 @@ def on_shared_spark(block: Block) -> bool:
                                             "bench-verify", "unshare")))
 
 
-@pytest.mark.parametrize("block", SHELL, ids=[b.id for b in SHELL])
+@pytest.mark.parametrize("block", [pytest.param(b, marks=pytest.mark.xdist_group(xdist_group(b))) for b in SHELL],
+                         ids=[b.id for b in SHELL])
 def test_block(block: Block, help_copy, tmp_path, request):
     copy, env = help_copy
     problems = check_flags(block, copy, env)
@@ -232,7 +261,7 @@ def test_block(block: Block, help_copy, tmp_path, request):
             env["SPARK_REMOTE"] = url
         else:
             print(f"no Spark Connect server ({why}): the block's verifies start their own Spark")
-    with ports_lock():
+    with ports_lock() if binds_fixed_ports(block) else contextlib.nullcontext():
         code, out, took = run_block(block, copy, env)
     shown = f"{block.id} ({took:.1f} s), its output:\n{out[-6000:]}"
     if block.until:
