@@ -108,3 +108,21 @@ def records(parse):
         return schema.good_records(parse(lines_of(run)))
 
     return build
+
+
+FIRST_HALF = {"test_one_pass_differential.py", "test_checks.py", "test_handout.py", "test_verify.py",
+              "test_connect.py", "test_schema.py", "test_clock_condition.py", "test_report_picture.py",
+              "test_membership.py", "test_outcome.py"}
+"""The verifier's tests in two xdist groups of about the same CPU (``analysis-1``: these files,
+``analysis-2``: the rest; tests/usage.py's figures): under scripts/test two workers run them, each
+with the one local Spark JVM it warms, while the other workers run the end-to-end tests, which
+mostly wait on timers, on the CPU the JVMs leave."""
+
+
+@pytest.hookimpl(tryfirst=True)  # (before xdist's, which names the group in the node id)
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(__file__)
+    for item in items:
+        if os.path.dirname(str(item.path)) == here:
+            group = "analysis-1" if item.path.name in FIRST_HALF else "analysis-2"
+            item.add_marker(pytest.mark.xdist_group(group))
