@@ -10,14 +10,31 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def _run_first(item) -> int:
+    """Where ``item`` goes in the order the workers take the tests (scripts/test: xdist's loadgroup,
+    in collection order): the verifier's two groups first (two workers compute on them for the first
+    ten minutes), then the docs' blocks on the fixed ports and the end-to-end tests, which mostly
+    wait on timers (the third worker runs them meanwhile), then the other docs' blocks, then the rest."""
+    groups = {m.args[0] for m in item.iter_markers("xdist_group") if m.args}
+    if groups & {"analysis-1", "analysis-2"}:
+        return 0
+    if "docs-ports" in groups:
+        return 1
+    if item.get_closest_marker("e2e") is not None and not any(g.startswith("docs-") for g in groups):
+        return 2
+    return 3 if groups else 4
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """On the compiled build, a test marked ``pure`` (it patches or walks the core's Python objects,
-    which compiled modules do not let it) is skipped saying so; scripts/test runs it again with
-    TOM_PURE=1."""
+    """The order the workers take the tests in (:func:`_run_first`; a stable sort). On the compiled
+    build, a test marked ``pure`` (it patches or walks the core's Python objects, which compiled
+    modules do not let it) is skipped saying so; scripts/test runs it again with TOM_PURE=1."""
     import pytest
 
     from tom import build
 
+    items.sort(key=_run_first)
     if not build.compiled():
         return
     skip = pytest.mark.skip(reason="patches or walks the core's Python objects: runs in the interpreted pass "
