@@ -490,9 +490,7 @@ def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages
         found["durable"] = Check.settled(
             "checked in one pass: each durable peer, never started again, installed every view from "
             "its first to its last and holds each as its required recipients do"
-            if order == checks.LAMPORT else
-            f"a {order} run: a durable file is judged by the other checks only (its stretch of the "
-            "group's order is compared in Lamport runs)")
+            if order == checks.LAMPORT else f"a {order}{DURABLE_NOT_LAMPORT}")
     result.settle(found)
     result.fast_path = "conclusive"
 
@@ -782,6 +780,11 @@ def _causal_check(spark, records, files: list[str], first: int, found: dict) -> 
     found["causal"] = Check(count, rows)
 
 
+DURABLE_NOT_LAMPORT = (" run: a durable file is judged by the other checks only (its stretch of the group's "
+                       "order is compared in Lamport runs)")
+"""The durable check's note in a run of another order than Lamport's, after ``a {order}``."""
+
+
 def _durable_check(records, messages, order: str, rename, first: int, found: dict,
                    result: Report) -> None:
     """The durable peers' files (docs/design/verifier.md, "Durable files") into ``found["durable"]``, and
@@ -801,9 +804,7 @@ def _durable_check(records, messages, order: str, rename, first: int, found: dic
     result.durable = sorted(durable, key=lambda d: (d["peer"], d["file"]))
     result.gaps = recorded
     if order != checks.LAMPORT:
-        found["durable"] = Check.settled(
-            f"a {order} run: a durable file is judged by the other checks only (its stretch of the "
-            "group's order is compared in Lamport runs)")
+        found["durable"] = Check.settled(f"a {order}{DURABLE_NOT_LAMPORT}")
         return
     count, rows = _count_and_first(checks.durable_violations(records, messages),
                                    ["file", "index", "problem"], first)

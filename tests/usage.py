@@ -1,10 +1,11 @@
 """What each test costs, for finding where the suite's time goes: with ``TOM_TEST_USAGE`` naming a
 file, every test process appends one JSON line per test to it -- its node id, the worker, the wall
-seconds of its call (setup and teardown included) and when it started, the CPU seconds of the pytest process itself, of
-its children (running or ended: peers, `tom verify`, a local Spark's JVM) and of the suite's Spark
-Connect server meanwhile (shared by the workers, so a test's figure there also holds the other's).
+seconds of its call (setup and teardown included) and when it started, the CPU seconds of the
+pytest process itself, of its children (running or ended: peers, `tom verify`, a local Spark's JVM)
+and of the suite's Spark Connect server meanwhile (shared by the workers, so a test's figure there
+also holds the other's).
 
-Read with ``scripts/test-usage FILE``. Nothing is recorded without the variable."""
+Read with ``python tests/usage.py FILE``. Nothing is recorded without the variable."""
 
 from __future__ import annotations
 
@@ -19,69 +20,46 @@ import pytest
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """``(parent pid, CPU seconds of the process and its reaped children)`` from /proc, or None."""
+def _stat(pid: int) -> tuple[int, int, float] | None:
+    """``(parent pid, process group, CPU seconds of the process and its reaped children)`` from
+    /proc, or None."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()
     # after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
-    return int(fields[1]), sum(int(f) for f in fields[11:15]) / TICK
+    return int(fields[1]), int(fields[2]), sum(int(f) for f in fields[11:15]) / TICK
 
 
-def _processes() -> dict[int, tuple[int, float]]:
-    out = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            s = _stat(int(entry.name))
-            if s is not None:
-                out[int(entry.name)] = s
-    return out
-
-
-def _children_cpu(exclude: set[int]) -> float:
-    """CPU seconds of this process's running descendants (their own reaped children included),
-    outside the trees rooted at ``exclude``, plus those of its reaped children."""
-    procs = _processes()
-    kids: dict[int, list[int]] = {}
-    for pid, (ppid, _) in procs.items():
-        kids.setdefault(ppid, []).append(pid)
-    total, stack = 0.0, list(kids.get(os.getpid(), []))
-    while stack:
-        pid = stack.pop()
-        if pid in exclude:
-            continue
-        total += procs[pid][1]
-        stack.extend(kids.get(pid, []))
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return total + r.ru_utime + r.ru_stime
-
-
-def _server_cpu() -> tuple[set[int], float]:
-    """The pids and CPU seconds of the suite's Spark Connect server's process group, if one runs."""
+def _server_group() -> int | None:
+    """The process group of the suite's Spark Connect server, if one runs."""
     folder = os.environ.get("TOM_TEST_CONNECT_DIR")
-    if not folder or not Path(folder, "pgid").exists():
-        return set(), 0.0
-    pgid = int(Path(folder, "pgid").read_text())
-    pids, total = set(), 0.0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) == pgid:
-                    s = _stat(int(entry.name))
-                    if s is not None:
-                        pids.add(int(entry.name))
-                        total += s[1]
-            except OSError:
-                pass
-    return pids, total
+    pgid = Path(folder, "pgid") if folder else None
+    return int(pgid.read_text()) if pgid is not None and pgid.exists() else None
 
 
 def _sample() -> tuple[float, float, float, float]:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    server_pids, server = _server_cpu()
-    return time.monotonic(), me.ru_utime + me.ru_stime, _children_cpu(server_pids), server
+    """``(monotonic time, CPU seconds of this process, of its descendants outside the Connect
+    server's process group -- running or reaped --, of that group)``: one scan of /proc."""
+    procs = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (s := _stat(int(entry.name))) is not None:
+            procs[int(entry.name)] = s
+    server_group = _server_group()
+    server = sum(cpu for _, group, cpu in procs.values() if group == server_group)
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    children, stack = 0.0, list(kids.get(os.getpid(), []))
+    while stack:
+        pid = stack.pop()
+        if procs[pid][1] != server_group:
+            children += procs[pid][2]
+            stack.extend(kids.get(pid, []))
+    me, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (time.monotonic(), me.ru_utime + me.ru_stime, children + reaped.ru_utime + reaped.ru_stime,
+            server)
 
 
 class Recorder:
