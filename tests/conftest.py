@@ -9,6 +9,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from spark_java import LONG_LIVED_JVM  # noqa: E402  (from the folder just put on the path)
+
 
 def _run_first(item) -> int:
     """Where ``item`` goes in the order the workers take the tests (scripts/test: xdist's loadgroup,
@@ -63,8 +65,10 @@ def browser():
             b.close()
 
 
-CONNECT_CONF = {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"}
-"""The suite's Spark Connect server: a few hundred records in two partitions, a small heap."""
+CONNECT_CONF = {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g",
+                "spark.driver.extraJavaOptions": LONG_LIVED_JVM}
+"""The suite's Spark Connect server: a few hundred records in two partitions, a small heap, the
+throughput collector (:data:`spark_java.LONG_LIVED_JVM`)."""
 
 CONNECT_DIR = "TOM_TEST_CONNECT_DIR"
 """The environment variable naming the folder of the suite's one Spark Connect server (its URL, the

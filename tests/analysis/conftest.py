@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from spark_java import LONG_LIVED_JVM
+
 pytest.importorskip("pyspark")
 
 PEERS = ("127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002")
@@ -21,7 +23,8 @@ TESTS_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factor
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """Session-scoped ``local[1]`` Spark bound to 127.0.0.1 with the UI off, one shuffle partition,
-    no Python call site sent with each column, and the order-check jar when a JDK can build it (as
+    no Python call site sent with each column, the throughput collector
+    (:data:`spark_java.LONG_LIVED_JVM`), and the order-check jar when a JDK can build it (as
     :func:`analysis.session.build_session`).
 
     Its expressions are interpreted (`TESTS_CONF`): these tests run hundreds of plans on a few rows
@@ -44,7 +47,8 @@ def spark(tmp_path_factory):
                .config("spark.sql.shuffle.partitions", "1")
                .config("spark.default.parallelism", "1")
                .config(*NO_CALL_SITES)
-               .config(map=TESTS_CONF))
+               .config(map=TESTS_CONF)
+               .config("spark.driver.extraJavaOptions", LONG_LIVED_JVM))
     from analysis import order_mark
     jar, _ = order_mark.build()  # as the verifier's own session: the order check in the scan
     if jar is not None:
