@@ -15,8 +15,9 @@ from spark_java import LONG_LIVED_JVM  # noqa: E402  (from the folder just put o
 def _run_first(item) -> int:
     """Where ``item`` goes in the order the workers take the tests (scripts/test: xdist's loadgroup,
     in collection order): the verifier's two groups first (two workers compute on them for the first
-    ten minutes), then the docs' blocks on the fixed ports and the end-to-end tests, which mostly
-    wait on timers (the third worker runs them meanwhile), then the other docs' blocks, then the rest."""
+    minutes), then the docs' blocks on the fixed ports and the end-to-end tests, which mostly wait on
+    timers (the third and fourth workers run them meanwhile), then the other docs' blocks, then the
+    rest."""
     groups = {m.args[0] for m in item.iter_markers("xdist_group") if m.args}
     if groups & {"analysis-1", "analysis-2"}:
         return 0
