@@ -18,7 +18,7 @@ from test_grade_report_spark import spark  # noqa: E402,F401 -- the module's Spa
 
 from tom.grade import report  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("analysis-1")]  # (as test_grade_report_spark)
 
 TOOL, P1, P2 = "localhost/127.0.0.1:6000", "localhost/127.0.0.1:6001", "localhost/127.0.0.1:6002"
 PEERS = [{"from": P1, "port": 6001}, {"from": P2, "port": 6002}]

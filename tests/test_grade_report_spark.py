@@ -11,7 +11,9 @@ from pyspark.testing import assertDataFrameEqual  # noqa: E402
 
 from analysis import grade  # noqa: E402 -- this checkout's (tests/analysis/__init__.py)
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("analysis-1")]
+"""(Under scripts/test, on the worker of the verifier's first group, whose Spark session is active:
+the report's way to start Spark reuses it, and no other JVM starts and warms up for these tests.)"""
 
 A, B, C = "localhost/127.0.0.1:5000", "localhost/127.0.0.1:5001", "localhost/127.0.0.1:5002"
 MSGS = [(1, A, "hi"), (1, B, "yo"), (2, C, "a-b: c")]
