@@ -490,7 +490,7 @@ def _proven_report(facts, peer_rows: list[dict], view_rows: list[dict], messages
         found["durable"] = Check.settled(
             "checked in one pass: each durable peer, never started again, installed every view from "
             "its first to its last and holds each as its required recipients do"
-            if order == checks.LAMPORT else f"a {order}{DURABLE_NOT_LAMPORT}")
+            if order == checks.LAMPORT else _durable_not_lamport(order))
     result.settle(found)
     result.fast_path = "conclusive"
 
@@ -780,9 +780,11 @@ def _causal_check(spark, records, files: list[str], first: int, found: dict) -> 
     found["causal"] = Check(count, rows)
 
 
-DURABLE_NOT_LAMPORT = (" run: a durable file is judged by the other checks only (its stretch of the group's "
-                       "order is compared in Lamport runs)")
-"""The durable check's note in a run of another order than Lamport's, after ``a {order}``."""
+def _durable_not_lamport(order: str) -> str:
+    """The durable check's note in a run of another order than Lamport's (the one pass's and the exact
+    checks' alike)."""
+    return (f"a {order} run: a durable file is judged by the other checks only (its stretch of the "
+            "group's order is compared in Lamport runs)")
 
 
 def _durable_check(records, messages, order: str, rename, first: int, found: dict,
@@ -804,7 +806,7 @@ def _durable_check(records, messages, order: str, rename, first: int, found: dic
     result.durable = sorted(durable, key=lambda d: (d["peer"], d["file"]))
     result.gaps = recorded
     if order != checks.LAMPORT:
-        found["durable"] = Check.settled(f"a {order}{DURABLE_NOT_LAMPORT}")
+        found["durable"] = Check.settled(_durable_not_lamport(order))
         return
     count, rows = _count_and_first(checks.durable_violations(records, messages),
                                    ["file", "index", "problem"], first)

@@ -20,6 +20,13 @@ __all__ = ["DEADLINE", "PeerProcs", "free_ports", "make_keys", "run_tom", "tom_c
 DEADLINE = 40.0
 
 
+def sigint_as_at_a_terminal() -> None:
+    """``preexec_fn`` of a child the test sends SIGINT: its default, as Ctrl-C at a terminal. A suite
+    started in the background (`scripts/test &`, `nohup`) runs with SIGINT ignored, and a child
+    inherits an ignored signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def write_neighbors(path: Path, ports: list[int]) -> Path:
     return peers.write_neighbors(path, (f"127.0.0.1:{p}" for p in ports))
 

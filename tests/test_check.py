@@ -514,11 +514,11 @@ def test_ctrl_c_stops_a_search_and_reports_what_it_explored():
     import signal
     import time
 
-    # (SIGINT as at a terminal: a suite started in the background, `scripts/test &`, runs with SIGINT
-    # ignored, and a child inherits that; Ctrl-C at a terminal is never ignored)
+    from procs import sigint_as_at_a_terminal
+
     proc = subprocess.Popen([sys.executable, "-m", "tom", "check", "--peers", "3", "--messages", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_as_at_a_terminal)
     try:
         time.sleep(4)  # (the search runs for minutes)
         proc.send_signal(signal.SIGINT)

@@ -16,6 +16,7 @@ import pytest
 
 from tom.tools.netlab.network import LabUnavailable, check_available
 from tests.spark_java import spark_java
+from tests.procs import sigint_as_at_a_terminal
 
 try:
     check_available()
@@ -120,11 +121,10 @@ def gone(pid: int) -> bool:
 @needs_lab
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
 def test_stopping_the_lab_leaves_no_process_and_no_namespace(tmp_path: Path, how: signal.Signals) -> None:
-    # SIGINT as at a terminal: a suite started in the background (`scripts/test &`, `nohup`) runs with
-    # SIGINT ignored, a child inherits that, and a lab that ignores Ctrl-C runs its whole --duration
+    # (a lab started with SIGINT ignored runs its whole --duration)
     proc = subprocess.Popen([*LAB, "--peers", "3", "--duration", "60", "--insecure", "--no-verify"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_as_at_a_terminal)
     try:
         assert proc.stdout is not None
         end = time.monotonic() + 60
