@@ -82,6 +82,7 @@ class Peer:
     proc: PeerProcess
     counter: OutputCounter  # of ``output``
     sent: int = 0  # messages written by ``send``
+    error: type[Exception] = GroupError  # what ``send`` raises once the peer reads no more (its group's)
 
     @property
     def pid(self) -> str:
@@ -91,9 +92,21 @@ class Peer:
         return cpu_seconds(self.proc.pid)
 
     def send(self, texts: list[str]) -> None:
-        """Write one message per text to the peer's stdin (BrokenPipeError if it reads no more)."""
-        self.proc.write(("\n".join(texts) + "\n").encode())
+        """Write one message per text to the peer's stdin; ``error`` (`exited`) if it reads no more."""
+        try:
+            self.proc.write(("\n".join(texts) + "\n").encode())
+        except BrokenPipeError:
+            raise self.error(self.exited(wait=5.0)) from None
         self.sent += len(texts)
+
+    def exited(self, wait: float = 0.0) -> str:
+        """What to say of a peer that stopped: its exit code (waiting up to ``wait`` s for it) and its
+        log's last lines."""
+        end = time.monotonic() + wait
+        while self.proc.running() and time.monotonic() < end:
+            time.sleep(0.05)
+        how = "stopped reading its stdin" if self.proc.running() else f"exited with code {self.proc.returncode}"
+        return f"peer {self.pid} {how}:\n{self.proc.log_tail()}"
 
 
 @dataclass
@@ -151,7 +164,7 @@ class Group:
             counter = self.counter_type(out)  # before the process: nothing may fail between start and record
             own_env = env | {"TOM_PATH_TRACE": str(self.workdir / f"path-{port}.txt")} if self.path_trace else env
             proc = PeerProcess(self.peer_argv(neighbors, out, port, keys), log, cwd=self.src, env=own_env)
-            self.peers.append(Peer(i, port, out, log, proc, counter))
+            self.peers.append(Peer(i, port, out, log, proc, counter, error=self.error))
             self.processes.start(i, proc)
 
     def peer_argv(self, neighbors: Path, out: Path, port: int, keys: Path) -> list[str]:
@@ -170,7 +183,7 @@ class Group:
     def check_alive(self) -> None:
         for p in self.peers:
             if not p.proc.running():
-                raise self.error(f"peer {p.pid} exited with code {p.proc.returncode}:\n{p.proc.log_tail()}")
+                raise self.error(p.exited())
 
     def killed(self, peer: Peer) -> None:
         """Called when ``peer`` is still running ``stop_grace`` s after SIGTERM, before its SIGKILL."""

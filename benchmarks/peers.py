@@ -423,7 +423,7 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
         spy = start_profiler(group.peers[0].proc.pid, profile, rate) if profile else None
         progress = {"min": base}
         stop = threading.Event()
-        errors: list[BaseException] = []
+        errors: list[str] = []
 
         def feed(peer: Peer, blob: bytes) -> None:
             try:
@@ -441,8 +441,10 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
                         continue
                     peer.proc.write(b"".join(lines[sent:sent + chunk]))
                     sent += chunk
-            except BaseException as e:  # reported by the main thread
-                errors.append(e)
+            except BrokenPipeError:  # reported by the main thread
+                errors.append(peer.exited(wait=5.0))
+            except BaseException as e:
+                errors.append(repr(e))
 
         cpu0 = [p.cpu_seconds() for p in group.peers]
         t0 = time.monotonic()
@@ -457,7 +459,7 @@ def throughput(n: int, per_peer: int, window: int, workdir: Path, deadline_s: fl
                 if progress["min"] >= base + total:
                     break
                 if errors:
-                    raise BenchError(f"feeding stdin failed: {errors[0]!r}")
+                    raise BenchError(f"feeding stdin failed: {errors[0]}")
                 if time.monotonic() > deadline:
                     raise BenchError(f"throughput: timed out; deliveries per peer {[c - base for c in counts]} "
                                      f"of {total}")

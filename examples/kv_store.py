@@ -28,6 +28,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import tom
+from tom.errors import TomError
 
 HOST = "127.0.0.1"
 GROUP_PORTS = [7100, 7101, 7102]  # --group-port moves them
@@ -84,13 +85,18 @@ def http(method: str, port: int, path: str, body: str | None = None) -> str:
         return answer.read().decode()
 
 
-def wait_serving(deadline: float) -> None:
-    for port in HTTP_PORTS:
+def wait_serving(procs: list[subprocess.Popen], deadline: float) -> None:
+    """Until every member's HTTP face answers; a member that stops first (it said why) ends the wait."""
+    for i, port in enumerate(HTTP_PORTS):
         while True:
             try:
                 http("GET", port, "/kv")
                 break
             except (urllib.error.URLError, ConnectionError):
+                if procs[i].poll() is not None:
+                    print(f"kv_store: member {i} stopped (exit {procs[i].returncode}) before its HTTP face served",
+                          file=sys.stderr)
+                    raise SystemExit(2) from None
                 if time.monotonic() > deadline:
                     raise SystemExit(f"member on HTTP port {port} did not start") from None
                 time.sleep(0.2)
@@ -113,12 +119,15 @@ def main() -> int:
             serve(args.member, args.data)
         except KeyboardInterrupt:
             pass
+        except (TomError, OSError) as e:  # a port in use, a bad data folder: one line, no traceback
+            print(f"kv_store: member {args.member}: {e}", file=sys.stderr)
+            return 2
         return 0
     ports = ["--group-port", str(args.group_port), "--http-port", str(args.http_port)]
     ports += ["--data", args.data] if args.data is not None else []
     procs = [subprocess.Popen([sys.executable, __file__, "--member", str(i), *ports]) for i in range(3)]
     try:
-        wait_serving(time.monotonic() + 60)
+        wait_serving(procs, time.monotonic() + 60)
         if not args.check:
             print("three members up: PUT and GET http://127.0.0.1:8100..8102/kv/<key>; Ctrl-C stops", flush=True)
             for p in procs:
@@ -146,7 +155,7 @@ def main() -> int:
         for p in procs:
             p.wait(20)
         procs[:] = [subprocess.Popen([sys.executable, __file__, "--member", str(i), *ports]) for i in range(3)]
-        wait_serving(time.monotonic() + 60)
+        wait_serving(procs, time.monotonic() + 60)
         again = [http("GET", port, "/kv") for port in HTTP_PORTS]
         for i, store in enumerate(again):
             print(f"member {i}, killed and started again: {store}", flush=True)

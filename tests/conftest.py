@@ -78,9 +78,17 @@ controller, or the only process) and inherited by the workers."""
 
 
 def pytest_configure(config):
-    """The process that runs the session (not an xdist worker, not a pytest run inside another's
-    test) owns the folder of the suite's Spark Connect server (:func:`connect_server`). With
+    """An xdist worker picks the ports of its peers from a range of its own (`procs.worker_port_range`),
+    its children too (``TOM_PORT_RANGE``). The process that runs the session (not an xdist worker, not
+    a pytest run inside another's test) owns the folder of the suite's Spark Connect server (:func:`connect_server`). With
     ``TOM_TEST_USAGE`` set, each test's costs are recorded (:mod:`usage`)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        from procs import worker_port_range
+
+        from tom.tools.peers import PORT_RANGE
+        index = int(workerinput["workerid"].removeprefix("gw"))
+        os.environ[PORT_RANGE] = worker_port_range(index, int(workerinput["workercount"]))
     if os.environ.get("TOM_TEST_USAGE"):
         from usage import Recorder
         worker = getattr(config, "workerinput", {}).get("workerid", "main")

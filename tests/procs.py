@@ -7,6 +7,7 @@ Groups are secured (``--keys``, mutual TLS) unless a test asks for the plain pro
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -15,9 +16,25 @@ from pathlib import Path
 from tom.tools import peers
 from tom.tools.peers import PeerCommand, PeerGroup, PeerProcess, PeerStartError, free_ports, tom_command
 
-__all__ = ["DEADLINE", "PeerProcs", "free_ports", "make_keys", "run_tom", "tom_cmd", "write_neighbors"]
+__all__ = ["DEADLINE", "PeerProcs", "free_ports", "make_keys", "run_tom", "tom_cmd", "worker_port_range",
+           "write_neighbors"]
 
 DEADLINE = 40.0
+
+
+def worker_port_range(index: int, count: int) -> str:
+    """The ``TOM_PORT_RANGE`` of xdist worker ``index`` of ``count``: its slice of the default range of
+    `tom.tools.peers.port_range`, none shared. Workers pick ports at the same time and bind them
+    later; from one range, one worker's peer could find its port taken by another's."""
+    saved = os.environ.pop(peers.PORT_RANGE, None)
+    try:
+        low, high = peers.port_range()
+    finally:
+        if saved is not None:
+            os.environ[peers.PORT_RANGE] = saved
+    size = (high - low + 1) // count
+    first = low + index * size
+    return f"{first}-{first + size - 1}"
 
 
 def sigint_as_at_a_terminal() -> None:

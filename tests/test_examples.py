@@ -17,15 +17,20 @@ from pathlib import Path
 import pytest
 from members import wait_until
 
+from tom.tools.peers import port_range
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def free_run(count: int, spacing: int = 1000) -> int:
-    """A base port such that base..base+count-1 and the same plus ``spacing`` are free on loopback."""
+    """A base port such that base..base+count-1 and the same plus ``spacing`` are free on loopback, all
+    of them in the ports `tom.tools.peers.free_ports` picks from (this worker's, below the ephemeral
+    range)."""
+    low, high = port_range()
     for _ in range(200):
-        base = random.randrange(20000, 40000)
+        base = random.randrange(low, high - spacing - count + 2)
         ports = [base + i for i in range(count)] + [base + spacing + i for i in range(count)]
         try:
             socks = []
@@ -164,3 +169,19 @@ def test_the_durable_kv_store_example_keeps_every_key_when_all_three_are_killed(
     assert "every key is back after all three were killed" in done.stdout
     assert all((tmp_path / "kv" / f"member-{i}" / "group" / "history.log").exists() for i in range(3))
     assert "Traceback" not in done.stderr
+
+
+def test_the_kv_store_example_with_a_port_in_use_says_so_in_one_line_and_stops(tmp_path):
+    """A member whose group port is taken stops with one line naming the port, no traceback, and the
+    launcher stops naming that member (its wait for the HTTP faces ends when a member does)."""
+    base = free_run(3)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", base + 1))
+        taken.listen()
+        done = subprocess.run([sys.executable, str(REPO / "examples" / "kv_store.py"), "--check", "--group-port",
+                               str(base), "--http-port", str(base + 1000)], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"kv_store: member 1: port {base + 1} on 127.0.0.1 is already in use" in done.stderr
+    assert "kv_store: member 1 stopped (exit 2) before its HTTP face served" in done.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from analysis import checks, verify
 from tests.analysis.conftest import message, view_record
-from procs import PeerProcs
+from procs import PeerProcs, free_ports
 
 pytestmark = pytest.mark.spark
 A, B, C, D = "127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"
@@ -201,18 +201,6 @@ def test_static_group_expects_everyone(records):
 
 
 # --------------------------------------------------------------------------- real peers
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports that were free a moment ago (as tests/procs.py)."""
-    import socket
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
 
 @pytest.mark.e2e
 def test_chaos_run_of_real_peers_verifies(spark, tmp_path):

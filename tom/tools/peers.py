@@ -144,16 +144,39 @@ class LineTail:
         return lines
 
 
-def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
-    """``n`` distinct ports that were free on ``host`` a moment ago, outside the ephemeral range: a
-    port from that range could be taken meanwhile as the local end of some outgoing connection (a
-    peer started late would then find its port in use). At most 1000 ports are tried."""
+PORT_RANGE = "TOM_PORT_RANGE"
+"""The environment variable that narrows the ports `free_ports` picks to ``LOW-HIGH`` (both included):
+programs that pick ports at the same time on one machine (a test suite's workers) each take a range of
+their own, so that none binds a port another picked a moment before."""
+
+
+def port_range() -> tuple[int, int]:
+    """The ports `free_ports` picks from, lowest and highest: ``TOM_PORT_RANGE`` when set, else from
+    20000 up to 32000 or to just below the kernel's ephemeral range, whichever is lower. A port of the
+    ephemeral range could be taken meanwhile as the local end of some outgoing connection (a peer
+    started late would then find its port in use). A malformed ``TOM_PORT_RANGE`` is a `TomError`."""
+    value = os.environ.get(PORT_RANGE)
+    if value:
+        try:
+            low, high = (int(part) for part in value.split("-"))
+        except ValueError:
+            low = high = 0
+        if not 1024 <= low <= high <= 65535:
+            raise TomError(f"{PORT_RANGE}={value!r} is not LOW-HIGH, two ports from 1024 to 65535, LOW first")
+        return low, high
     low, high = 20000, 32000
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             high = min(high, int(f.read().split()[0]) - 1)
     except (OSError, ValueError, IndexError):
         pass
+    return low, high
+
+
+def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
+    """``n`` distinct ports of `port_range` that were free on ``host`` a moment ago. At most 1000 ports
+    are tried."""
+    low, high = port_range()
     rng = random.Random()
     ports: list[int] = []
     for _ in range(1000):
