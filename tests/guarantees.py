@@ -3,10 +3,27 @@ order promises of delivery, leaves and liveness (docs/guarantees.md, docs/output
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from orders import check_causal, check_same_numbers, check_sequencer_numbers, settled
 from simnet import Network, Node
 from tom.core import ViewDelivery, has_quorum
 from tom.codec.pid import pid_key
+
+
+def breaks_guarantees(sim: Network) -> bool:
+    """Whether the finished simulation ``sim`` fails `check`."""
+    try:
+        check(sim)
+    except AssertionError:
+        return True
+    return False
+
+
+def first_seed(seeds: Iterable[int], broken: Callable[[int], bool]) -> int | None:
+    """The first of ``seeds`` for which ``broken(seed)`` holds, None if none: a test that the checker
+    catches a broken rule needs one seed that fails, and stops there."""
+    return next((seed for seed in seeds if broken(seed)), None)
 
 
 def event_id(d) -> tuple:
