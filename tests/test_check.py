@@ -511,6 +511,7 @@ def test_a_configuration_line_reads_back_as_written():
 
 
 def test_ctrl_c_stops_a_search_and_reports_what_it_explored():
+    import select
     import signal
     import time
 
@@ -520,7 +521,9 @@ def test_ctrl_c_stops_a_search_and_reports_what_it_explored():
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=sigint_as_at_a_terminal)
     try:
-        time.sleep(4)  # (the search runs for minutes)
+        assert proc.stdout is not None and select.select([proc.stdout], [], [], 60)[0], "tom check said nothing"
+        assert proc.stdout.readline().startswith("checking: ")  # the search has begun (it runs for minutes)
+        time.sleep(1)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
