@@ -139,7 +139,9 @@ class BenchGroup(Group):
             if min(counts) >= expected:
                 return
             if time.monotonic() > deadline:
-                raise BenchError(f"timed out waiting for {expected} deliveries at every peer; have {counts}")
+                raise BenchError(f"{self.workdir.name}: timed out waiting for {expected} deliveries at every peer; "
+                                 f"have {counts}; the peers' logs' last lines:\n"
+                                 + "\n".join(f"{p.pid}: {p.proc.log_tail(3)}" for p in self.peers))
             polls += 1
             if polls % 256 == 0:
                 self.check_alive()

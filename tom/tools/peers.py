@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Generic, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
@@ -173,17 +174,23 @@ def port_range() -> tuple[int, int]:
     return low, high
 
 
+_HANDED_OUT: deque[int] = deque(maxlen=512)
+"""The ports `free_ports` gave this process lately: free when it checked them but maybe not bound yet
+(groups started one after another, each peer binding its port once it runs), so not given again: in
+`scripts/bench`'s four groups started side by side, a peer found its port taken by another group's."""
+
+
 def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
-    """``n`` distinct ports of `port_range` that were free on ``host`` a moment ago. At most 1000 ports
-    are tried."""
+    """``n`` distinct ports of `port_range` that were free on ``host`` a moment ago, none of them among
+    the last 512 it gave this process. At most 1000 ports are tried."""
     low, high = port_range()
     rng = random.Random()
     ports: list[int] = []
     for _ in range(1000):
         if len(ports) == n:
-            return ports
+            break
         port = rng.randint(low, high)
-        if port in ports:
+        if port in ports or port in _HANDED_OUT:
             continue
         with socket.socket() as s:
             try:
@@ -191,7 +198,10 @@ def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
             except OSError:
                 continue
         ports.append(port)
-    raise RuntimeError(f"no {n} free ports on {host} between {low} and {high}")
+    if len(ports) < n:
+        raise RuntimeError(f"no {n} free ports on {host} between {low} and {high}")
+    _HANDED_OUT.extend(ports)
+    return ports
 
 
 def write_neighbors(path: Path, pids: Iterable[str]) -> Path:
