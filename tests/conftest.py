@@ -91,9 +91,9 @@ def pytest_configure(config):
         os.environ[PORT_RANGE] = worker_port_range(index, int(workerinput["workercount"]))
     if os.environ.get("TOM_TEST_USAGE"):
         from usage import Recorder
-        worker = getattr(config, "workerinput", {}).get("workerid", "main")
+        worker = workerinput["workerid"] if workerinput is not None else "main"
         config.pluginmanager.register(Recorder(os.environ["TOM_TEST_USAGE"], worker), "tom-usage")
-    if not hasattr(config, "workerinput") and CONNECT_DIR not in os.environ:
+    if workerinput is None and CONNECT_DIR not in os.environ:
         folder = tempfile.mkdtemp(prefix="tom-test-connect-")
         os.environ[CONNECT_DIR] = folder
         config._tom_connect_dir = folder

@@ -7,7 +7,6 @@ Groups are secured (``--keys``, mutual TLS) unless a test asks for the plain pro
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -23,15 +22,10 @@ DEADLINE = 40.0
 
 
 def worker_port_range(index: int, count: int) -> str:
-    """The ``TOM_PORT_RANGE`` of xdist worker ``index`` of ``count``: its slice of the default range of
-    `tom.tools.peers.port_range`, none shared. Workers pick ports at the same time and bind them
-    later; from one range, one worker's peer could find its port taken by another's."""
-    saved = os.environ.pop(peers.PORT_RANGE, None)
-    try:
-        low, high = peers.port_range()
-    finally:
-        if saved is not None:
-            os.environ[peers.PORT_RANGE] = saved
+    """The ``TOM_PORT_RANGE`` of xdist worker ``index`` of ``count``: its slice of
+    `tom.tools.peers.default_port_range`, none shared. Workers pick ports at the same time and bind
+    them later; from one range, one worker's peer could find its port taken by another's."""
+    low, high = peers.default_port_range()
     size = (high - low + 1) // count
     first = low + index * size
     return f"{first}-{first + size - 1}"

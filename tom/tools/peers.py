@@ -151,26 +151,31 @@ programs that pick ports at the same time on one machine (a test suite's workers
 their own, so that none binds a port another picked a moment before."""
 
 
-def port_range() -> tuple[int, int]:
-    """The ports `free_ports` picks from, lowest and highest: ``TOM_PORT_RANGE`` when set, else from
-    20000 up to 32000 or to just below the kernel's ephemeral range, whichever is lower. A port of the
-    ephemeral range could be taken meanwhile as the local end of some outgoing connection (a peer
-    started late would then find its port in use). A malformed ``TOM_PORT_RANGE`` is a `TomError`."""
-    value = os.environ.get(PORT_RANGE)
-    if value:
-        try:
-            low, high = (int(part) for part in value.split("-"))
-        except ValueError:
-            low = high = 0
-        if not 1024 <= low <= high <= 65535:
-            raise TomError(f"{PORT_RANGE}={value!r} is not LOW-HIGH, two ports from 1024 to 65535, LOW first")
-        return low, high
+def default_port_range() -> tuple[int, int]:
+    """From 20000 up to 32000 or to just below the kernel's ephemeral range, whichever is lower: a port
+    of the ephemeral range could be taken meanwhile as the local end of some outgoing connection (a
+    peer started late would then find its port in use)."""
     low, high = 20000, 32000
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             high = min(high, int(f.read().split()[0]) - 1)
     except (OSError, ValueError, IndexError):
         pass
+    return low, high
+
+
+def port_range() -> tuple[int, int]:
+    """The ports `free_ports` picks from, lowest and highest: ``TOM_PORT_RANGE`` when set, else
+    `default_port_range`. A malformed ``TOM_PORT_RANGE`` is a `TomError`."""
+    value = os.environ.get(PORT_RANGE)
+    if not value:
+        return default_port_range()
+    try:
+        low, high = (int(part) for part in value.split("-"))
+    except ValueError:
+        low = high = 0
+    if not 1024 <= low <= high <= 65535:
+        raise TomError(f"{PORT_RANGE}={value!r} is not LOW-HIGH, two ports from 1024 to 65535, LOW first")
     return low, high
 
 
