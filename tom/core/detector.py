@@ -56,6 +56,8 @@ class FailureDetector:
 
     def verified(self, now: float) -> set[str]:
         """The members suspected for at least the verification period: taken for dead."""
+        if not self.suspected:
+            return set()
         limit = now - self.verify_after
         return {p for p, since in self.suspected.items() if since <= limit}
 
@@ -68,7 +70,7 @@ class FailureDetector:
         its number: `Peers.elsewhere`), or are connected as another incarnation (restarted: verified
         at once)."""
         suspected, last_heard = self.suspected, self.last_heard
-        round_trip = self.trips.bound()
+        round_trip = -1.0  # (`RoundTrips.bound`, only for a member that has not announced the view)
         elsewhere = peers.elsewhere(view)
         announced = {**peers.views, **dict.fromkeys(elsewhere, -1)} if elsewhere else peers.views
         for pid in view.members:
@@ -76,10 +78,15 @@ class FailureDetector:
                 allowed = self.allowance(pid, suspect_after)
                 if not peers.member_link(view, pid):
                     self.dead_now(pid, now)
-                elif (now - last_heard.get(pid, started_at) >= allowed
-                      or (announced.get(pid, -1) < view.id and now - installed_at >= allowed + round_trip)):
+                elif now - last_heard.get(pid, started_at) >= allowed:
                     suspected[pid] = now
                     self.timed.add(pid)
+                elif announced.get(pid, -1) < view.id:
+                    if round_trip < 0.0:
+                        round_trip = self.trips.bound()
+                    if now - installed_at >= allowed + round_trip:
+                        suspected[pid] = now
+                        self.timed.add(pid)
 
     def spoke(self, pid: str, now: float, view: View | None, peers: Peers, unannounced: int) -> None:
         """A frame of ``pid`` came ``now``. A suspicion of it ends if it speaks as a member of ``view``:

@@ -65,6 +65,8 @@ def coordinator(members: Iterable[str], verified: Collection[str], leaving: Coll
     A leaver does not coordinate its own leave: it would deliver the view it leaves in and exit, and if
     its INSTALL died with it the others would install another view v+1. Run by a remaining member, the
     decision is held by a survivor before the leaver delivers it."""
+    if not verified and not leaving:  # (every tick of every member: the common case, no lists)
+        return min(members, key=pid_key, default=None)
     alive = [p for p in members if p not in verified]
     staying = [p for p in alive if p not in leaving]
     return min(staying or alive, key=pid_key) if alive else None

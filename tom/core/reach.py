@@ -161,6 +161,9 @@ class Reach:
         took for dead (``suspected``: pid -> since) a heartbeat period ago and that is still in the view
         (``gone``: the members the flush under way removes are not), at most once a heartbeat period;
         and the notices of the pairs new since the last report."""
+        if not suspected:  # (every tick of every member: nothing to report, no pair to say)
+            self.mine = {}
+            return [], []
         acting = coordinator(view.members, verified, leaves) == me and not no_quorum
         to = () if acting else report_to(view, me, leaves, verified)
         period = t.heartbeat
