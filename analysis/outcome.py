@@ -145,6 +145,7 @@ class Report:
     incomplete: list[dict] | None = None
     durable: list[dict] | None = None
     gaps: list[dict] | None = None
+    spark_settings: dict[str, str] | None = None
 
     def settle(self, checks: dict[str, Check]) -> None:
         """The checks are in: they and the verdict they give."""
@@ -158,7 +159,8 @@ class Report:
         if self.skipped:
             out["skipped"] = self.skipped
         for name in ("file_summaries", "bad_lines", "order", "order_check", "fast_path", "peers",
-                     "views", "rejoins", "diagram", "peer_files", "incomplete", "durable", "gaps"):
+                     "views", "rejoins", "diagram", "peer_files", "incomplete", "durable", "gaps",
+                     "spark_settings"):
             if (value := getattr(self, name)) is not None:
                 out[name] = value
         if self.proof is not None:

@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                       markup=False)
         return EXIT_UNUSABLE
     try:
-        result = verify(spark, args.paths, first=args.first).as_json()
+        result = verify(spark, args.paths, first=args.first, own_session=owned).as_json()
     finally:
         if owned:
             spark.stop()
@@ -159,8 +159,19 @@ def main(argv: list[str] | None = None) -> int:
 
 # --------------------------------------------------------------------------- the pipeline
 
-def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> Report:
+SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+                    "spark.sql.adaptive.enabled": "false"}
+"""The session settings of a verification of a small input (`SMALL_INPUT_BYTES`, local) in a session
+of its own (:func:`main`): expressions interpreted, not compiled to Java; plans not planned again
+after each stage. On a few thousand records Spark's cost is compiling each plan's Java (Janino) and
+re-planning, not computing; the same plans give the same results in both modes (Spark tests its
+expressions in both). A larger input keeps code generation and adaptive execution, where they pay."""
+
+
+def verify(spark, paths: list[str], first: int = FIRST_ROWS, own_session: bool = False) -> Report:
     """Run every check on ``paths``; return the report (``as_json``: report.json, docs/verifier.md).
+    With ``own_session`` (a session made for this verification alone) a small local input is
+    verified with `SMALL_INPUT_CONF`.
 
     Everything brought to the driver is bounded: by the number of files and splits, peers, pairs of
     peers, histogram bins, diagram messages or ``first``.
@@ -187,6 +198,11 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS) -> Report:
         return result
     result.skipped = resolved.skipped
     texts = resolved.texts
+    size = input_bytes(resolved.files + texts)
+    if own_session and size is not None and size <= SMALL_INPUT_BYTES:
+        for key, value in SMALL_INPUT_CONF.items():
+            spark.conf.set(key, value)
+        result.spark_settings = dict(SMALL_INPUT_CONF)
     # the one-pass proof of the order the first lines name (Lamport's if they do not agree); a
     # class's text outputs are the handout's
     peeked = schema.HANDOUT if texts else peek_order(resolved.files)

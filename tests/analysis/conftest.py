@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from analysis.verify import SMALL_INPUT_CONF
 from spark_java import LONG_LIVED_JVM
 
 pytest.importorskip("pyspark")
@@ -14,9 +15,9 @@ pytest.importorskip("pyspark")
 PEERS = ("127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002")
 
 
-TESTS_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-              "spark.sql.adaptive.enabled": "false"}
-"""Interpreted expressions, no adaptive re-planning (:func:`spark`): 30 % less time for these tests
+TESTS_CONF = SMALL_INPUT_CONF
+"""Interpreted expressions, no adaptive re-planning (:func:`spark`), as the verifier's own session on a
+small input (:data:`analysis.verify.SMALL_INPUT_CONF`): 30 % less time for these tests
 (test_one_pass_orders and test_orders: 169 s -> 118 s, one process, the machine idle)."""
 
 

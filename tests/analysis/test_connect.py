@@ -99,6 +99,10 @@ def test_connect_gives_the_local_verdict_report_and_picture(connect_url, spark, 
     rep_local, page_local = _comparable(tmp_path / "local")
     rep_remote, page_remote = _comparable(remote_dir)
     rep_local["inputs"] = rep_remote["inputs"]  # the only thing that differs: how we named them
+    # a small input in a session of its own (the server's session for this client) is verified with
+    # interpreted expressions; a session the verifier was given (the tests') is left as it is
+    assert rep_remote.pop("spark_settings") == verify.SMALL_INPUT_CONF
+    assert "spark_settings" not in rep_local
     assert rep_remote == rep_local
     assert page_remote == page_local
 
