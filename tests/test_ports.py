@@ -81,3 +81,17 @@ def test_ports_handed_out_lately_are_not_handed_out_again_before_they_are_bound(
     monkeypatch.setenv(PORT_RANGE, "25100-25499")
     ports = [p for _ in range(20) for p in free_ports(10)]
     assert len(set(ports)) == 200
+
+
+def test_tom_grade_picks_its_groups_ports_from_the_workers_range(monkeypatch):
+    """`tom grade` starts its scripted peers and the student's tool on ports of its own: within a
+    worker's range too, or another worker's group found its port taken ('Address already in use',
+    a tool graded did-not-start)."""
+    from tom.grade import ports as grade_ports
+
+    monkeypatch.setattr(grade_ports, "_given", {})
+    monkeypatch.setenv(PORT_RANGE, "23000-23040")
+    for _ in range(5):
+        got = grade_ports.allocate(4)
+        assert all(23000 <= p <= 23040 for p in got), got
+        grade_ports._given.clear()

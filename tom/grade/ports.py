@@ -1,8 +1,10 @@
 """Loopback ports for the runs going on side by side, and what is left listening on them (Linux /proc).
 
 Every port is a 5-digit one below the ephemeral range (so a group's ports have equal length, and no
-outgoing connection takes one meanwhile); a port handed out is not handed out again by this process
-for `REUSE_AFTER` seconds, so runs side by side never share one.
+outgoing connection takes one meanwhile), within ``TOM_PORT_RANGE`` when it is set (programs picking
+ports side by side, a test suite's workers, each take a range of their own:
+`tom.tools.peers.port_range`); a port handed out is not handed out again by this process for
+`REUSE_AFTER` seconds, so runs side by side never share one.
 """
 
 from __future__ import annotations
@@ -30,12 +32,18 @@ def _free(port: int) -> bool:
 
 def allocate(n: int, rng: random.Random | None = None) -> list[int]:
     """``n`` distinct free 5-digit ports on 127.0.0.1, sorted, none given out lately."""
+    from ..tools.peers import PORT_RANGE, port_range
     rng = rng or random.Random()
-    high = HIGH
+    low, high = LOW, HIGH
     try:
         high = min(high, int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) - 1)
     except (OSError, ValueError, IndexError):
         pass
+    if os.environ.get(PORT_RANGE):
+        given = port_range()
+        low, high = max(low, given[0]), min(high, given[1])
+        if low > high:
+            raise OSError(f"{PORT_RANGE}={os.environ[PORT_RANGE]} holds no 5-digit port below the ephemeral range")
     now = time.monotonic()
     for port, when in list(_given.items()):
         if now - when > REUSE_AFTER:
@@ -44,12 +52,12 @@ def allocate(n: int, rng: random.Random | None = None) -> list[int]:
     for _ in range(2000):
         if len(ports) == n:
             break
-        port = rng.randint(LOW, high)
+        port = rng.randint(low, high)
         if port in ports or port in _given or not _free(port):
             continue
         ports.append(port)
     if len(ports) < n:
-        raise OSError(f"no {n} free ports on 127.0.0.1 between {LOW} and {high}")
+        raise OSError(f"no {n} free ports on 127.0.0.1 between {low} and {high}")
     for port in ports:
         _given[port] = now
     return sorted(ports)
