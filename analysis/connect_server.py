@@ -1,17 +1,23 @@
-"""A Spark Connect server on loopback from pyspark's own scripts, for tests and benchmarks.
+"""A Spark Connect server on loopback: a local Spark session with pyspark's own Connect plugin, for
+tests and benchmarks.
 
-``with local_connect_server(log_dir) as url:`` runs ``sbin/start-connect-server.sh --wait`` (the
-spark-connect jar ships in pyspark's ``jars/``) in its own process group, bound to 127.0.0.1 only,
-``local[N]``, and yields ``sc://127.0.0.1:PORT`` once the port accepts connections. The start is
-bounded in time; on exit the process group (whose id is the pid started here) gets SIGTERM, then
-SIGKILL. :class:`ConnectServerUnavailable` says in one line why a server could not be had.
+``with local_connect_server(log_dir) as url:`` runs this module as a program in its own process
+group: it starts a ``local[N]`` SparkSession with ``spark.plugins`` the Connect plugin (the
+spark-connect jar ships in pyspark's ``jars/``), bound to 127.0.0.1 only, and yields
+``sc://127.0.0.1:PORT`` once the port accepts connections. The start is bounded in time; on exit
+the process group (whose id is the pid started here) gets SIGTERM, then SIGKILL.
+:class:`ConnectServerUnavailable` says in one line why a server could not be had.
 :func:`start_connect_server` and :func:`stop_group` are the two halves, for a server that outlives
 the process that started it (the test suite's, shared by its workers, stopped by its controller).
+The server's driver is a Python process: it writes its py4j gateway's port and secret to
+``gateway.json`` in the log folder, with which another Python process of this machine can work on
+the same JVM (the test suite's workers do).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -20,6 +26,9 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+GATEWAY = "gateway.json"
+PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 
 
 class ConnectServerUnavailable(Exception):
@@ -75,50 +84,66 @@ def local_connect_server(log_dir: Path, *, cores: int = 1, timeout_s: float = 12
 def start_connect_server(log_dir: Path, *, cores: int = 1, timeout_s: float = 120.0,
                          conf: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """Start a Spark Connect server on 127.0.0.1 in a process group of its own, whose id is the
-    returned process's pid; return that process and the server's URL once it accepts connections.
-    It runs until :func:`stop_group` stops it; a start that fails is stopped here and raises
-    :class:`ConnectServerUnavailable`."""
-    import shutil
-
+    returned process's pid; return that process and the server's URL once it accepts connections
+    and its ``gateway.json`` is written. It runs until :func:`stop_group` stops it; a start that
+    fails is stopped here and raises :class:`ConnectServerUnavailable`."""
     import pyspark
 
-    from analysis.session import connect_available
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    from analysis.session import use_java
+    if use_java() is None:
         raise ConnectServerUnavailable("Java 17+ is required")
-    if not connect_available():
-        raise ConnectServerUnavailable("the Spark Connect client libraries are missing "
-                                       "(pip install 'pyspark[connect]')")
-    home = Path(pyspark.__file__).parent
-    script = home / "sbin" / "start-connect-server.sh"
-    if not script.exists() or not list((home / "jars").glob("spark-connect_*.jar")):
-        raise ConnectServerUnavailable(f"no {script} or spark-connect jar in this pyspark")
+    if not list((Path(pyspark.__file__).parent / "jars").glob("spark-connect_*.jar")):
+        raise ConnectServerUnavailable("no spark-connect jar in this pyspark")
     log_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(log_dir), SPARK_PID_DIR=str(log_dir),
-               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT"):
-        env.pop(name, None)
-    settings = {"spark.connect.grpc.binding.address": "127.0.0.1",
-                "spark.connect.grpc.binding.port": str(port),
-                "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                "spark.ui.enabled": "false", **(conf or {})}
-    args = ["bash", str(script), "--wait", "--master", f"local[{cores}]"]
-    for k, v in settings.items():
-        args += ["--conf", f"{k}={v}"]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT",
+                        "PYSPARK_GATEWAY_SECRET")}
+    args = [sys.executable, str(Path(__file__).resolve()), str(log_dir), str(port), f"local[{cores}]",
+            json.dumps(conf or {})]
     log = log_dir / "connect-server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=log_dir)
     try:
         deadline = time.monotonic() + timeout_s
-        while not _listening(port):
+        while not (log_dir / GATEWAY).exists():
             if proc.poll() is not None:
-                raise ConnectServerUnavailable(f"the server exited with {proc.returncode}; see {log}")
+                last = (log.read_text(errors="replace").strip().splitlines() or ["no output"])[-1][:200]
+                raise ConnectServerUnavailable(f"the server exited with {proc.returncode} ({last}); see {log}")
             if time.monotonic() > deadline:
                 raise ConnectServerUnavailable(f"not listening after {timeout_s:.0f} s; see {log}")
-            time.sleep(0.5)
+            time.sleep(0.3)
     except BaseException:
         stop_group(proc.pid, proc=proc)
         raise
     return proc, f"sc://127.0.0.1:{port}"
+
+
+def serve(log_dir: Path, port: int, master: str, conf: dict[str, str], timeout_s: float = 120.0) -> None:
+    """The server's program: a ``master`` SparkSession with the Connect plugin on 127.0.0.1:``port``
+    and ``conf``; once the port accepts connections, ``gateway.json`` (written whole, by a rename);
+    then it waits to be stopped."""
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # read by the JVM at start: bind nothing else
+    from pyspark.sql import SparkSession
+    settings = {"spark.plugins": PLUGIN, "spark.connect.grpc.binding.address": "127.0.0.1",
+                "spark.connect.grpc.binding.port": str(port),
+                "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", **conf}
+    spark = SparkSession.builder.master(master).appName("tom-connect-server").config(map=settings).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    deadline = time.monotonic() + timeout_s
+    while not _listening(port):
+        if time.monotonic() > deadline:
+            sys.exit(f"the Connect plugin did not listen on port {port} within {timeout_s:.0f} s")
+        time.sleep(0.2)
+    params = spark.sparkContext._gateway.gateway_parameters
+    tmp = log_dir / (GATEWAY + ".tmp")
+    tmp.write_text(json.dumps({"port": params.port, "secret": params.auth_token}))
+    tmp.rename(log_dir / GATEWAY)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]))

@@ -1,4 +1,5 @@
 import fcntl
+import json
 import os
 import shutil
 import sys
@@ -66,15 +67,15 @@ def browser():
 
 
 CONNECT_DIR = "TOM_TEST_CONNECT_DIR"
-"""The environment variable naming the folder of the suite's one Spark Connect server (its URL, the
-id of its process group, its log), made by the pytest process that runs the session (xdist's
+"""The environment variable naming the folder of the suite's one Spark JVM (:func:`suite_spark`: its
+``spark.json``, the id of its process group, its log), made by the pytest process that runs the session (xdist's
 controller, or the only process) and inherited by the workers."""
 
 
 def pytest_configure(config):
     """An xdist worker picks the ports of its peers from a range of its own (`procs.worker_port_range`),
     its children too (``TOM_PORT_RANGE``). The process that runs the session (not an xdist worker, not
-    a pytest run inside another's test) owns the folder of the suite's Spark Connect server (:func:`connect_server`). With
+    a pytest run inside another's test) owns the folder of the suite's Spark JVM (:func:`suite_spark`). With
     ``TOM_TEST_USAGE`` set, each test's costs are recorded (:mod:`usage`)."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
@@ -94,8 +95,8 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    """Its owner stops the suite's Spark Connect server, if a worker started one, by its process
-    group, once every worker is done."""
+    """Its owner stops the suite's Spark JVM, if a worker started it, by its process group, once every
+    worker is done."""
     folder = getattr(config, "_tom_connect_dir", None)
     if folder is None:
         return
@@ -117,24 +118,25 @@ def suite_spark():
     session's owner stops it (:func:`pytest_unconfigure`). One JVM warms up instead of one per
     worker and one for Connect. A start that failed is not tried again: its reason is kept."""
     try:
-        import suite_spark
-    except ImportError as exc:  # (no PySpark)
+        import pyspark  # noqa: F401
+    except ImportError as exc:
         yield None, f"no PySpark ({exc})"
         return
+    import suite_spark
     folder = Path(os.environ[CONNECT_DIR])
     with open(folder / "lock", "a") as lock:  # (closing it releases the lock)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / suite_spark.INFO).exists() and not (folder / "failed").exists():
+        if not (folder / "spark.json").exists() and not (folder / "failed").exists():
+            from analysis.connect_server import ConnectServerUnavailable
             try:
-                proc, _ = suite_spark.start(folder / "spark")
-            except RuntimeError as exc:
+                proc, info = suite_spark.start(folder / "spark")
+            except ConnectServerUnavailable as exc:
                 (folder / "failed").write_text(str(exc))
             else:
                 (folder / "pgid").write_text(str(proc.pid))
-                (folder / suite_spark.INFO).write_text((folder / "spark" / suite_spark.INFO).read_text())
-    if (folder / suite_spark.INFO).exists():
-        import json
-        yield json.loads((folder / suite_spark.INFO).read_text()), None
+                (folder / "spark.json").write_text(json.dumps(info))
+    if (folder / "spark.json").exists():
+        yield json.loads((folder / "spark.json").read_text()), None
     else:
         yield None, (folder / "failed").read_text()
 

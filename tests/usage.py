@@ -2,8 +2,8 @@
 file, every test process appends one JSON line per test to it -- its node id, the worker, the wall
 seconds of its call (setup and teardown included) and when it started, the CPU seconds of the
 pytest process itself, of its children (running or ended: peers, `tom verify`, a local Spark's JVM)
-and of the suite's Spark Connect server meanwhile (shared by the workers, so a test's figure there
-also holds the other's).
+and of the suite's Spark JVM meanwhile (tests/suite_spark.py: shared by the workers, so a test's
+figure there also holds the others').
 
 Read with ``python tests/usage.py FILE``. Nothing is recorded without the variable."""
 
@@ -33,15 +33,15 @@ def _stat(pid: int) -> tuple[int, int, float] | None:
 
 
 def _server_group() -> int | None:
-    """The process group of the suite's Spark Connect server, if one runs."""
+    """The process group of the suite's Spark JVM (its holder), if one runs."""
     folder = os.environ.get("TOM_TEST_CONNECT_DIR")
     pgid = Path(folder, "pgid") if folder else None
     return int(pgid.read_text()) if pgid is not None and pgid.exists() else None
 
 
 def _sample() -> tuple[float, float, float, float]:
-    """``(monotonic time, CPU seconds of this process, of its descendants outside the Connect
-    server's process group -- running or reaped --, of that group)``: one scan of /proc."""
+    """``(monotonic time, CPU seconds of this process, of its descendants outside the suite's Spark
+    JVM's process group -- running or reaped --, of that group)``: one scan of /proc."""
     procs = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and (s := _stat(int(entry.name))) is not None:

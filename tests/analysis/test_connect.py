@@ -1,8 +1,8 @@
 """``tom verify --remote sc://...`` against a real Spark Connect server on loopback.
 
-The server is pyspark's own ``sbin/start-connect-server.sh`` (:mod:`analysis.connect_server`: bound
-to 127.0.0.1, start bounded in time, stopped by its pid), the one this test process shares with the
-e2e tests' verifies (tests/conftest.py). Where it cannot start (no Java, no script,
+The server is the suite's one Spark JVM (tests/suite_spark.py: :mod:`analysis.connect_server`'s,
+pyspark's Connect plugin in a local session bound to 127.0.0.1, start bounded in time, stopped by
+its process group), the one this test process shares with the e2e tests' verifies. Where it cannot start (no Java, no script,
 no Connect client libraries, no port within the bound) the tests are skipped with the reason. The
 verifier runs as a user would: the CLI in a fresh process (a process that has built a Connect
 session is in Connect mode for good, so it cannot share this test process's local session).
