@@ -232,8 +232,11 @@ def make_app(handle: PeerHandle, host: str = "127.0.0.1") -> Starlette:
     def denied(request: Request) -> Response | None:
         if handle.token is None or token_matches(handle.token, request.headers.get("authorization")):
             return None
+        # a refused POST's body stays unread: the connection cannot be reused, say so (else the
+        # client's next request on it finds it closed)
+        close = {} if request.method in ("GET", "HEAD") else {"Connection": "close"}
         return _error(401, "this group is closed: send the API token as 'Authorization: Bearer <token>' "
-                           "(it is in the keys folder, file api-token)", **{"WWW-Authenticate": "Bearer"})
+                           "(it is in the keys folder, file api-token)", **{"WWW-Authenticate": "Bearer"}, **close)
 
     async def status(request: Request) -> Response:
         return denied(request) or JSONResponse(handle.status())
