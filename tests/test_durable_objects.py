@@ -65,13 +65,17 @@ def test_a_group_killed_as_a_whole_comes_back_with_every_key(tmp_path):
     for i in range(50):
         group[i % 3].set(f"k{i}", {"n": i})
     group[1].pop("k0")
-    wait_until(lambda: all(len(d) == 49 for d in group))
-    want = group[0].copy()
+    # every call applied everywhere (49 keys alone could be k0-k48: k49 and the pop still on their way)
+    want = {f"k{i}": {"n": i} for i in range(1, 50)}
+    wait_until(lambda: all(d.copy() == want for d in group))
     for d in group:
         crash(d)
     group = started(dicts(pids, tmp_path), 3)
     try:
-        assert all(d.copy() == want for d in group)
+        back = [d.copy() for d in group]
+        assert all(b == want for b in back), [  # (each member's keys that differ: theirs, the wanted)
+            (d.me, {k: (b.get(k), want.get(k)) for k in sorted(set(b) | set(want)) if b.get(k) != want.get(k)})
+            for d, b in zip(group, back) if b != want]
         group[2].set("new", 1)
         wait_until(lambda: all(d.get("new") == 1 for d in group))
     finally:
