@@ -198,8 +198,7 @@ def verify(spark, paths: list[str], first: int = FIRST_ROWS, own_session: bool =
         return result
     result.skipped = resolved.skipped
     texts = resolved.texts
-    size = input_bytes(resolved.files + texts)
-    if own_session and size is not None and size <= SMALL_INPUT_BYTES:
+    if own_session and (size := input_bytes(resolved.files + texts)) is not None and size <= SMALL_INPUT_BYTES:
         for key, value in SMALL_INPUT_CONF.items():
             spark.conf.set(key, value)
         result.spark_settings = dict(SMALL_INPUT_CONF)

@@ -11,7 +11,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-
 def _run_first(item) -> int:
     """Where ``item`` goes in the order the workers take the tests (scripts/test: xdist's loadgroup,
     in collection order): the verifier's two groups first (two workers compute on them for the first

@@ -37,13 +37,12 @@ def spark(suite_spark):
     info, why = suite_spark
     if info is None:
         pytest.fail(f"the suite's Spark did not start: {why}")
-    from suite_spark import attach
+    from suite_spark import attach, detach
 
     session = attach(info)
     for key, value in {"spark.sql.shuffle.partitions": "1", **TESTS_CONF}.items():
         session.conf.set(key, value)
     yield session
-    from suite_spark import detach
     detach(session)
 
 

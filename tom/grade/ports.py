@@ -32,13 +32,9 @@ def _free(port: int) -> bool:
 
 def allocate(n: int, rng: random.Random | None = None) -> list[int]:
     """``n`` distinct free 5-digit ports on 127.0.0.1, sorted, none given out lately."""
-    from ..tools.peers import PORT_RANGE, port_range
+    from ..tools.peers import PORT_RANGE, default_port_range, port_range
     rng = rng or random.Random()
-    low, high = LOW, HIGH
-    try:
-        high = min(high, int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) - 1)
-    except (OSError, ValueError, IndexError):
-        pass
+    low, high = LOW, min(HIGH, default_port_range()[1])  # (below the ephemeral range)
     if os.environ.get(PORT_RANGE):
         given = port_range()
         low, high = max(low, given[0]), min(high, given[1])
