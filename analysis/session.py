@@ -3,7 +3,8 @@
 Contract: an embedded session (no master given, none inherited from spark-submit) runs ``local[*]``
 bound to 127.0.0.1 only, with no UI, no console progress bar and log level ERROR; the driver JVM's
 stderr (log4j start-up chatter, JDK incubator warnings) goes to a log file instead of the user's
-terminal. A master given on the command line or by spark-submit is never overridden. A Spark Connect
+terminal; its py4j view remembers the classes it resolves (`analysis.java_lookups`). A master given
+on the command line or by spark-submit is never overridden. A Spark Connect
 URL (``sc://host:port``, from ``--remote`` or ``SPARK_REMOTE``) gives a Connect client session: no JVM
 here, nothing configured but the URL (the server owns its configuration).
 """
@@ -18,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+from analysis import java_lookups
 
 LOOPBACK = "127.0.0.1"
 JAVA_MISSING = (
@@ -231,6 +234,7 @@ def build_session(master: str | None = None, log_dir: Path | None = None,
         builder = builder.master(master)
     if inside_spark_submit():
         spark = builder.config(*NO_CALL_SITES).getOrCreate()
+        java_lookups.remember(spark.sparkContext._jvm)
         spark.sparkContext.setLogLevel("ERROR")
         return spark
 
@@ -267,6 +271,7 @@ def build_session(master: str | None = None, log_dir: Path | None = None,
         builder = builder.config("spark.jars", str(jar))
     with _stderr_to(log_dir / "spark-driver.log"):
         spark = builder.getOrCreate()
+    java_lookups.remember(spark.sparkContext._jvm)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

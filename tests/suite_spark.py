@@ -46,12 +46,14 @@ def attach(info: dict):
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
+    from analysis import java_lookups
+
     os.environ["PYSPARK_GATEWAY_PORT"], os.environ["PYSPARK_GATEWAY_SECRET"] = str(info["port"]), info["secret"]
     try:
         gateway = launch_gateway()
     finally:  # (this process's children, a `tom verify` among them, start a JVM of their own)
         del os.environ["PYSPARK_GATEWAY_PORT"], os.environ["PYSPARK_GATEWAY_SECRET"]
-    jvm = gateway.jvm
+    jvm = java_lookups.remember(gateway.jvm)
     jsc = jvm.org.apache.spark.api.java.JavaSparkContext.fromSparkContext(
         jvm.org.apache.spark.SparkContext.getOrCreate())
     return SparkSession(SparkContext(gateway=gateway, jsc=jsc)).newSession()
