@@ -120,10 +120,18 @@ def start_connect_server(log_dir: Path, *, cores: int = 1, timeout_s: float = 12
     return proc, f"sc://127.0.0.1:{port}"
 
 
+def exit_on_sigterm() -> None:
+    """Make SIGTERM end this process with status 0 through ``sys.exit``, so that its exit handlers
+    run (a coverage run's data is written by one): by default SIGTERM kills a Python process at once."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+
+
 def serve(log_dir: Path, port: int, master: str, conf: dict[str, str], timeout_s: float = 120.0) -> None:
     """The server's program: a ``master`` SparkSession with the Connect plugin on 127.0.0.1:``port``
     and ``conf``; once the port accepts connections, ``gateway.json`` (written whole, by a rename);
-    then it waits to be stopped."""
+    then it waits to be stopped: SIGTERM (:func:`stop_group`) ends it as a program ends, its exit
+    handlers run (:func:`exit_on_sigterm`)."""
+    exit_on_sigterm()
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # read by the JVM at start: bind nothing else
     from pyspark.sql import SparkSession
     settings = {"spark.plugins": PLUGIN, "spark.connect.grpc.binding.address": "127.0.0.1",

@@ -31,8 +31,20 @@ def round_trips(jvm):
         del client.send_command
 
 
+def fresh_view(spark):
+    """A JVM view of the session's gateway that has resolved nothing yet, remembering, importing
+    what PySpark's does."""
+    from py4j.java_gateway import java_import
+
+    jvm = java_lookups.remember(spark.sparkContext._gateway.new_jvm_view())
+    java_import(jvm, "org.apache.spark.sql.functions")
+    java_import(jvm, "org.apache.spark.api.java.*")
+    java_import(jvm, "org.apache.spark.api.python.*")
+    return jvm
+
+
 def test_a_remembered_view_resolves_a_class_and_its_static_method_once(spark):
-    jvm = java_lookups.remember(spark.sparkContext._jvm)
+    jvm = fresh_view(spark)
     assert java_lookups.remember(jvm) is jvm  # (again: nothing changes)
     with round_trips(jvm) as first:
         jvm.functions.col("a")
@@ -48,16 +60,25 @@ def test_a_remembered_view_still_asks_for_packages_and_missing_classes(spark):
     from py4j.java_gateway import JavaPackage
     from py4j.protocol import Py4JError
 
-    jvm = java_lookups.remember(spark.sparkContext._jvm)
+    jvm = fresh_view(spark)
     with round_trips(jvm) as sent:
         assert isinstance(jvm.org, JavaPackage)
         assert isinstance(jvm.org, JavaPackage)
     assert len(sent) == 2
+    jvm.functions  # noqa: B018 -- (resolved, and remembered)
     with round_trips(jvm) as sent:
         for _ in range(2):
             with pytest.raises(Py4JError):
                 jvm.functions.no_such_function_here
     assert len(sent) == 2
+
+
+def test_a_session_s_own_view_remembers(spark):
+    jvm = spark.sparkContext._jvm
+    jvm.PythonUtils  # noqa: B018 -- (resolved: by now, or here)
+    with round_trips(jvm) as sent:
+        assert jvm.PythonUtils._fqn == "org.apache.spark.api.python.PythonUtils"
+    assert sent == []
 
 
 def _jobs(spark, group: str, call):
