@@ -17,28 +17,29 @@ from __future__ import annotations
 from py4j.java_gateway import JavaClass, JavaMember, JVMView
 
 
+def _kept(owner, name: str, value):
+    """``value``, the answer of ``owner``'s lookup of ``name``, kept on ``owner`` if it is a class
+    (remembering in turn) or a static method."""
+    if isinstance(value, JavaClass):
+        value.__class__ = _RememberingClass
+    elif not isinstance(value, JavaMember):
+        return value
+    owner.__dict__[name] = value
+    return value
+
+
 class _RememberingClass(JavaClass):
     """A py4j class that keeps its static methods and inner classes once looked up."""
 
     def __getattr__(self, name: str):
-        value = JavaClass.__getattr__(self, name)
-        if isinstance(value, JavaClass):
-            value.__class__ = _RememberingClass
-            self.__dict__[name] = value
-        elif isinstance(value, JavaMember):
-            self.__dict__[name] = value
-        return value
+        return _kept(self, name, JavaClass.__getattr__(self, name))
 
 
 class _RememberingView(JVMView):
     """A py4j JVM view that keeps the classes it resolves (packages and errors are asked again)."""
 
     def __getattr__(self, name: str):
-        value = JVMView.__getattr__(self, name)
-        if isinstance(value, JavaClass):
-            value.__class__ = _RememberingClass
-            self.__dict__[name] = value
-        return value
+        return _kept(self, name, JVMView.__getattr__(self, name))
 
 
 def remember(jvm: JVMView) -> JVMView:
