@@ -755,12 +755,10 @@ def _exact_event_checks(spark, records, messages, views, view_rows: list[dict], 
         agree = agree.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         if small:  # the first rows (one job where a run is clean), counted again only if need be
-            shown = _rows(agree.orderBy("clock", "pid"), first + 1)
-            whole = len(shown) <= first
+            shown, whole = _first_rows(agree, ["clock", "pid"], first)
             n_agree = len(shown) if whole else agree.count()
             missing_total = sum(len(r["missing"]) for r in shown) if whole else \
                 agree.agg(F.sum(F.size("missing"))).first()[0] or 0
-            shown = shown[:first]
         else:
             n_agree = agree.count()
             missing_total = agree.agg(F.sum(F.size("missing"))).first()[0] or 0 if n_agree else 0
@@ -1000,8 +998,8 @@ def _count_and_first(df, order: list[str], n: int) -> tuple[int, list[dict]]:
     computing the frame once, cached."""
     from pyspark import StorageLevel
     if _small(df):
-        shown = _rows(df.orderBy(*order), n + 1)
-        return (len(shown) if len(shown) <= n else df.count()), shown[:n]
+        shown, whole = _first_rows(df, order, n)
+        return (len(shown) if whole else df.count()), shown
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         count = df.count()
@@ -1009,6 +1007,13 @@ def _count_and_first(df, order: list[str], n: int) -> tuple[int, list[dict]]:
     finally:
         df.unpersist()
     return count, first
+
+
+def _first_rows(df, order: list[str], n: int) -> tuple[list[dict], bool]:
+    """The first ``n`` rows of ``df`` by ``order``, and whether they are all of it (one job: ``n + 1``
+    rows taken)."""
+    shown = _rows(df.orderBy(*order), n + 1)
+    return shown[:n], len(shown) <= n
 
 
 def _rows(df, n: int) -> list[dict]:
