@@ -87,7 +87,6 @@ def _verify(tmp: Path, files: list[Path]) -> tuple[subprocess.CompletedProcess, 
 
 @pytest.mark.e2e
 @pytest.mark.spark
-@pytest.mark.pure  # (the mutant patches the core's Python objects)
 @pytest.mark.skipif(not spark_java(), reason="Spark needs Java 17+")
 def test_a_clock_that_ignores_what_it_receives_is_violated_and_the_real_clock_verified(tmp_path, spark_remote):
     files = _run(tmp_path / "mutant-run", mutant=True)
