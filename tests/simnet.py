@@ -120,6 +120,7 @@ class Network:
     _link_free: dict = field(default_factory=dict)
     _backlog: dict = field(default_factory=dict)  # (src, dst) -> frames waiting for the link
     _dirty: set = field(default_factory=set)  # peers with an open step (steps_end_together)
+    _parsed: dict = field(default_factory=dict)  # wire text -> the frame parsed from it (`over_the_wire`)
 
     @classmethod
     def static(cls, n: int, seed: int, max_delay: float = 1.0, batching: bool = False,
@@ -382,11 +383,23 @@ class Network:
             self.break_link(src, dst, self.refusals)
             return
         if self.wire:
-            frame = parse_frame(format_frame(frame))
+            frame = self.over_the_wire(frame)
         if self.on_receive is not None:
             self.on_receive(src, dst, frame)
         nd.core.receive(src, frame)
         self._end_step(nd, by_frame=True)
+
+    def over_the_wire(self, frame: Frame) -> Frame:
+        """``frame`` as its receiver takes it off a link: formatted, then parsed from that text. A text
+        is parsed once per network (a broadcast reaches every member as one text, an idle peer's
+        heartbeats repeat): parsing is a function of the text, and frames are immutable values."""
+        text = format_frame(frame)
+        parsed = self._parsed.get(text)
+        if parsed is None:
+            if len(self._parsed) >= 4096:
+                self._parsed.clear()
+            parsed = self._parsed[text] = parse_frame(text)
+        return parsed
 
     def _end_step(self, node: Node, by_frame: bool) -> None:
         """A core handled an event: its step ends now (its sends go out), or, batching, maybe later."""

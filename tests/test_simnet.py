@@ -88,3 +88,21 @@ def test_without_randomness_a_run_is_the_same_every_time():
     pids, first = run()
     assert first == run()[1]
     assert [d.removed for d in first[pids[0]] if hasattr(d, "removed")][-1] == (pids[3],)
+
+
+def test_every_frame_crosses_the_wire_as_text_and_each_text_is_parsed_once(monkeypatch):
+    """A frame reaches its receiver as the codec parses its text (``wire``), and a text is parsed once
+    per network: a broadcast reaches each member as one text, an idle peer's heartbeats repeat."""
+    import simnet
+
+    parsed: list[str] = []
+    real = simnet.parse_frame
+    monkeypatch.setattr(simnet, "parse_frame", lambda text: parsed.append(text) or real(text))
+    net = Network.static(3, seed=1, max_delay=0.1)
+    a, b, c = net.pids
+    net.schedule_send(0.0, a, "x")
+    net.run()
+    assert [texts(net, p) for p in net.pids] == [["x"], ["x"], ["x"]]
+    message = [t for t in parsed if str(t).startswith("MESSAGE")]
+    assert len(message) == 1 and len(parsed) == len(set(parsed))  # A's MESSAGE went to B and C: one parse
+    assert net.over_the_wire(real(message[0])) is net.over_the_wire(real(message[0]))
