@@ -14,29 +14,57 @@ sys.path.insert(0, str(Path(__file__).parent))
 def _run_first(item) -> int:
     """Where ``item`` goes in the order the workers take the tests (scripts/test: xdist's loadgroup,
     in collection order): the verifier's two groups first (two workers compute on them for the first
-    minutes), then the docs' blocks on the fixed ports and the end-to-end tests, which mostly wait on
-    timers (the third and fourth workers run them meanwhile), then the other docs' blocks, then the
-    rest."""
+    minutes), then the docs' blocks on the fixed ports, then the rest (`_spread`)."""
     groups = {m.args[0] for m in item.iter_markers("xdist_group") if m.args}
     if groups & {"analysis-1", "analysis-2"}:
         return 0
     if "docs-ports" in groups:
         return 1
-    if item.get_closest_marker("e2e") is not None and not any(g.startswith("docs-") for g in groups):
-        return 2
-    return 3 if groups else 4
+    return 2
+
+
+def _kind(item) -> int:
+    """Among the rest: an end-to-end test (it mostly waits on timers), a docs' block, or a test that
+    computes."""
+    if item.get_closest_marker("e2e") is not None:
+        return 0
+    return 1 if any(m.args and str(m.args[0]).startswith("docs-") for m in item.iter_markers("xdist_group")) else 2
+
+
+LONG_SPAN = 0.8
+
+
+def _spread(items: list) -> list:
+    """``items`` in the order the workers take them: by `_run_first`; the rest with its three `_kind`s
+    spread evenly over each other, each in its own order (the end-to-end tests that wait on timers
+    beside the tests that compute: on two cores, while a worker waits another takes its core, and no
+    stretch of the run has every worker waiting), the end-to-end tests and the docs' blocks over the
+    first `LONG_SPAN` of it (they take up to a minute or so each: the run ends on short tests, which
+    keep every worker busy to the end)."""
+    rank = {id(item): _run_first(item) for item in items}
+    rest = [item for item in items if rank[id(item)] == 2]
+    counts = [0, 0, 0]
+    for item in rest:
+        counts[_kind(item)] += 1
+    seen = [0, 0, 0]
+    place = {}
+    for item in rest:
+        kind = _kind(item)
+        place[id(item)] = ((seen[kind] + 0.5) / counts[kind] * (1.0 if kind == 2 else LONG_SPAN), kind)
+        seen[kind] += 1
+    return sorted(items, key=lambda item: (rank[id(item)], place.get(id(item), (0.0, 0))))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The order the workers take the tests in (:func:`_run_first`; a stable sort). On the compiled
+    """The order the workers take the tests in (:func:`_spread`). On the compiled
     build, a test marked ``pure`` (it patches or walks the core's Python objects, which compiled
     modules do not let it) is skipped saying so; scripts/test runs it again with TOM_PURE=1."""
     import pytest
 
     from tom import build
 
-    items.sort(key=_run_first)
+    items[:] = _spread(items)
     if not build.compiled():
         return
     skip = pytest.mark.skip(reason="patches or walks the core's Python objects: runs in the interpreted pass "
