@@ -1,8 +1,8 @@
 """scripts/test's interpreted pass: which test files it runs, and which of them run beside the main
-pass in the idle scheduling class (``sims``) or after it (``timed``). A test marked ``pure`` is skipped
-on the compiled build saying it runs in that pass, so it must be in one of the two lists and not be
-deselected there; a file run beside the main pass may be starved for minutes, so nothing in it may
-bound anything by wall-clock time."""
+pass in the idle scheduling class (``sims``; ``once``: only their tests marked ``pure``) or after it
+(``timed``). A test marked ``pure`` is skipped on the compiled build saying it runs in that pass, so
+its file must be in one of the three lists and it must not be deselected there; a file run beside the
+main pass may be starved for minutes, so nothing in it may bound anything by wall-clock time."""
 
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ def _pure_files() -> dict[str, str]:
 
 
 def test_each_file_with_a_pure_test_runs_in_the_interpreted_pass_once():
-    sims, timed = _array("sims"), _array("timed")
-    assert not set(sims) & set(timed)
-    for path in sims + timed:
+    sims, once, timed = _array("sims"), _array("once"), _array("timed")
+    assert len(set(sims + once + timed)) == len(sims + once + timed)
+    for path in sims + once + timed:
         assert (ROOT / path).is_file(), path
-    missing = sorted(set(_pure_files()) - set(sims) - set(timed))
+    missing = sorted(set(_pure_files()) - set(sims) - set(once) - set(timed))
     assert not missing, f"marked pure (skipped on the compiled build) but not in scripts/test's interpreted pass: {missing}"
 
 
@@ -49,7 +49,7 @@ def test_a_pure_test_is_not_one_the_interpreted_pass_deselects():
 
 
 def test_the_files_run_beside_the_main_pass_read_no_clock():
-    for path in _array("sims"):
+    for path in _array("sims") + _array("once"):
         text = (ROOT / path).read_text()
         used = [word for word in WALL_CLOCK if word in text]
         assert not used, f"{path} is run in the idle class beside the main pass but uses {used}"
