@@ -317,8 +317,11 @@ def run_peer(args: argparse.Namespace) -> int:
         while isinstance(errors, BaseExceptionGroup):
             errors = errors.exceptions[0]
         raise errors from None
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)  # done: a signal now must not replace the exit status
+    finally:
+        # done, however it ended: a signal now must not replace the exit status (at its exit Python
+        # puts back the default action of a signal that has a Python handler: it would end the process)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
     return peer.exit_code
 
 
