@@ -210,6 +210,7 @@ def test_signals_during_shutdown_do_not_change_the_exit_status(tmp_path):
     codes = []
     with Group(tmp_path) as g:
         for attempt in range(3):
+            (tmp_path / f"out-{port}.jsonl").unlink(missing_ok=True)  # (a view in it is of this start's)
             g.start(port, [port])
             g.wait(lambda: any(r["kind"] == "view" for r in g.records(port)) or "Started" in g.log(port),
                    why="the peer started")
