@@ -11,11 +11,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def _groups(item) -> set:
+    """The names of ``item``'s xdist groups."""
+    return {m.args[0] for m in item.iter_markers("xdist_group") if m.args}
+
+
 def _run_first(item) -> int:
     """Where ``item`` goes in the order the workers take the tests (scripts/test: xdist's loadgroup,
     in collection order): the verifier's two groups first (two workers compute on them for the first
     minutes), then the docs' blocks on the fixed ports, then the rest (`_spread`)."""
-    groups = {m.args[0] for m in item.iter_markers("xdist_group") if m.args}
+    groups = _groups(item)
     if groups & {"analysis-1", "analysis-2"}:
         return 0
     if "docs-ports" in groups:
@@ -28,7 +33,7 @@ def _kind(item) -> int:
     computes."""
     if item.get_closest_marker("e2e") is not None:
         return 0
-    return 1 if any(m.args and str(m.args[0]).startswith("docs-") for m in item.iter_markers("xdist_group")) else 2
+    return 1 if any(str(g).startswith("docs-") for g in _groups(item)) else 2
 
 
 LONG_SPAN = 0.8
@@ -42,15 +47,12 @@ def _spread(items: list) -> list:
     first `LONG_SPAN` of it (they take up to a minute or so each: the run ends on short tests, which
     keep every worker busy to the end)."""
     rank = {id(item): _run_first(item) for item in items}
-    rest = [item for item in items if rank[id(item)] == 2]
-    counts = [0, 0, 0]
-    for item in rest:
-        counts[_kind(item)] += 1
+    kinds = {id(item): _kind(item) for item in items if rank[id(item)] == 2}
+    counts = [list(kinds.values()).count(kind) for kind in range(3)]
     seen = [0, 0, 0]
     place = {}
-    for item in rest:
-        kind = _kind(item)
-        place[id(item)] = ((seen[kind] + 0.5) / counts[kind] * (1.0 if kind == 2 else LONG_SPAN), kind)
+    for key, kind in kinds.items():  # (in the items' order)
+        place[key] = ((seen[kind] + 0.5) / counts[kind] * (1.0 if kind == 2 else LONG_SPAN), kind)
         seen[kind] += 1
     return sorted(items, key=lambda item: (rank[id(item)], place.get(id(item), (0.0, 0))))
 
