@@ -52,8 +52,9 @@ def _listening(port: int) -> bool:
 
 def stop_group(pgid: int, wait_s: float = 20.0, proc: subprocess.Popen | None = None) -> None:
     """SIGTERM, then SIGKILL, to the process group ``pgid`` (a server's script and its JVM), each
-    followed by up to ``wait_s`` seconds for the whole group to be gone; ``proc``, the script if this
-    process started it, is reaped meanwhile."""
+    followed by up to ``wait_s`` seconds for the whole group to be gone. The script is reaped meanwhile
+    if this process started it (a zombie still counts in its group): by ``proc`` when given (which
+    keeps its exit status), else by the group's id."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
@@ -62,12 +63,21 @@ def stop_group(pgid: int, wait_s: float = 20.0, proc: subprocess.Popen | None = 
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if proc is not None:
-                proc.poll()  # a zombie script still counts in its group
+                proc.poll()
+            else:
+                _reap_children_in(pgid)
             try:
                 os.killpg(pgid, 0)
             except ProcessLookupError:
                 return
             time.sleep(0.2)
+
+
+def _reap_children_in(pgid: int) -> None:
+    """Reap the children of this process in group ``pgid`` that have ended, without waiting."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-pgid, os.WNOHANG)[0]:
+            pass
 
 
 @contextlib.contextmanager

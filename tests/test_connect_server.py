@@ -75,3 +75,21 @@ def test_a_server_that_never_gets_ready_is_stopped_with_its_whole_group(monkeypa
     except FileNotFoundError:
         state = "gone"
     assert state in ("gone", "Z"), state
+
+
+def test_stopping_a_group_whose_script_this_process_started_reaps_it():
+    """The suite's session owner stops the JVM a worker, or (in one process) itself, started: with no
+    ``proc`` in hand, a script that ended stays a zombie of this process, which still counts in its
+    group, until it is reaped; then the stop returns instead of waiting for its time out."""
+    import os
+
+    from analysis.connect_server import stop_group
+
+    script = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    pgid = script.pid
+    script.returncode = 0  # the handle forgotten, as a session owner holds only the group's id
+    stop_group(pgid, wait_s=3.0)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pgid, os.WNOHANG)  # reaped by the stop
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
