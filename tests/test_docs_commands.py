@@ -21,11 +21,11 @@ shows. Every block, run or not, has its commands' long options checked against t
 (needs root, a cluster, a terminal, minutes) is only checked so, and few may be marked (no more than
 today; the goal, a fifth of the blocks: `NOT_RUN_TODAY`).
 
-A block whose commands verify (a launch, ``tom verify``, ``analysis.verify``, ``tom grade``) verifies on the suite's
-Spark Connect server (``SPARK_REMOTE``, `conftest.connect_server`: one JVM, warmed by the verifies
-before) instead of starting a JVM of its own; the README's demo starts its own, as a user's first
-run does, and so does a block that names a master, a server or spark-submit itself, or runs in a
-network namespace of its own (`on_shared_spark`).
+A block whose commands verify (a launch, ``tom verify``, ``analysis.verify``, ``tom grade``, a score
+again with ``tom.grade.report``) verifies on the suite's Spark Connect server (``SPARK_REMOTE``,
+`conftest.connect_server`: one JVM, warmed by the verifies before) instead of starting a JVM of its
+own; the README's demo starts its own, as a user's first run does, and so does a block that names a
+master, a server or spark-submit itself, or runs in a network namespace of its own (`on_shared_spark`).
 """
 
 from __future__ import annotations
@@ -238,9 +238,23 @@ OWN_SPARK = ("README.md:3",)
 def on_shared_spark(block: Block) -> bool:
     """Whether ``block`` verifies on the suite's Spark Connect server (module docstring)."""
     text = "\n".join(block.body)
-    return (block.id not in OWN_SPARK and any(w in text for w in ("scripts/launch", "verify", "tom grade"))
+    return (block.id not in OWN_SPARK and any(w in text for w in ("scripts/launch", "verify", "tom grade",
+                                                                    "tom.grade.report"))
             and not any(w in text for w in ("--master", "--remote", "SPARK_REMOTE", "spark-submit", "--no-connect",
                                             "bench-verify", "unshare")))
+
+
+@pytest.mark.parametrize(("body", "shared"), [
+    ("scripts/launch neighbors/three.txt --messages 50", True),
+    ("tom grade /tmp/class --out /tmp/grades", True),
+    ("python -m tom.grade.report /tmp/grades --points /tmp/my-points.toml", True),
+    ("./scripts/demo", False),  # README.md:3, a user's first run
+    ("scripts/bench-verify --sizes 10000 --no-small --no-connect", False),
+    ("unshare --net sh -c 'exec tom grade /tmp/class --out /tmp/grades'", False),
+    ("SPARK_REMOTE=sc://127.0.0.1:15002 tom verify runs/x", False),
+])
+def test_the_blocks_that_verify_share_the_suites_spark(body, shared):
+    assert on_shared_spark(Block("docs/x.md", 1, "sh", [body])) is shared
 
 
 @pytest.mark.parametrize("block", [pytest.param(b, marks=pytest.mark.xdist_group(xdist_group(b))) for b in SHELL],
