@@ -27,6 +27,14 @@ def test_the_verifier_s_extra_is_found_here():
     assert verifier_missing() is None  # the README's setup installs tom[verify]
 
 
+def test_the_tests_of_the_wheel_run_on_one_worker():
+    import inspect
+    users = [f for name, f in globals().items() if name.startswith("test_") and "wheel_venv" in inspect.signature(f).parameters]
+    assert len(users) == 3
+    for test in users:
+        assert [m.args for m in getattr(test, "pytestmark", []) if m.name == "xdist_group"] == [("wheel",)], test.__name__
+
+
 def test_tom_verify_without_pyspark_is_one_line(tmp_path):
     """PySpark hidden from this tree's interpreter: one line, exit 2."""
     hide = ("import sys\n"
@@ -55,6 +63,12 @@ def _pip(python: Path, *args: str, timeout: float = 600) -> subprocess.Completed
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+ON_ONE_WORKER = pytest.mark.xdist_group("wheel")
+"""The mark of every test that uses :func:`wheel_venv`: they run on one worker, which builds the wheel
+and its venv once (a module's fixture is made once per worker that runs a test of it: about 11 CPU-s
+each, pip's download and install)."""
+
+
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory) -> tuple[Path, Path]:
     """(the wheel, the python of a fresh venv with it installed, and no PySpark)."""
@@ -79,6 +93,7 @@ def wheel_venv(tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.mark.e2e
+@ON_ONE_WORKER
 def test_the_wheel_carries_the_dashboard_the_verifier_sources_and_the_grade_points(wheel_venv):
     wheel, _ = wheel_venv
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -92,6 +107,7 @@ def test_the_wheel_carries_the_dashboard_the_verifier_sources_and_the_grade_poin
 
 
 @pytest.mark.e2e
+@ON_ONE_WORKER
 def test_the_installed_wheel_without_pyspark_runs_a_group_and_says_what_verify_needs(wheel_venv, tmp_path):
     _, python = wheel_venv
     probe = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('pyspark'))"],
@@ -133,6 +149,7 @@ def test_the_installed_wheel_without_pyspark_runs_a_group_and_says_what_verify_n
 
 
 @pytest.mark.e2e
+@ON_ONE_WORKER
 def test_the_installed_wheel_runs_the_kv_store_example(wheel_venv, tmp_path):
     from test_examples import check_kv_output, run_kv_store
 
