@@ -90,13 +90,7 @@ class Tool:
                     data = b""
                 if not data:
                     break
-                text = self._decoder.decode(data)
-                if self._log is not None:
-                    self._log.write(text)
-                    self._log.flush()
-                self.screen += plain(text)
-                self.last_output = trio.current_time()
-                self._notify()
+                self._take(data)
         finally:
             self._notify()
 
@@ -105,6 +99,28 @@ class Tool:
         await self.process.wait()
         self.exit_time = trio.current_time()
         self._notify()
+
+    def _take(self, data: bytes) -> None:
+        """``data`` read from the terminal: to the log and the screen."""
+        text = self._decoder.decode(data)
+        if self._log is not None:
+            self._log.write(text)
+            self._log.flush()
+        self.screen += plain(text)
+        self.last_output = trio.current_time()
+        self._notify()
+
+    def _drain(self) -> None:
+        """Take what the terminal still holds, without waiting: a tool that printed and ended at once
+        may have ended before its last lines were read, and they are the ones a verdict shows."""
+        for _ in range(1024):  # (64 MiB at most: the tool has ended or been stopped, nothing refills it)
+            try:
+                data = os.read(self._master, 65536)
+            except OSError:  # BlockingIOError: nothing left; EIO: every holder of the slave side is gone
+                return
+            if not data:
+                return
+            self._take(data)
 
     def _notify(self) -> None:
         self._changed.set()
@@ -140,7 +156,8 @@ class Tool:
             raise ToolError("crashed", f"its terminal is closed ({e.strerror}); {self.exit_line()}") from None
 
     async def stop(self) -> None:
-        """SIGTERM to the whole process group, SIGKILL after 1 s, then close the terminal."""
+        """SIGTERM to the whole process group, SIGKILL after 1 s, then take what the terminal still
+        holds and close it."""
         if self.process is not None:
             pgid = self.process.pid
             for sig, grace in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 1.0)):
@@ -155,6 +172,7 @@ class Tool:
             with trio.move_on_after(2):
                 await self.process.wait()
         if self._master >= 0:
+            self._drain()
             try:
                 os.close(self._master)
             except OSError:
