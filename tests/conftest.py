@@ -19,11 +19,13 @@ def _groups(item) -> set:
 def _run_first(item) -> int:
     """Where ``item`` goes in the order the workers take the tests (scripts/test: xdist's loadgroup,
     in collection order): the verifier's two groups first (two workers compute on them for the first
-    minutes), then the docs' blocks on the fixed ports, then the rest (`_spread`)."""
+    minutes), then the docs' blocks on the fixed ports and the installed wheel's tests (one worker
+    builds the wheel once, tests/test_packaging.py: a group of long tests that mostly wait, which a
+    worker must not take near the end), then the rest (`_spread`)."""
     groups = _groups(item)
     if groups & {"analysis-1", "analysis-2"}:
         return 0
-    if "docs-ports" in groups:
+    if groups & {"docs-ports", "wheel"}:
         return 1
     return 2
 

@@ -26,10 +26,10 @@ class Item:
 def test_the_rest_spreads_waiting_tests_over_computing_ones_and_ends_on_short_ones():
     items = ([Item(f"compute{i}") for i in range(40)] + [Item(f"e2e{i}", e2e=True) for i in range(8)]
              + [Item(f"docs{i}", group=f"docs-page{i}") for i in range(2)]
-             + [Item("ports", group="docs-ports"), Item("verifier", group="analysis-2")])
+             + [Item("ports", group="docs-ports"), Item("verifier", group="analysis-2"), Item("wheel", group="wheel")])
     order = [item.name for item in _spread(items)]
-    assert order[:2] == ["verifier", "ports"]
-    rest = order[2:]
+    assert order[:3] == ["verifier", "ports", "wheel"]
+    rest = order[3:]
     assert [n for n in rest if n.startswith("e2e")] == [f"e2e{i}" for i in range(8)]  # each kind keeps its order
     assert [n for n in rest if n.startswith("compute")] == [f"compute{i}" for i in range(40)]
     e2e_at = [i for i, n in enumerate(rest) if n.startswith("e2e")]
