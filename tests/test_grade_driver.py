@@ -33,3 +33,46 @@ def test_what_a_tool_printed_before_it_ended_is_in_its_tail_even_if_nobody_read_
     tool = trio.run(main)
     assert tool.exited and tool.tail()[-2:] == ["Loaded 3 neighbors", "bye"]
     assert "bye" in (tmp_path / "terminal.log").read_text()
+
+
+def test_a_terminal_held_open_past_the_stop_frees_its_fd_for_the_next_run(tmp_path):
+    """A tool whose process outside its group still holds the terminal (``setsid``: the stop's kill
+    of the group misses it) keeps the driver's reader waiting on the pty when stop() closes it. The
+    fd number goes to whatever this process opens next, as to another run of `tom grade --jobs N`:
+    the reader must be woken and gone by then, or that run's wait on the fd fails (fresh runs 57
+    and 59: a run 'crashed', the grader's own ExceptionGroup)."""
+    import os
+    import signal
+    import socket
+
+    pidfile = tmp_path / "held.pid"
+
+    async def main() -> None:
+        tool = Tool(f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 30' & echo started; sleep 30", tmp_path,
+                    tmp_path / "terminal.log", 5000, DEFAULT_RULES)
+        async with trio.open_nursery() as nursery:
+            await tool.spawn(nursery)
+            with trio.fail_after(30):
+                while "started" not in tool.screen or not pidfile.exists() or not pidfile.read_text().strip():
+                    await trio.sleep(0.05)
+            master = tool._master
+            await tool.stop()
+            a, b = socket.socketpair()  # the lowest free fd numbers: the terminal's among them
+            try:
+                assert master in (a.fileno(), b.fileno())
+                b.send(b"x")
+                with trio.fail_after(5):
+                    await trio.lowlevel.wait_readable(a)  # no other waiter on this fd
+            finally:
+                a.close()
+                b.close()
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        if pidfile.exists() and pidfile.read_text().strip():
+            try:
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -149,7 +149,9 @@ def test_broken_tools_get_their_verdicts_through_the_cli(tmp_path):
     assert done.returncode == 0, done.stderr
 
     def result(name):
-        return json.loads((out / "runs" / name / "sends-acks" / "1" / "result.json").read_text())
+        run = json.loads((out / "runs" / name / "sends-acks" / "1" / "result.json").read_text())
+        assert not run["got"].startswith("the grader failed"), f"{name}: {run['got']}; its stderr:\n{done.stderr[-6000:]}"
+        return run
 
     assert result("hangs")["verdict"] == "did-not-start"
     assert result("exits")["verdict"] == "crashed" and "bye" in result("exits")["tail"]

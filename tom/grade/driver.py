@@ -81,7 +81,10 @@ class Tool:
     async def _read(self) -> None:
         try:
             while True:
-                await trio.lowlevel.wait_readable(self._master)
+                try:
+                    await trio.lowlevel.wait_readable(self._master)
+                except trio.ClosedResourceError:  # stop() closed the terminal: it took what was left
+                    break
                 try:
                     data = os.read(self._master, 65536)
                 except BlockingIOError:
@@ -173,6 +176,10 @@ class Tool:
                 await self.process.wait()
         if self._master >= 0:
             self._drain()
+            # the reader may still wait on the terminal (a process outside the group can hold it
+            # open): wake it before the close, or another run of this process reusing the fd number
+            # would find a waiter already on it (trio: BusyResourceError)
+            trio.lowlevel.notify_closing(self._master)
             try:
                 os.close(self._master)
             except OSError:
