@@ -90,12 +90,17 @@ def test_a_session_s_own_view_remembers(spark):
 
 
 def _jobs(spark, group: str, call):
+    """``(call(), the number of Spark jobs it ran)``. The status tracker learns of a job from Spark's
+    listener bus, which delivers its events on threads of its own, later: on the suite's shared and
+    busy JVM a job that had ended was once not counted yet (0 for 1). The count waits for the bus to
+    have delivered every event posted so far (at most 60 s)."""
     sc = spark.sparkContext
     sc.setJobGroup(group, group)
     try:
         result = call()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
+    sc._jsc.sc().listenerBus().waitUntilEmpty(60_000)
     return result, len(sc.statusTracker().getJobIdsForGroup(group))
 
 
