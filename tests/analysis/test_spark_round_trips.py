@@ -3,37 +3,13 @@ and, on a small input, a violation frame taken without a cache (``verify._count_
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from analysis import java_lookups, verify
 from analysis.verify import SMALL_INPUT_CONF
+from py4j_calls import round_trips
 
 pytestmark = pytest.mark.spark
-
-
-@contextlib.contextmanager
-def round_trips(jvm):
-    """The py4j commands sent through ``jvm``'s gateway client meanwhile, in a list; not py4j's
-    releases of the JVM objects of proxies Python collected, which come whenever the collector runs."""
-    from py4j import protocol
-
-    client = jvm._gateway_client
-    sent: list[str] = []
-    plain = client.send_command
-    release = protocol.MEMORY_COMMAND_NAME + protocol.MEMORY_DEL_SUBCOMMAND_NAME
-
-    def counting(command, *args, **kwargs):
-        if not command.startswith(release):
-            sent.append(command)
-        return plain(command, *args, **kwargs)
-
-    client.send_command = counting
-    try:
-        yield sent
-    finally:
-        del client.send_command
 
 
 def fresh_view(spark):
