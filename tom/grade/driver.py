@@ -116,7 +116,7 @@ class Tool:
     def _drain(self) -> None:
         """Take what the terminal still holds, without waiting: a tool that printed and ended at once
         may have ended before its last lines were read, and they are the ones a verdict shows."""
-        for _ in range(1024):  # (64 MiB at most: the tool has ended or been stopped, nothing refills it)
+        for _ in range(1024):  # (64 MiB at most: a process outside the tool's group may still write)
             try:
                 data = os.read(self._master, 65536)
             except OSError:  # BlockingIOError: nothing left; EIO: every holder of the slave side is gone
