@@ -10,6 +10,11 @@ from tom.grade.driver import Tool
 from tom.grade.prompts import DEFAULT_RULES
 
 
+def _tool(command: str, folder) -> Tool:
+    """A tool run in ``folder`` with the default rules, its terminal logged there."""
+    return Tool(command, folder, folder / "terminal.log", 5000, DEFAULT_RULES)
+
+
 def test_what_a_tool_printed_before_it_ended_is_in_its_tail_even_if_nobody_read_it_yet(tmp_path, monkeypatch):
     """A tool that prints and ends at once can end before the driver's reader has taken its last lines
     from the terminal (fresh run 57: a tool's 'bye' missing from its verdict's tail). The reader here
@@ -20,8 +25,7 @@ def test_what_a_tool_printed_before_it_ended_is_in_its_tail_even_if_nobody_read_
     monkeypatch.setattr(Tool, "_read", never_reads)
 
     async def main() -> Tool:
-        tool = Tool(f"{sys.executable} -c \"print('Loaded 3 neighbors'); print('bye')\"", tmp_path,
-                    tmp_path / "terminal.log", 5000, DEFAULT_RULES)
+        tool = _tool(f"{sys.executable} -c \"print('Loaded 3 neighbors'); print('bye')\"", tmp_path)
         async with trio.open_nursery() as nursery:
             await tool.spawn(nursery)
             with trio.fail_after(30):
@@ -48,8 +52,7 @@ def test_a_terminal_held_open_past_the_stop_frees_its_fd_for_the_next_run(tmp_pa
     pidfile = tmp_path / "held.pid"
 
     async def main() -> None:
-        tool = Tool(f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 30' & echo started; sleep 30", tmp_path,
-                    tmp_path / "terminal.log", 5000, DEFAULT_RULES)
+        tool = _tool(f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 30' & echo started; sleep 30", tmp_path)
         async with trio.open_nursery() as nursery:
             await tool.spawn(nursery)
             with trio.fail_after(30):
