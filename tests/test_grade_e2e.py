@@ -146,12 +146,12 @@ def test_broken_tools_get_their_verdicts_through_the_cli(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tom", "grade", str(root), "--out", str(out), "--tests",
                            "sends-acks", "--start-limit", "4", "--jobs", "2", "--no-report"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    # 1 when a run failed in the grader (runs 57 and 59): its traceback is in grader-errors.log
+    log = out / "grader-errors.log"
+    assert done.returncode == 0, done.stderr[-6000:] + (log.read_text()[-6000:] if log.exists() else "")
 
     def result(name):
-        run = json.loads((out / "runs" / name / "sends-acks" / "1" / "result.json").read_text())
-        assert not run["got"].startswith("the grader failed"), f"{name}: {run['got']}; its stderr:\n{done.stderr[-6000:]}"
-        return run
+        return json.loads((out / "runs" / name / "sends-acks" / "1" / "result.json").read_text())
 
     assert result("hangs")["verdict"] == "did-not-start"
     assert result("exits")["verdict"] == "crashed" and "bye" in result("exits")["tail"]

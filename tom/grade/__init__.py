@@ -16,6 +16,8 @@ run's space-time diagram).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 TESTS: tuple[str, ...] = ("one-each-way", "clock", "tie", "premature-ack", "all-acks", "head", "cascade",
                           "sends-acks", "load", "quit")
 """The rule tests, in the order they run and are reported."""
@@ -23,4 +25,23 @@ TESTS: tuple[str, ...] = ("one-each-way", "clock", "tie", "premature-ack", "all-
 EXTRAS: tuple[str, ...] = ("malformed",)
 """Optional tests (``--extras``)."""
 
-VERDICTS: tuple[str, ...] = ("pass", "fail", "did-not-build", "did-not-start", "hung", "crashed")
+GRADER_ERROR = "grader-error"
+"""The verdict of a run the grader itself failed on (its folder unwritable, a bug of tom grade): the
+tool's fault it is not; it scores as not passed, and tom grade and its report exit 1 to say so."""
+
+VERDICTS: tuple[str, ...] = ("pass", "fail", "did-not-build", "did-not-start", "hung", "crashed", GRADER_ERROR)
+
+PEERS_DISAGREE = "peers-disagree"
+"""The report's verdict of a run whose TOM peers' files disagree: a grader bug, scored as not passed."""
+
+
+def grader_faults(runs: Iterable[tuple[str, str]]) -> str:
+    """What to say of the runs, ``(test, final verdict)``, that failed in the grader (:data:`GRADER_ERROR`,
+    :data:`PEERS_DISAGREE`), or "" when none did."""
+    failed = [(test, verdict) for test, verdict in runs if verdict in (GRADER_ERROR, PEERS_DISAGREE)]
+    if not failed:
+        return ""
+    tests = ",".join(dict.fromkeys(test for test, _ in failed))
+    kinds = ", ".join(sorted({verdict for _, verdict in failed}))
+    return (f"{len(failed)} run{'s' if len(failed) > 1 else ''} failed in the grader, not in the tools "
+            f"({kinds}), scored as not passed: grade again with --tests {tests}")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError
-from . import EXTRAS, TESTS
+from . import EXTRAS, TESTS, grader_faults
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,8 +104,12 @@ def grade(args: argparse.Namespace) -> int:
     passed = sum(r["verdict"] == "pass" for r in results)
     print(f"tom grade: {passed} of {len(results)} runs passed the engine's checks in "
           f"{time.monotonic() - start:.0f} s", flush=True)
+    faults = grader_faults((r["test"], r["verdict"]) for r in results)
+    if faults:
+        print(f"tom grade: {faults}", file=sys.stderr, flush=True)
     forms = {s.name: s.line_regex for s in subs if s.line_regex != DEFAULT_LINE}
-    return 0 if args.no_report else report(out, args.points, forms)
+    code = 0 if args.no_report else report(out, args.points, forms)
+    return code or (1 if faults else 0)
 
 
 def report(out: Path, points: Path | None, line_regex: dict[str, str] | None = None) -> int:

@@ -8,7 +8,8 @@ Contract (docs/grading.md, "The report"; /work/contract: ``build(out, points) ->
   the class; a run's final verdict is the ENGINE's when it is not ``pass``, else the file check's;
 * a test scores ``points x pass rate`` (passes over the class's number of repeats of that test; a
   missing run counts as not passed); a student whose build failed scores 0 on every test, verdict
-  ``did-not-build``; the total is the sum;
+  ``did-not-build``; the total is the sum; a run the grader failed on (``grader-error``,
+  ``peers-disagree``) scores as not passed, is named in a warning, and makes :func:`build` return 1;
 * output: ``grades.csv``, ``grades.json``, ``index.html``, ``students/<student>.html`` in ``OUT``.
 
 Everything but :func:`build`'s Spark call is plain Python over dicts: :func:`grade` is pure.
@@ -28,12 +29,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tom.grade import diagram
+from tom.grade import PEERS_DISAGREE, diagram, grader_faults
 
 DEFAULT_POINTS = Path(__file__).with_name("points.toml")
 PASS, FAIL, DID_NOT_BUILD = "pass", "fail", "did-not-build"
-PEERS_DISAGREE = "peers-disagree"
-"""A run whose TOM peers' files disagree: a grader bug, scored as not passed and flagged everywhere."""
 NO_RESULT = "no-result"
 """A run the class has for this test (repeat k) but this student lacks: scored as not passed."""
 MAX_DIAGRAMS_PER_TEST = 5
@@ -391,7 +390,8 @@ def build(out: Path, points: Path | None = None, *,
     :data:`DEFAULT_POINTS`). ``line_regex``: student -> the regex of their output lines (their
     tom-grade.toml's ``[output] line_regex``), also read from a ``line_regex`` key of a run's
     result.json. Returns 0, or 1 when the output-file check could not run (the grades then rest on
-    the ENGINE's verdicts alone, and every page says so)."""
+    the ENGINE's verdicts alone, and every page says so) or when a run failed in the grader
+    (:func:`tom.grade.grader_faults`)."""
     out = Path(out)
     table = load_points(points)
     results = read_results(out)
@@ -412,6 +412,10 @@ def build(out: Path, points: Path | None = None, *,
     if unpointed:
         meta["warnings"].append(f"not in the points table, worth 0: {', '.join(unpointed)}")
     graded = grade(students, runs, builds, table, tests)
+    faults = grader_faults((t, r["verdict"]) for g in graded.values() for t, s in g["tests"].items()
+                           for r in s["runs"])
+    if faults:
+        meta["warnings"].append(faults)
     top = sum(table.get(t, 0.0) for t in tests)
 
     write_csv(out / "grades.csv", graded, tests)
@@ -436,7 +440,7 @@ def build(out: Path, points: Path | None = None, *,
     else:
         print(f"output-file check: Spark {meta['spark_seconds']:.1f} s (its job {meta['spark_job_seconds']:.1f} s)")
     print(f"report: {index}")
-    return 0 if meta["file_check"] in ("ran", "not run: no runs") else 1
+    return 0 if meta["file_check"] in ("ran", "not run: no runs") and not faults else 1
 
 
 def main(argv: list[str] | None = None) -> int:

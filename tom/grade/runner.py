@@ -19,6 +19,7 @@ from typing import Callable
 
 import trio
 
+from . import GRADER_ERROR
 from .config import Submission, fill
 from .prompts import tail_lines
 from .trial import START_LIMIT, TrialSpec, run_trial
@@ -83,14 +84,31 @@ def did_not_build(sub: Submission, test: str, repeat: int, folder: Path, built: 
     return result
 
 
-def engine_failed(spec: TrialSpec, error: Exception) -> dict:
-    """The result of a run the grader itself failed on (its traceback went to stderr)."""
-    spec.folder.mkdir(parents=True, exist_ok=True)
-    result = {"student": spec.submission.name, "test": spec.test, "repeat": spec.repeat, "verdict": "crashed",
-              "expected": "", "got": f"the grader failed on this run: {type(error).__name__}: {error}",
-              "detail": "a bug of tom grade, not of the tool: its traceback is on tom grade's stderr",
+def engine_failed(spec: TrialSpec, error: Exception, log: Path) -> dict:
+    """The result of a run the grader itself failed on: verdict :data:`GRADER_ERROR`, never the tool's.
+    An OSError (the run's folder unwritable, a full disk) is its one line in ``got``; any other error is
+    a bug of tom grade, its traceback appended to ``log``. result.json is written when the folder
+    takes it; the result is returned either way."""
+    where = ""
+    if not isinstance(error, OSError):
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"--- {spec.submission.name} {spec.test} #{spec.repeat}\n")
+                traceback.print_exception(error, file=f)
+            where = f"; its traceback is in {log}"
+        except OSError:  # nowhere else to keep it
+            traceback.print_exception(error)
+            where = "; its traceback is on tom grade's stderr"
+    result = {"student": spec.submission.name, "test": spec.test, "repeat": spec.repeat, "verdict": GRADER_ERROR,
+              "expected": "the grader to run the test", "got": f"{type(error).__name__}: {error}",
+              "detail": f"the grader failed on this run, not the tool: grade this test again{where}",
               "seconds": 0.0, "tail": [], "tool": {"from": "", "port": 0}, "peers": []}
-    (spec.folder / "result.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    try:
+        spec.folder.mkdir(parents=True, exist_ok=True)
+        (spec.folder / "result.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    except OSError as e:
+        result["detail"] += f"; no result.json ({e.strerror or e})"
     return result
 
 
@@ -107,9 +125,8 @@ async def grade(subs: list[Submission], plan: Plan, progress: Callable[[dict], N
             spec = TrialSpec(sub, test, repeat, folder(sub, test, repeat), plan.seed, plan.time_limit, plan.start_limit)
             try:
                 result = await run_trial(spec)
-            except Exception as e:  # a bug of the grader's costs this run, not the class's grading
-                traceback.print_exc()
-                result = engine_failed(spec, e)
+            except Exception as e:  # the grader's failure costs this run, not the class's grading
+                result = engine_failed(spec, e, plan.out / "grader-errors.log")
         results[(sub.name, test, repeat)] = result
         progress(result)
 
