@@ -6,7 +6,8 @@ listens on its port (`LISTEN_LIMIT`): else *did-not-start*. Its from is read fro
 <from>`` line (or ``from`` in tom-grade.toml, or ``127.0.0.1:PORT``); the peers take the same form.
 The scenario runs under the test's time limit (else *hung*); an exit the driver did not ask for is
 *crashed*; a rule's wait that ran out is *fail*, or *hung* when the tool then does not end within
-`QUIT_LIMIT` of menu 3 either. Then menu 3 (`QUIT_LIMIT`), the process group is killed whatever it does, and so is
+`QUIT_LIMIT` of menu 3 either; a set-up the grader could not make (a scripted peer's port taken
+meanwhile, no pty) is *grader-error*. Then menu 3 (`QUIT_LIMIT`), the process group is killed whatever it does, and so is
 anything of this user's left listening on the tool's port; the tool's output file is read as it left
 it and the rule's judge gives the verdict.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import trio
 
-from . import ports
+from . import GRADER_ERROR, ports
 from .config import Submission, fill
 from .driver import Tool, ToolError
 from .judges import JUDGES, Evidence, Failed, Outcome
@@ -121,8 +122,9 @@ async def run_trial(spec: TrialSpec) -> dict:
                 if quit_seconds is None and not tool.exited:
                     outcome = Outcome("hung", outcome.expected, f"{outcome.got}; then it did not end within "
                                       f"{QUIT_LIMIT:.0f} s of menu 3", outcome.detail)
-        except OSError as e:  # a port taken meanwhile, the pty, ...
-            outcome = Outcome("did-not-start", "the test set up", f"{e}")
+        except OSError as e:  # the grader's set-up: a scripted peer's port taken meanwhile, the pty, ...
+            outcome = Outcome(GRADER_ERROR, "the grader to set the test up", f"{type(e).__name__}: {e}",
+                              "the grader failed on this run, not the tool: grade this test again")
         finally:
             with trio.CancelScope(shield=True):
                 if tool is not None:
