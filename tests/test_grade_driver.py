@@ -79,3 +79,26 @@ def test_a_terminal_held_open_past_the_stop_frees_its_fd_for_the_next_run(tmp_pa
                 os.kill(int(pidfile.read_text()), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_tool_stopped_before_the_reader_first_ran_ends_the_reader_quietly(tmp_path):
+    """A tool that ends at once (`true`) can be seen ended and stopped before the driver's reader task
+    has run at all: stop() closes the terminal, and the reader's first wait must not be on the closed
+    fd (it was: 'file descriptor cannot be a negative integer (-1)', the run's nursery failed and the
+    tool, graded grader-error, had done nothing wrong; `tom grade --run true` met it 1 run in 2)."""
+    import time
+
+    async def main() -> Tool:
+        tool = _tool("true", tmp_path)
+        async with trio.open_nursery() as nursery:
+            await tool.spawn(nursery)
+            deadline = time.monotonic() + 30
+            while tool.process.poll() is None and time.monotonic() < deadline:  # no checkpoint: the
+                time.sleep(0.01)                                                 # reader has not run
+            await tool.stop()
+            await trio.sleep(0.1)  # the reader's first turn, on a closed terminal
+            nursery.cancel_scope.cancel()
+        return tool
+
+    tool = trio.run(main)
+    assert tool.process.returncode == 0

@@ -26,7 +26,7 @@ def test_a_run_the_grader_fails_on_is_the_graders_verdict_and_exit_1(capsys, tmp
     assert code == 1, shown
     assert "alice tie #1: grader-error (0.0 s)  NotADirectoryError: " in shown.out, shown.out
     bob = json.loads((out / "runs" / "bob" / "tie" / "1" / "result.json").read_text())
-    assert bob["verdict"] == "crashed", bob  # `true` ends before its menu: the tool's own verdict
+    assert bob["verdict"] == "crashed", (bob["got"], bob["detail"])  # `true` ends before its menu: the tool's own verdict
     assert shown.err == ("tom grade: 1 run failed in the grader, not in the tools (grader-error), scored as "
                          "not passed: grade again with --tests tie\n")
     assert "Traceback" not in shown.out + shown.err
@@ -56,18 +56,34 @@ def test_the_grader_faults_line_counts_grader_errors_and_disagreeing_peers():
         "grade again with --tests tie,clock")
 
 
-async def test_a_scripted_peers_port_taken_after_it_was_chosen_is_the_graders_fault(tmp_path, monkeypatch):
-    """The ports are chosen free, then bound: another program can take one in between. That run is the
-    grader's failure, not a tool that did not start (before: did-not-start, 'the test set up')."""
+async def test_a_scripted_peers_port_taken_after_its_choice_is_chosen_again(tmp_path, monkeypatch):
+    """The ports are chosen free, then bound: another program can take one in between (met once under
+    coverage: the tool was graded did-not-start). The set-up chooses again; a port taken at every one
+    of its SETUP_TRIES choices makes the run the grader's failure, never the tool's."""
+    from tom.grade import ports, trial
+
     (tmp_path / "alice").mkdir()
     sub = load_class(tmp_path, "true", "")[0]
+    real = ports.allocate
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        # the allocator's choice, taken by the time the stage binds it
-        monkeypatch.setattr("tom.grade.ports.allocate", lambda n: [port, port + 1, port + 2])
+        chosen: list[list[int]] = []
+
+        def first_taken(n):  # the allocator's first choice, taken by the time the stage binds it
+            chosen.append([port, port + 1, port + 2] if not chosen else real(n))
+            return chosen[-1]
+
+        monkeypatch.setattr(ports, "allocate", first_taken)
+        result = await run_trial(TrialSpec(sub, "tie", 1, tmp_path / "again", 1, 60.0, 5.0))
+        assert len(chosen) == 2 and result["tool"]["port"] == chosen[1][1]
+        assert result["verdict"] == "crashed", result  # `true` ends before its menu: the tool's own verdict
+
+        chosen.clear()
+        monkeypatch.setattr(ports, "allocate", lambda n: chosen.append([port, port + 1, port + 2]) or chosen[-1])
         result = await run_trial(TrialSpec(sub, "tie", 1, tmp_path / "run", 1, 60.0, 20.0))
+    assert len(chosen) == trial.SETUP_TRIES == 3
     assert (result["verdict"], result["expected"]) == ("grader-error", "the grader to set the test up")
     assert result["got"].startswith("OSError: ") and "address already in use" in result["got"].lower()
     assert "not the tool" in result["detail"]

@@ -81,6 +81,8 @@ class Tool:
     async def _read(self) -> None:
         try:
             while True:
+                if self._master < 0:  # stop() closed the terminal before this turn (a tool ended and
+                    break             # stopped before the reader first ran): it took what was left
                 try:
                     await trio.lowlevel.wait_readable(self._master)
                 except trio.ClosedResourceError:  # stop() closed the terminal: it took what was left

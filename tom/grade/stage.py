@@ -93,11 +93,20 @@ class Stage:
         return "".join(f"{m.pid}\n" for m in self.members)
 
     async def open(self, nursery: trio.Nursery) -> None:
-        """Listen on every scripted peer's port (OSError if one is taken) and open frames.jsonl."""
+        """Listen on every scripted peer's port and open frames.jsonl; when a port is taken, OSError
+        with nothing left open or started."""
+        bound: list[list[trio.SocketListener]] = []
+        try:
+            for peer in self.peers:
+                bound.append(await trio.open_tcp_listeners(peer.member.port, host=LOOPBACK))
+        except OSError:
+            for listeners in bound:
+                for listener in listeners:
+                    await listener.aclose()
+            raise
         self._nursery = nursery
         self._frames = open(self.folder / "frames.jsonl", "w", encoding="utf-8")
-        for peer in self.peers:
-            listeners = await trio.open_tcp_listeners(peer.member.port, host=LOOPBACK)
+        for peer, listeners in zip(self.peers, bound):
             nursery.start_soon(self._serve_all, peer, listeners)
 
     async def _serve_all(self, peer: ScriptedPeer, listeners: list[trio.SocketListener]) -> None:

@@ -6,14 +6,15 @@ listens on its port (`LISTEN_LIMIT`): else *did-not-start*. Its from is read fro
 <from>`` line (or ``from`` in tom-grade.toml, or ``127.0.0.1:PORT``); the peers take the same form.
 The scenario runs under the test's time limit (else *hung*); an exit the driver did not ask for is
 *crashed*; a rule's wait that ran out is *fail*, or *hung* when the tool then does not end within
-`QUIT_LIMIT` of menu 3 either; a set-up the grader could not make (a scripted peer's port taken
-meanwhile, no pty) is *grader-error*. Then menu 3 (`QUIT_LIMIT`), the process group is killed whatever it does, and so is
+`QUIT_LIMIT` of menu 3 either; a set-up the grader could not make (no pty; a scripted peer's port taken
+between its choice and its bind `SETUP_TRIES` times in a row) is *grader-error*. Then menu 3 (`QUIT_LIMIT`), the process group is killed whatever it does, and so is
 anything of this user's left listening on the tool's port; the tool's output file is read as it left
 it and the rule's judge gives the verdict.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import random
 import re
@@ -35,6 +36,8 @@ START_LIMIT = 20.0
 LISTEN_LIMIT = 10.0
 QUIT_LIMIT = 5.0
 PEERS = 2
+SETUP_TRIES = 3
+"""Choices of the scripted peers' ports before a port taken at its bind fails the run."""
 
 
 @dataclass(frozen=True)
@@ -79,11 +82,9 @@ async def run_trial(spec: TrialSpec) -> dict:
     spec.folder.mkdir(parents=True)
     sub = spec.submission
     rng = random.Random(f"{spec.seed}:{sub.name}:{spec.test}:{spec.repeat}")
-    group = ports.allocate(PEERS + 1)
-    tool_port, peer_ports = group[1], [group[0], group[2]]  # B < T < C
     neighbors = spec.folder / "neighbors.txt"
     output = spec.folder / "tool.out"
-    command = fill(sub.run, dir=sub.folder, neighbors=neighbors.resolve(), output=output.resolve(), port=tool_port)
+    tool_port = 0
     started = trio.current_time()
     notes: list[str] = []
     outcome: Outcome | None = None
@@ -93,8 +94,10 @@ async def run_trial(spec: TrialSpec) -> dict:
     scene: Scene | None = None
     async with trio.open_nursery() as nursery:
         try:
-            stage = Stage(spec.folder, tool_port, peer_ports)
-            await stage.open(nursery)
+            stage = await _open_stage(spec.folder, nursery)
+            tool_port = stage.tool.port
+            command = fill(sub.run, dir=sub.folder, neighbors=neighbors.resolve(), output=output.resolve(),
+                           port=tool_port)
             neighbors.write_text(stage.neighbors_text())
             tool = Tool(command, sub.folder, spec.folder / "terminal.log", tool_port, sub.rules, sub.keys)
             await tool.spawn(nursery)
@@ -129,7 +132,7 @@ async def run_trial(spec: TrialSpec) -> dict:
             with trio.CancelScope(shield=True):
                 if tool is not None:
                     await tool.stop()
-                killed = ports.kill_listeners(tool_port)
+                killed = ports.kill_listeners(tool_port) if tool_port else []
                 if killed:
                     notes.append(f"killed pids {killed} left listening on port {tool_port}")
                 if stage is not None:
@@ -153,6 +156,22 @@ async def run_trial(spec: TrialSpec) -> dict:
     result = _result(spec, outcome, trio.current_time() - started, tool.tail() if tool else [], stage, tool_port)
     (spec.folder / "result.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
+
+
+async def _open_stage(folder: Path, nursery: trio.Nursery) -> Stage:
+    """The scripted peers listening, on ports chosen free, the tool's between theirs (B < T < C). A port
+    another program took between its choice and its bind is chosen again, up to `SETUP_TRIES` times;
+    then the OSError is the run's (*grader-error*)."""
+    for attempt in range(1, SETUP_TRIES + 1):
+        group = ports.allocate(PEERS + 1)
+        stage = Stage(folder, group[1], [group[0], group[2]])
+        try:
+            await stage.open(nursery)
+            return stage
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or attempt == SETUP_TRIES:
+                raise
+    raise AssertionError("unreachable")
 
 
 async def _play(spec: TrialSpec, stage: Stage, tool: Tool, rng: random.Random, output: Path,
