@@ -88,6 +88,26 @@ def test_a_member_whose_founder_went_away_before_answering_writes_nothing_until_
     assert step is not None and step.done and step.release == ["view-3", "view-4"]
 
 
+def test_a_member_whose_founder_went_away_while_another_member_answered_writes_nothing_either():
+    """The founder, not asked yet, goes away while another member answers: that answer holds the
+    group's history, not how the founder ended the last view, so the member is orphaned, as when the
+    founder goes away while asked (fresh run 74: the member wrote view 2 after the other's answer, and
+    the other, ending view 1 instead of the founder, delivered 60 messages more in view 1)."""
+    r = Recovery(C, (1, 1), patience=5.0)
+    r.delivered("view", 3, (A, B, C), (A, B, C), "view-3", now=0.0, coordinator=B)  # asks A, then B
+    assert r.gone(B, now=0.1) is None  # the founder goes away while A is asked
+    step = r.history(A, History("end", 1, (msg(1, 5),)), now=0.2)
+    assert step is not None and [rec["clock"] for rec in step.records] == [5]  # the group's history: written
+    assert not step.done and not step.release and step.gap is None and r.orphaned  # ... view 3: not yet
+    assert any("went away before it ended view 1" in line for line in step.said)
+    # a view change removes B: its coordinator A ends view 1 instead, asked last
+    step = r.delivered("view", 4, (A, C), (), "view-4", now=1.0, coordinator=A)
+    assert step is not None and step.sends == [(A, CatchUp(1, 2, 3))] and not r.orphaned
+    step = r.history(A, History("end", 1, (msg(1, 6),)), now=1.1)  # A's end of view 1
+    assert step is not None and step.done and step.release == ["view-3", "view-4"]
+    assert [rec["clock"] for rec in step.records] == [6]
+
+
 def test_an_orphaned_member_admitted_again_drops_what_it_held_and_catches_up_to_the_new_view():
     r = Recovery(C, (1, 1), patience=5.0)
     r.delivered("view", 2, (B, C), (B, C), "view-2", now=0.0, coordinator=B)

@@ -430,7 +430,9 @@ class Recovery:
             if kind != "gap":
                 self.last = advance(self.last, kind, view)
         if frame.status == "end":
-            if self.refounded and self.candidates:  # (the next member may be further still)
+            # (founded again: the next member may be further still; and only the founder's answer says
+            # how the last view ends: a member whose founder went away meanwhile is orphaned)
+            if self.refounded and (self.candidates or (src != self.coordinator and self.coordinator != self.me)):
                 more = self._ask_next(now, "")
                 more.records = step.records
                 return more
