@@ -61,4 +61,3 @@ def test_toml_overrides(tmp_path):
 
 def test_fill_quotes_each_value():
     assert fill("java -cp {dir}/bin M {port}", dir="/a b", port=5) == "java -cp '/a b'/bin M 5"
-

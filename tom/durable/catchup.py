@@ -431,8 +431,8 @@ class Recovery:
                 self.last = advance(self.last, kind, view)
         if frame.status == "end":
             # (founded again: the next member may be further still; and only the founder's answer says
-            # how the last view ends: a member whose founder went away meanwhile is orphaned)
-            if self.refounded and (self.candidates or (src != self.coordinator and self.coordinator != self.me)):
+            # how the last view ends: `_ask_next` orphans a member whose founder went away meanwhile)
+            if self.refounded and (self.candidates or src != self.coordinator):
                 more = self._ask_next(now, "")
                 more.records = step.records
                 return more

@@ -29,6 +29,9 @@ GRADER_ERROR = "grader-error"
 """The verdict of a run the grader itself failed on (its folder unwritable, a bug of tom grade): the
 tool's fault it is not; it scores as not passed, and tom grade and its report exit 1 to say so."""
 
+GRADER_ERROR_DETAIL = "the grader failed on this run, not the tool: grade this test again"
+"""What a grader-error run's ``detail`` begins with."""
+
 VERDICTS: tuple[str, ...] = ("pass", "fail", "did-not-build", "did-not-start", "hung", "crashed", GRADER_ERROR)
 
 PEERS_DISAGREE = "peers-disagree"

@@ -19,7 +19,7 @@ from typing import Callable
 
 import trio
 
-from . import GRADER_ERROR
+from . import GRADER_ERROR, GRADER_ERROR_DETAIL
 from .config import Submission, fill
 from .prompts import tail_lines
 from .trial import START_LIMIT, TrialSpec, run_trial
@@ -102,7 +102,7 @@ def engine_failed(spec: TrialSpec, error: Exception, log: Path) -> dict:
             where = "; its traceback is on tom grade's stderr"
     result = {"student": spec.submission.name, "test": spec.test, "repeat": spec.repeat, "verdict": GRADER_ERROR,
               "expected": "the grader to run the test", "got": f"{type(error).__name__}: {error}",
-              "detail": f"the grader failed on this run, not the tool: grade this test again{where}",
+              "detail": GRADER_ERROR_DETAIL + where,
               "seconds": 0.0, "tail": [], "tool": {"from": "", "port": 0}, "peers": []}
     try:
         spec.folder.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,9 @@ listens on its port (`LISTEN_LIMIT`): else *did-not-start*. Its from is read fro
 The scenario runs under the test's time limit (else *hung*); an exit the driver did not ask for is
 *crashed*; a rule's wait that ran out is *fail*, or *hung* when the tool then does not end within
 `QUIT_LIMIT` of menu 3 either; a set-up the grader could not make (no pty; a scripted peer's port taken
-between its choice and its bind `SETUP_TRIES` times in a row) is *grader-error*. Then menu 3 (`QUIT_LIMIT`), the process group is killed whatever it does, and so is
-anything of this user's left listening on the tool's port; the tool's output file is read as it left
+between its choice and its bind `SETUP_TRIES` times in a row) is *grader-error*. Then menu 3
+(`QUIT_LIMIT`), the process group is killed whatever it does, and so is anything of this user's left
+listening on the tool's port; the tool's output file is read as it left
 it and the rule's judge gives the verdict.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import trio
 
-from . import GRADER_ERROR, ports
+from . import GRADER_ERROR, GRADER_ERROR_DETAIL, ports
 from .config import Submission, fill
 from .driver import Tool, ToolError
 from .judges import JUDGES, Evidence, Failed, Outcome
@@ -127,7 +128,7 @@ async def run_trial(spec: TrialSpec) -> dict:
                                       f"{QUIT_LIMIT:.0f} s of menu 3", outcome.detail)
         except OSError as e:  # the grader's set-up: a scripted peer's port taken meanwhile, the pty, ...
             outcome = Outcome(GRADER_ERROR, "the grader to set the test up", f"{type(e).__name__}: {e}",
-                              "the grader failed on this run, not the tool: grade this test again")
+                              GRADER_ERROR_DETAIL)
         finally:
             with trio.CancelScope(shield=True):
                 if tool is not None:
